@@ -1,0 +1,1 @@
+"""The `isthmus` command line (Typer + Rich)."""

@@ -1,0 +1,223 @@
+"""The site interface the engine drives, implemented by simulated and live backends alike.
+
+A backend knows how to start and stop runs and (for clouds) lease and release VMs on one
+site. It never decides anything: the engine calls it only after validating a decision.
+Completions and VM state changes come back to the engine as events: a simulated backend
+schedules them on the simulated clock, a live backend posts them when they really happen.
+"""
+
+from __future__ import annotations
+
+import bisect
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from enum import IntEnum
+
+from isthmus.engine.state import JobEntry
+from isthmus.model.site import Site
+
+# at(time, priority, kind, a, b): schedule an event on the engine's clock.
+Schedule = Callable[[float, int, int, int, int], None]
+
+
+class VmState(IntEnum):
+    """Life of a leased VM."""
+
+    BOOTING = 0
+    READY = 1
+    RELEASING = 2
+    GONE = 3
+
+
+class Vm:
+    """One leased VM of a cloud site: one node with `cores` processors."""
+
+    __slots__ = ("cores", "free", "id", "idle_since", "leased_at", "ready_at", "released_at", "state")
+
+    def __init__(self, vm_id: int, cores: int, leased_at: float) -> None:
+        self.id = vm_id
+        self.cores = cores
+        self.free = cores
+        self.leased_at = leased_at
+        self.ready_at = -1.0
+        self.released_at = -1.0
+        self.idle_since = -1.0
+        self.state = VmState.BOOTING
+
+    @property
+    def idle(self) -> bool:
+        """True when the VM is ready and runs nothing."""
+        return self.state is VmState.READY and self.free == self.cores
+
+
+class SiteBackend(ABC):
+    """One site as the engine sees it. Policies see it read-only (as a SiteView).
+
+    `free` is the number of processors usable now and not running anything; `online` the
+    processors usable now (busy or not). `running` maps job id to its entry.
+    `by_estimated_end` lists (estimated end, job id) of running jobs in order, for
+    backfilling policies.
+    """
+
+    def __init__(self, index: int, site: Site) -> None:
+        self.index = index
+        self.site = site
+        self.name = site.name
+        self.free = 0
+        self.online = 0
+        self.running: dict[int, JobEntry] = {}
+        self.by_estimated_end: list[tuple[float, int]] = []
+
+    @property
+    def busy(self) -> int:
+        """Processors running jobs now."""
+        return self.online - self.free
+
+    def _track_start(self, entry: JobEntry, now: float) -> None:
+        self.running[entry.job.id] = entry
+        bisect.insort(self.by_estimated_end, (now + entry.estimated_runtime, entry.job.id))
+
+    def _track_stop(self, entry: JobEntry) -> None:
+        del self.running[entry.job.id]
+        key = (entry.started + entry.estimated_runtime, entry.job.id)
+        i = bisect.bisect_left(self.by_estimated_end, key)
+        if i < len(self.by_estimated_end) and self.by_estimated_end[i] == key:
+            del self.by_estimated_end[i]
+        else:  # estimated end computed differently (float noise): fall back to a scan
+            self.by_estimated_end = [p for p in self.by_estimated_end if p[1] != entry.job.id]
+
+    @abstractmethod
+    def start(self, entry: JobEntry, now: float) -> None:
+        """Begin a run of `entry` here (the engine checked that it fits)."""
+
+    @abstractmethod
+    def stop(self, entry: JobEntry, now: float) -> None:
+        """Kill the current run of `entry` and free its processors."""
+
+    @abstractmethod
+    def finished(self, entry: JobEntry, now: float) -> None:
+        """The current run of `entry` ended by itself: free its processors."""
+
+    def available(self, now: float) -> bool:
+        """True when the site may be used at `now` (its availability window)."""
+        s = self.site
+        if s.available_from is not None and now < s.available_from:
+            return False
+        return not (s.available_until is not None and now >= s.available_until)
+
+
+class CloudBackend(SiteBackend):
+    """A cloud site: VMs are leased, boot, run jobs, and are released.
+
+    The VM bookkeeping (capacity, idle times, which VMs a job occupies) is the same for the
+    simulated and the live cloud; subclasses only say how a VM is really started and stopped.
+    """
+
+    def __init__(self, index: int, site: Site) -> None:
+        super().__init__(index, site)
+        self.vms: dict[int, Vm] = {}
+        self._next_vm = 0
+        self.booting = 0
+
+    @property
+    def leased(self) -> int:
+        """VMs leased and not being released (booting or ready)."""
+        return sum(1 for v in self.vms.values() if v.state <= VmState.READY)
+
+    def idle_vms(self) -> list[Vm]:
+        """Ready VMs running nothing, oldest lease first."""
+        return [v for v in self.vms.values() if v.state is VmState.READY and v.free == v.cores]
+
+    def lease(self, count: int, now: float) -> list[int]:
+        """Lease `count` VMs; return their ids (they are usable after the boot time)."""
+        ids = []
+        for _ in range(count):
+            vm = Vm(self._next_vm, self.site.cores_per_node, now)
+            self._next_vm += 1
+            self.vms[vm.id] = vm
+            self.booting += 1
+            ids.append(vm.id)
+            self._boot(vm, now)
+        return ids
+
+    def vm_ready(self, vm_id: int, now: float) -> bool:
+        """A VM finished booting; False if it is unknown or no longer booting."""
+        vm = self.vms.get(vm_id)
+        if vm is None or vm.state is not VmState.BOOTING:
+            return False
+        vm.state = VmState.READY
+        vm.ready_at = now
+        vm.idle_since = now
+        self.booting -= 1
+        self.online += vm.cores
+        self.free += vm.cores
+        return True
+
+    def release(self, vm_ids: tuple[int, ...], now: float) -> None:
+        """Release idle VMs (the engine checked they are idle); billing stops now."""
+        for vm_id in vm_ids:
+            vm = self.vms[vm_id]
+            vm.state = VmState.RELEASING
+            vm.released_at = now
+            self.online -= vm.cores
+            self.free -= vm.cores
+            self._shutdown(vm, now)
+
+    def vm_gone(self, vm_id: int, now: float) -> bool:
+        """A released VM finished shutting down."""
+        vm = self.vms.get(vm_id)
+        if vm is None or vm.state is not VmState.RELEASING:
+            return False
+        vm.state = VmState.GONE
+        del self.vms[vm_id]
+        return True
+
+    def start(self, entry: JobEntry, now: float) -> None:
+        need = entry.job.size
+        alloc = []
+        for vm in self.vms.values():
+            if vm.state is VmState.READY and vm.free:
+                take = min(vm.free, need)
+                vm.free -= take
+                vm.idle_since = -1.0
+                alloc.append((vm.id, take))
+                need -= take
+                if not need:
+                    break
+        entry.alloc = tuple(alloc)
+        self.free -= entry.job.size
+        self._track_start(entry, now)
+        self._launch(entry, now)
+
+    def _free_alloc(self, entry: JobEntry, now: float) -> None:
+        for vm_id, cores in entry.alloc:
+            vm = self.vms[vm_id]
+            vm.free += cores
+            if vm.free == vm.cores:
+                vm.idle_since = now
+        entry.alloc = ()
+        self.free += entry.job.size
+        self._track_stop(entry)
+
+    def stop(self, entry: JobEntry, now: float) -> None:
+        self._kill(entry, now)
+        self._free_alloc(entry, now)
+
+    def finished(self, entry: JobEntry, now: float) -> None:
+        self._free_alloc(entry, now)
+
+    @abstractmethod
+    def _boot(self, vm: Vm, now: float) -> None:
+        """Really start the VM; report vm_ready when it is up."""
+
+    @abstractmethod
+    def _shutdown(self, vm: Vm, now: float) -> None:
+        """Really stop the VM; report vm_gone when it is down."""
+
+    @abstractmethod
+    def _launch(self, entry: JobEntry, now: float) -> None:
+        """Really start the job's run on the VMs in `entry.alloc`."""
+
+    @abstractmethod
+    def _kill(self, entry: JobEntry, now: float) -> None:
+        """Really kill the job's current run."""

@@ -1,0 +1,79 @@
+"""The engine's per-job state, shared read-only with policies through the view."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from isthmus.model.job import Job
+
+
+class JobState(IntEnum):
+    """Where a job is in its life. DONE, FAILED, CANCELLED and REJECTED are terminal."""
+
+    QUEUED = 0
+    RUNNING = 1
+    DONE = 2
+    FAILED = 3
+    CANCELLED = 4
+    REJECTED = 5
+
+    @property
+    def terminal(self) -> bool:
+        """True once the job will never run again."""
+        return self >= JobState.DONE
+
+
+class JobEntry:
+    """A job and what the engine knows of it now.
+
+    `stage` is the queue the job waits in (0 unless a TAGS policy moved it on after a kill
+    at a runtime limit). `run` counts the runs started (a restarted job has several);
+    `restarts` counts the killed ones. `predicted` is the runtime predicted at arrival
+    (KOALA-C §III-B), filled in when the allocation policy uses predictions.
+    """
+
+    __slots__ = (
+        "alloc",
+        "job",
+        "limit",
+        "predicted",
+        "queued_at",
+        "restarts",
+        "run",
+        "site",
+        "stage",
+        "started",
+        "state",
+    )
+
+    def __init__(self, job: Job, now: float) -> None:
+        self.job = job
+        self.state = JobState.QUEUED
+        self.stage = 0
+        self.site = -1
+        self.started = -1.0
+        self.run = 0
+        self.restarts = 0
+        self.queued_at = now
+        self.predicted = job.requested_runtime if job.requested_runtime is not None else job.runtime
+        self.limit: float | None = None
+        self.alloc: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def id(self) -> int:
+        """The job's id."""
+        return self.job.id
+
+    @property
+    def size(self) -> int:
+        """Processors the job needs."""
+        return self.job.size
+
+    @property
+    def estimated_runtime(self) -> float:
+        """What a backfilling scheduler may assume: the requested runtime, else the prediction."""
+        req = self.job.requested_runtime
+        return req if req is not None else self.predicted
+
+    def __repr__(self) -> str:
+        return f"JobEntry(id={self.job.id}, state={self.state.name}, stage={self.stage}, site={self.site})"

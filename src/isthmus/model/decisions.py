@@ -1,0 +1,76 @@
+"""Decisions a policy returns to the engine. A decision is a request: the engine validates it.
+
+Sites are named by their index in the environment's `sites` tuple (the view gives both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class StartJob:
+    """Start queued job `job_id` on site `site` now.
+
+    `limit` (seconds) makes the engine kill the run when it has lasted that long and requeue
+    the job in the next stage (TAGS, KOALA-C §IV-B); None lets it run to completion.
+    `by` names the deciding policy, for the event log and "why" answers.
+    """
+
+    job_id: int
+    site: int
+    limit: float | None = None
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KillJob:
+    """Kill running job `job_id`; with `requeue` it goes back to its queue (a restart)."""
+
+    job_id: int
+    reason: str
+    requeue: bool = False
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseVms:
+    """Lease `count` more VMs on cloud site `site`."""
+
+    site: int
+    count: int
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseVms:
+    """Release the VMs `vm_ids` of cloud site `site` (each must be idle)."""
+
+    site: int
+    vm_ids: tuple[int, ...]
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HoldJob:
+    """Explain why a queued job was not started this round (a policy's answer to "why?")."""
+
+    job_id: int
+    reason: str
+    by: str = ""
+
+
+
+@dataclass(frozen=True, slots=True)
+class WakeUp:
+    """Ask for a scheduling round at `time` even if nothing else happens by then.
+
+    Rounds run only when the state has changed, so a policy whose decisions depend on time
+    alone (an idle VM reaching its release time) says when it next needs to look.
+    """
+
+    time: float
+    by: str = ""
+
+
+Decision = StartJob | KillJob | LeaseVms | ReleaseVms | HoldJob | WakeUp

@@ -1,0 +1,52 @@
+"""An environment: the sites, the sets of sites and the chosen policies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from isthmus.model.site import Site, SiteSet
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyChoice:
+    """A policy named in a registry, with its parameters."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """Sites, sets of sites and policies: everything a run needs besides the workload.
+
+    `sets` is empty when the policies use all sites in the order given. `allocation` and
+    `provisioning` name the default policies; a command line may override them.
+    `round_interval` is the scheduling period in seconds (KOALA-C: 30 s); None makes rounds
+    event-triggered (a round after every batch of simultaneous events).
+    """
+
+    name: str
+    sites: tuple[Site, ...]
+    sets: tuple[SiteSet, ...] = ()
+    allocation: PolicyChoice = field(default_factory=lambda: PolicyChoice("ff"))
+    provisioning: PolicyChoice = field(default_factory=lambda: PolicyChoice("on-demand"))
+    round_interval: float | None = 30.0
+    description: str = ""
+
+    def site(self, name: str) -> Site:
+        """Return the site called `name`; KeyError naming the known sites otherwise."""
+        for s in self.sites:
+            if s.name == name:
+                return s
+        known = ", ".join(s.name for s in self.sites)
+        raise KeyError(f"no site {name!r} in environment {self.name!r} (sites: {known})")
+
+    @property
+    def max_processors(self) -> int:
+        """The largest number of processors any single site can ever offer."""
+        return max((s.max_processors for s in self.sites), default=0)

@@ -1,0 +1,81 @@
+"""Jobs: rigid parallel jobs and malleable bags of tasks, as described by a workload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+
+
+class PriorityClass(IntEnum):
+    """KOALA placement-queue priority (KOALA-CS thesis §2.2.3); lower value is served first."""
+
+    SUPER_HIGH = 0
+    HIGH = 1
+    LOW = 2
+    SUPER_LOW = 3
+
+    @classmethod
+    def parse(cls, text: str) -> PriorityClass:
+        """Return the class named by `text` ('super-high', 'high', 'low', 'super-low')."""
+        key = text.strip().lower().replace("-", "_").replace(" ", "_")
+        try:
+            return cls[key.upper()]
+        except KeyError:
+            names = ", ".join(p.label for p in cls)
+            raise ValueError(f"unknown priority {text!r}; expected one of: {names}") from None
+
+    @property
+    def label(self) -> str:
+        """The name as written in files and on the command line, e.g. 'super-high'."""
+        return self.name.lower().replace("_", "-")
+
+
+class JobKind(str, Enum):
+    """Rigid parallel job (fixed size) or malleable bag of tasks (grows and shrinks)."""
+
+    RIGID = "rigid"
+    MALLEABLE = "malleable"
+
+
+@dataclass(frozen=True, slots=True)
+class VmRequirements:
+    """The VM a job needs, as in Cloud Scheduler's job attributes (cloud-scheduler seed, Appendix I).
+
+    Every field is optional; None means "any".
+    """
+
+    vm_type: str | None = None
+    image: str | None = None
+    cpu_arch: str | None = None
+    cores: int | None = None
+    memory_mb: int | None = None
+    storage_gb: float | None = None
+    network: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job of a workload.
+
+    Times are in seconds. `runtime` is the actual runtime a simulation replays (live jobs have
+    it unknown until they end: NaN is not used, the live side simply never reads it).
+    `requested_runtime` is the user's estimate, None when unknown. `size` is in processors.
+    """
+
+    id: int
+    submit: float
+    size: int
+    runtime: float
+    requested_runtime: float | None = None
+    user: str = "0"
+    group: str = "0"
+    requested_memory: float | None = None
+    priority: PriorityClass = PriorityClass.HIGH
+    kind: JobKind = JobKind.RIGID
+    tasks: int = 1
+    vm: VmRequirements | None = field(default=None)
+
+    @property
+    def area(self) -> float:
+        """Processor-seconds the job uses when it runs to completion once."""
+        return self.size * self.runtime

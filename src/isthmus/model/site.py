@@ -1,0 +1,86 @@
+"""Sites (clusters and clouds) and sets of sites."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+
+class SiteKind(str, Enum):
+    """A cluster site is always present; a cloud site's VMs must be leased first."""
+
+    CLUSTER = "cluster"
+    CLOUD = "cloud"
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """A group of nodes that can run a job (KOALA-C §III-A, "virtual cluster structure").
+
+    For a cluster, `nodes` is the number of nodes always present. For a cloud, `nodes` is unused
+    (0) and `max_vms` bounds how many VMs may be leased; each VM is one node with
+    `cores_per_node` processors. `price_per_hour` is charged per started `billing_increment`
+    seconds of a lease (3600 for hourly billing, 1 for per-second billing); a price of 0 makes
+    the cloud free. `idle_release_time` is how long a VM of a free cloud may stay idle before
+    On-Demand releases it. `available_from`/`available_until` bound when the site can be used
+    (the IBM seed's cloud available during a time window); None means always.
+    """
+
+    name: str
+    kind: SiteKind = SiteKind.CLUSTER
+    nodes: int = 0
+    cores_per_node: int = 1
+    min_vms: int = 0
+    max_vms: int = 0
+    boot_time: float = 0.0
+    shutdown_time: float = 0.0
+    price_per_hour: float = 0.0
+    billing_increment: float = 3600.0
+    idle_release_time: float = 300.0
+    available_from: float | None = None
+    available_until: float | None = None
+
+    @property
+    def is_cloud(self) -> bool:
+        """True for a cloud site (VMs are leased), False for a cluster site."""
+        return self.kind is SiteKind.CLOUD
+
+    @property
+    def is_paid(self) -> bool:
+        """True when leasing a VM here costs money."""
+        return self.is_cloud and self.price_per_hour > 0
+
+    @property
+    def max_processors(self) -> int:
+        """The most processors the site can ever offer at once."""
+        units = self.max_vms if self.is_cloud else self.nodes
+        return units * self.cores_per_node
+
+    @property
+    def price_per_increment(self) -> float:
+        """What one started billing increment of one VM costs."""
+        return self.price_per_hour * self.billing_increment / 3600.0
+
+    def charged_cost(self, lease_seconds: float) -> float:
+        """Charged cost of one VM lease of `lease_seconds`: each started increment is paid in full."""
+        if not self.is_paid or lease_seconds <= 0:
+            return 0.0
+        return math.ceil(lease_seconds / self.billing_increment - 1e-9) * self.price_per_increment
+
+    def actual_cost(self, lease_seconds: float) -> float:
+        """Cost of `lease_seconds` of one VM at the hourly price, without rounding to increments."""
+        return max(0.0, lease_seconds) * self.price_per_hour / 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class SiteSet:
+    """An ordered group of sites (a KOALA-C subsystem), optionally with a job runtime limit.
+
+    Sets may overlap. A job running in a set with a `runtime_limit` is killed when it has run
+    that long (TAGS, KOALA-C §IV-B/C); None means unlimited.
+    """
+
+    name: str
+    sites: tuple[str, ...]
+    runtime_limit: float | None = None

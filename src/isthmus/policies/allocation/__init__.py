@@ -1,0 +1,1 @@
+"""Allocation policies: which queued job starts on which site."""

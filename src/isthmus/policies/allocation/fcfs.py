@@ -1,0 +1,34 @@
+"""Strict first-come-first-served."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from isthmus.model.decisions import Decision, StartJob
+from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, free_processors
+from isthmus.policies.base import View
+
+
+class StrictFcfs(SingleSetPolicy):
+    """Strict FCFS: start jobs in arrival order while the first waiting job fits; never skip it.
+
+    The baseline of batch schedulers (IBM seed §3, the LRM before backfilling is enabled) and
+    the schedule other simulators agree on (peers/README.md). On several sites the head job
+    goes to the first site where it fits.
+    """
+
+    name: ClassVar[str] = "fcfs"
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """Start the head of the queue, repeatedly, until it does not fit."""
+        order = view.stage_sites(0)
+        free = free_processors(view)
+        out: list[Decision] = []
+        for e in view.queue(0):
+            i = first_fit(free, order, e.job.size)
+            if i < 0:
+                break
+            free[i] -= e.job.size
+            out.append(StartJob(e.job.id, i, by=self.name))
+        return out

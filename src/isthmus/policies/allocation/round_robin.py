@@ -1,0 +1,48 @@
+"""KOALA-C Round-Robin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from isthmus.model.decisions import Decision, StartJob
+from isthmus.policies.allocation.common import SingleSetPolicy, free_processors
+from isthmus.policies.base import NoParams, View
+
+
+class RoundRobin(SingleSetPolicy):
+    """RR: serve the queue in FCFS order, assigning jobs to sites with room in cyclic order.
+
+    KOALA-C §IV-A(2). The search for a site starts after the site that received the previous
+    job (the policy's only memory), wrapping around; a job that fits nowhere stays queued.
+    """
+
+    name: ClassVar[str] = "rr"
+
+    def __init__(self, params: NoParams | None = None) -> None:
+        super().__init__(params)
+        self._next = 0
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """Place queued jobs in arrival order, each on the next site in the cycle with room."""
+        order = view.stage_sites(0)
+        n = len(order)
+        free = free_processors(view)
+        total = sum(free[i] for i in order)
+        out: list[Decision] = []
+        for e in view.queue(0):
+            if total <= 0:
+                break
+            size = e.job.size
+            if size > total:
+                continue
+            for k in range(n):
+                pos = (self._next + k) % n
+                i = order[pos]
+                if free[i] >= size:
+                    free[i] -= size
+                    total -= size
+                    self._next = (pos + 1) % n
+                    out.append(StartJob(e.job.id, i, by=self.name))
+                    break
+        return out

@@ -1,0 +1,46 @@
+"""KOALA-C Shortest-Job-First, with predicted and with exact runtimes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from isthmus.model.decisions import Decision
+from isthmus.policies.allocation.common import SingleSetPolicy, any_free, list_schedule
+from isthmus.policies.base import View
+
+
+class ShortestJobFirst(SingleSetPolicy):
+    """SJF: the job with the shortest predicted runtime first, on the first site where it fits.
+
+    KOALA-C §IV-A(3). Runtimes are predicted when a job arrives, by default as the mean of the
+    runtimes of the user's last two finished jobs (KOALA-C §III-B; see
+    `isthmus.policies.prediction.runtime`). Ties keep arrival order; jobs that fit nowhere stay
+    queued.
+    """
+
+    name: ClassVar[str] = "sjf"
+    uses_prediction: ClassVar[bool] = True
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """Place queued jobs shortest-predicted first."""
+        if not view.queued or not any_free(view):
+            return []
+        jobs = sorted(view.queue(0), key=lambda e: e.predicted)
+        return list_schedule(view, jobs, self.name)
+
+
+class ShortestJobFirstIdeal(SingleSetPolicy):
+    """SJF-ideal: SJF with perfect knowledge of every job's runtime (KOALA-C §IV-A(3)).
+
+    Only meaningful in simulation, where the workload records the actual runtimes.
+    """
+
+    name: ClassVar[str] = "sjf-ideal"
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """Place queued jobs shortest-actual-runtime first."""
+        if not view.queued or not any_free(view):
+            return []
+        jobs = sorted(view.queue(0), key=lambda e: e.job.runtime)
+        return list_schedule(view, jobs, self.name)

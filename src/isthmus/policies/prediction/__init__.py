@@ -1,0 +1,1 @@
+"""Prediction policies: runtime and wait-time estimates used by SJF and HSDF."""

@@ -1,0 +1,1 @@
+"""Provisioning policies: when to lease and release cloud VMs."""

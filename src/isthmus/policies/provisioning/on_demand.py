@@ -1,0 +1,128 @@
+"""KOALA-C On-Demand provisioning."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
+from isthmus.policies.base import CloudInfo, View
+
+
+class OnDemandParams(BaseModel):
+    """Parameters of On-Demand."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    idle_time: float | None = Field(
+        None, ge=0, description="seconds a free-cloud VM may stay idle before release; default: the site's"
+    )
+    paid_release_window: float = Field(
+        120.0, gt=0, description="release an idle paid VM only within this many seconds before its next billing boundary"
+    )
+
+
+class OnDemand:
+    """On-Demand (OD): lease VMs to meet queued demand, release idle ones billing-aware.
+
+    KOALA-C §III-B. Each round, queued jobs (every queue, in order) are placed on paper on the
+    free processors of their sites, counting VMs still booting as capacity; for a job that
+    fits nowhere, enough VMs to hold it are leased on the first cloud among its sites that can
+    take them without passing its maximum. Every cloud is kept at its minimum number of VMs.
+    A cloud that the queued demand needs releases nothing. Otherwise, on a free cloud an idle
+    VM is released once idle for the idle time; on a paid cloud an idle VM is released only
+    close to the end of its current billing increment (within `paid_release_window` seconds of
+    it, "when they are close to reaching another hour of their lifetime"), so a VM is never
+    given back while time already paid for remains and never starts a new increment idle.
+    """
+
+    name: ClassVar[str] = "on-demand"
+    Params = OnDemandParams
+
+    def __init__(self, params: OnDemandParams | None = None) -> None:
+        self.params = params or OnDemandParams()
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """Leases for unmet demand and the minimum; releases of idle VMs; the next wake-up."""
+        clouds: dict[int, CloudInfo] = {}
+        for s in view.sites:
+            c = view.cloud(s.index)
+            if c is not None:
+                clouds[s.index] = c
+        if not clouds:
+            return []
+        now = view.now
+        out: list[Decision] = []
+        planned = dict.fromkeys(clouds, 0)
+        for i, c in clouds.items():
+            deficit = c.site.min_vms - c.leased
+            if deficit > 0:
+                planned[i] = deficit
+        free = [s.free for s in view.sites]
+        for i, c in clouds.items():
+            free[i] += (c.booting + planned[i]) * c.site.cores_per_node
+        needed: set[int] = set()
+        for stage in range(view.stages):
+            order = view.stage_sites(stage)
+            for e in view.queue(stage):
+                size = e.job.size
+                placed = False
+                for i in order:
+                    if free[i] >= size:
+                        free[i] -= size
+                        placed = True
+                        if i in clouds:
+                            needed.add(i)
+                        break
+                if placed:
+                    continue
+                for i in order:
+                    c = clouds.get(i)
+                    if c is None:
+                        continue
+                    vms = math.ceil((size - free[i]) / c.site.cores_per_node)
+                    if c.leased + planned[i] + vms <= c.site.max_vms:
+                        planned[i] += vms
+                        free[i] += vms * c.site.cores_per_node - size
+                        needed.add(i)
+                        break
+        for i, n in planned.items():
+            if n > 0:
+                out.append(LeaseVms(i, n, by=self.name))
+        wake = math.inf
+        for i, c in clouds.items():
+            if i in needed:
+                continue
+            spare = c.leased - c.site.min_vms
+            if spare <= 0:
+                continue
+            release: list[int] = []
+            for vm in c.idle_vms():
+                if len(release) >= spare:
+                    break
+                at = self._release_time(c, vm.leased_at, vm.idle_since, now)
+                if at <= now:
+                    release.append(vm.id)
+                else:
+                    wake = min(wake, at)
+            if release:
+                out.append(ReleaseVms(i, tuple(release), by=self.name))
+        if wake < math.inf:
+            out.append(WakeUp(wake, by=self.name))
+        return out
+
+    def _release_time(self, c: CloudInfo, leased_at: float, idle_since: float, now: float) -> float:
+        """Earliest time at or after now when an idle VM may be released."""
+        site = c.site
+        if not site.is_paid:
+            idle = self.params.idle_time if self.params.idle_time is not None else site.idle_release_time
+            return idle_since + idle
+        inc = site.billing_increment
+        window = min(self.params.paid_release_window, inc)
+        age = now - leased_at
+        into = age % inc
+        if into >= inc - window - 1e-9:
+            return now
+        return now + (inc - window - into)

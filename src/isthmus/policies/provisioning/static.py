@@ -1,0 +1,23 @@
+"""No provisioning (clusters only, or clouds managed by hand)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from isthmus.model.decisions import Decision
+from isthmus.policies.base import NoParams, View
+
+
+class NoProvisioning:
+    """Never lease or release a VM. For environments made only of cluster sites."""
+
+    name: ClassVar[str] = "none"
+    Params = NoParams
+
+    def __init__(self, params: NoParams | None = None) -> None:
+        self.params = params
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """Nothing to decide."""
+        return ()

@@ -1,0 +1,1 @@
+"""Simulation: simulated site backends and the experiment runner over a virtual clock."""
