@@ -133,6 +133,14 @@ class Engine:
         elif kind == EV_WAKE:
             self._changed()
 
+    def job_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
+        """Run number `run` of job `job_id` ended now with `exit_code` (0: completed, else failed).
+
+        Live backends call this when a pilot reports; a report for a run that is no longer
+        current (killed and restarted meanwhile) is ignored.
+        """
+        self._run_ended(job_id, run, exit_code)
+
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         entry = self.entries.get(job_id)
         if entry is None or entry.state is not JobState.RUNNING or entry.run != run:
