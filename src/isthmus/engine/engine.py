@@ -20,7 +20,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, VmState
-from isthmus.engine.clock import EV_END, EV_LIMIT, EV_ROUND, EV_VM_GONE, EV_VM_READY, EV_WAKE, PRIO_LIMIT, PRIO_ROUND
+from isthmus.engine.clock import (
+    EV_END,
+    EV_LIMIT,
+    EV_ROUND,
+    EV_VM_GONE,
+    EV_VM_READY,
+    EV_WAKE,
+    PRIO_LIMIT,
+    PRIO_ROUND,
+)
 from isthmus.engine.state import JobEntry, JobState
 from isthmus.engine.view import EngineView
 from isthmus.model.decisions import HoldJob, KillJob, LeaseVms, ReleaseVms, StartJob, WakeUp
@@ -37,7 +46,7 @@ _KILL = int(EventKind.KILL)
 _REQUEUE = int(EventKind.REQUEUE)
 
 
-class DecisionRejected(Exception):
+class DecisionRefusedError(Exception):
     """A decision the engine refused; the message says why."""
 
 
@@ -68,7 +77,9 @@ class Engine:
         self.check_purity = check_purity
         self.now = 0.0
         self.view = EngineView(self)
-        self.stage_sites: list[tuple[int, ...]] = allocation.stage_sites([b.site for b in self.backends])
+        self.stage_sites: list[tuple[int, ...]] = allocation.stage_sites(env)
+        self._arrival_stage = getattr(allocation, "arrival_stage", None)
+        self._next_stage = getattr(allocation, "next_stage", None)
         self.queues: list[dict[int, JobEntry]] = [{} for _ in self.stage_sites]
         self.entries: dict[int, JobEntry] = {}
         self.history: dict[str, deque[float]] = {}
@@ -81,9 +92,9 @@ class Engine:
         self._round_at = math.inf
         self._last_round = -math.inf
         self._stage_max = [
-            max((self.backends[i].site.max_processors for i in sites), default=0) for sites in self.stage_sites
+            max((self.backends[i].site.max_processors for i in sites), default=0)
+            for sites in self.stage_sites
         ]
-        self._any_max = max(self._stage_max, default=0)
 
     # ----------------------------------------------------------------- arrivals and events
 
@@ -94,19 +105,22 @@ class Engine:
         if job.id in self.entries:
             raise ValueError(f"job {job.id} was already submitted")
         log.append(now, _SUBMIT, job.id, -1, -1, job.size)
-        if job.size > self._any_max or job.size <= 0:
-            largest = max(self.backends, key=lambda b: b.site.max_processors)
+        stage = self._arrival_stage(job) if self._arrival_stage is not None else 0
+        if job.size > self._stage_max[stage] or job.size <= 0:
+            sites = self.stage_sites[stage]
+            largest = max((self.backends[i] for i in sites), key=lambda b: b.site.max_processors)
             log.append(now, int(EventKind.REJECT), job.id)
             log.reasons[job.id] = (
-                f"needs {job.size} processors; the largest site ({largest.name}) offers at most "
+                f"needs {job.size} processors; the largest site it may use ({largest.name}) offers at most "
                 f"{largest.site.max_processors}"
             )
             return None
         entry = JobEntry(job, now)
+        entry.stage = stage
         if self.predictor is not None:
             entry.predicted = self.predictor.predict(self.view, job)
         self.entries[job.id] = entry
-        self.queues[0][job.id] = entry
+        self.queues[stage][job.id] = entry
         self._changed()
         return entry
 
@@ -180,10 +194,23 @@ class Engine:
         self.log.append(now, _KILL, entry.job.id, site, -1, int(cause))
         if requeue:
             entry.restarts += 1
-            if next_stage and entry.stage + 1 < len(self.queues):
-                entry.stage += 1
-            entry.state = JobState.QUEUED
+            if next_stage:
+                if self._next_stage is not None:
+                    entry.stage = self._next_stage(entry.stage)
+                elif entry.stage + 1 < len(self.queues):
+                    entry.stage += 1
             entry.site = -1
+            if entry.job.size > self._stage_max[entry.stage]:
+                entry.state = JobState.REJECTED
+                self.log.append(now, int(EventKind.REJECT), entry.job.id)
+                self.log.reasons[entry.job.id] = (
+                    f"killed at the runtime limit; needs {entry.job.size} processors, more than any site "
+                    f"of queue {entry.stage} offers"
+                )
+                del self.entries[entry.job.id]
+                self._changed()
+                return
+            entry.state = JobState.QUEUED
             entry.queued_at = now
             self.queues[entry.stage][entry.job.id] = entry
             self.log.append(now, _REQUEUE, entry.job.id, -1, -1, entry.stage)
@@ -258,11 +285,11 @@ class Engine:
             elif type(d) is KillJob:
                 entry = self.entries.get(d.job_id)
                 if entry is None or entry.state is not JobState.RUNNING:
-                    raise DecisionRejected(f"job {d.job_id} is not running")
+                    raise DecisionRefusedError(f"job {d.job_id} is not running")
                 self._kill(entry, KillCause.POLICY, requeue=d.requeue)
             else:
-                raise DecisionRejected(f"unknown decision {d!r}")
-        except DecisionRejected as exc:
+                raise DecisionRefusedError(f"unknown decision {d!r}")
+        except DecisionRefusedError as exc:
             self.rejected_decisions += 1
             job_id = getattr(d, "job_id", None)
             if job_id is not None:
@@ -273,18 +300,20 @@ class Engine:
     def _start(self, d: StartJob) -> None:
         entry = self.entries.get(d.job_id)
         if entry is None or entry.state is not JobState.QUEUED:
-            raise DecisionRejected(f"job {d.job_id} is not queued")
+            raise DecisionRefusedError(f"job {d.job_id} is not queued")
         if not 0 <= d.site < len(self.backends):
-            raise DecisionRejected(f"site index {d.site} does not exist")
+            raise DecisionRefusedError(f"site index {d.site} does not exist")
         backend = self.backends[d.site]
         if d.site not in self.stage_sites[entry.stage]:
-            raise DecisionRejected(f"site {backend.name} is not among the sites of queue {entry.stage}")
+            raise DecisionRefusedError(f"site {backend.name} is not among the sites of queue {entry.stage}")
         size = entry.job.size
         if size > backend.free:
-            raise DecisionRejected(f"needs {size} processors; site {backend.name} has {backend.free} free")
+            raise DecisionRefusedError(
+                f"needs {size} processors; site {backend.name} has {backend.free} free"
+            )
         now = self.now
         if not backend.available(now):
-            raise DecisionRejected(f"site {backend.name} is not available now")
+            raise DecisionRefusedError(f"site {backend.name} is not available now")
         del self.queues[entry.stage][entry.job.id]
         entry.state = JobState.RUNNING
         entry.site = d.site
@@ -300,24 +329,24 @@ class Engine:
 
     def _cloud(self, index: int) -> CloudBackend:
         if not 0 <= index < len(self.backends):
-            raise DecisionRejected(f"site index {index} does not exist")
+            raise DecisionRefusedError(f"site index {index} does not exist")
         backend = self.backends[index]
         if not isinstance(backend, CloudBackend):
-            raise DecisionRejected(f"site {backend.name} is not a cloud")
+            raise DecisionRefusedError(f"site {backend.name} is not a cloud")
         return backend
 
     def _lease(self, d: LeaseVms) -> None:
         backend = self._cloud(d.site)
         if d.count <= 0:
-            raise DecisionRejected(f"lease of {d.count} VMs")
+            raise DecisionRefusedError(f"lease of {d.count} VMs")
         room = backend.site.max_vms - backend.leased
         if d.count > room:
-            raise DecisionRejected(
+            raise DecisionRefusedError(
                 f"lease of {d.count} VMs on {backend.name} exceeds its maximum ({backend.site.max_vms}, "
                 f"{backend.leased} leased)"
             )
         if not backend.available(self.now):
-            raise DecisionRejected(f"site {backend.name} is not available now")
+            raise DecisionRefusedError(f"site {backend.name} is not available now")
         for vm_id in backend.lease(d.count, self.now):
             self.log.append(self.now, int(EventKind.VM_LEASE), -1, d.site, vm_id)
 
@@ -327,12 +356,13 @@ class Engine:
         for vm_id in ids:
             vm = backend.vms.get(vm_id)
             if vm is None or vm.state is not VmState.READY:
-                raise DecisionRejected(f"VM {vm_id} of {backend.name} is not a ready VM")
+                raise DecisionRefusedError(f"VM {vm_id} of {backend.name} is not a ready VM")
             if vm.free != vm.cores:
-                raise DecisionRejected(f"VM {vm_id} of {backend.name} is running a job")
+                raise DecisionRefusedError(f"VM {vm_id} of {backend.name} is running a job")
         if backend.leased - len(ids) < backend.site.min_vms:
-            raise DecisionRejected(
-                f"releasing {len(ids)} VMs would leave {backend.name} below its minimum of {backend.site.min_vms}"
+            raise DecisionRefusedError(
+                f"releasing {len(ids)} VMs would leave {backend.name} below its minimum of "
+                f"{backend.site.min_vms}"
             )
         backend.release(ids, self.now)
         for vm_id in ids:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum
+from enum import IntEnum, StrEnum
 
 
 class PriorityClass(IntEnum):
@@ -30,7 +30,7 @@ class PriorityClass(IntEnum):
         return self.name.lower().replace("_", "-")
 
 
-class JobKind(str, Enum):
+class JobKind(StrEnum):
     """Rigid parallel job (fixed size) or malleable bag of tasks (grows and shrinks)."""
 
     RIGID = "rigid"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class SiteKind(str, Enum):
+class SiteKind(StrEnum):
     """A cluster site is always present; a cloud site's VMs must be leased first."""
 
     CLUSTER = "cluster"

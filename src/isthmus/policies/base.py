@@ -14,6 +14,7 @@ from typing import ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from isthmus.model.decisions import Decision
+from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.model.site import Site
 
@@ -115,12 +116,27 @@ class AllocationPolicy(Protocol):
 
     name: ClassVar[str]
 
-    def stage_sites(self, sites: Sequence[Site]) -> list[tuple[int, ...]]:
-        """The sites each queue (stage) may use; one stage with every site for most policies."""
+    def stage_sites(self, env: Environment) -> list[tuple[int, ...]]:
+        """The sites each queue (stage) may use; one stage with every site for most policies.
+
+        Raise ValueError when `env` does not have the structure the policy needs.
+        """
         ...
 
     def decide(self, view: View) -> Iterable[Decision]:
         """This round's decisions."""
+        ...
+
+
+class StagedPolicy(AllocationPolicy, Protocol):
+    """An allocation policy with several queues (TAGS): it says where arrivals and killed jobs go."""
+
+    def arrival_stage(self, job: Job) -> int:
+        """The queue a newly arrived job joins."""
+        ...
+
+    def next_stage(self, stage: int) -> int:
+        """The queue a job killed at the runtime limit of queue `stage` joins."""
         ...
 
 

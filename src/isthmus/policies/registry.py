@@ -25,6 +25,8 @@ _TABLE: dict[str, dict[str, str]] = {
         "sjf": "isthmus.policies.allocation.sjf:ShortestJobFirst",
         "sjf-ideal": "isthmus.policies.allocation.sjf:ShortestJobFirstIdeal",
         "hsdf": "isthmus.policies.allocation.hsdf:HighestSlowdownFirst",
+        "tags-chain": "isthmus.policies.allocation.tags:TagsChain",
+        "tags-sets": "isthmus.policies.allocation.tags:TagsSets",
     },
     "provisioning": {
         "on-demand": "isthmus.policies.provisioning.on_demand:OnDemand",
@@ -65,7 +67,8 @@ def _family(family: str) -> dict[str, str]:
     try:
         return _TABLE[family]
     except KeyError:
-        raise PolicyError(f"unknown policy family {family!r}; expected one of: {', '.join(FAMILIES)}") from None
+        valid = ", ".join(FAMILIES)
+        raise PolicyError(f"unknown policy family {family!r}; expected one of: {valid}") from None
 
 
 def names(family: str) -> list[str]:

@@ -61,7 +61,7 @@ def simulate(
     provisioning: str | PolicyChoice | None = None,
     predictor: str | PolicyChoice | None = "user-last-two",
     *,
-    round_interval: float | None | object = _UNSET,
+    round_interval: float | object | None = _UNSET,
     label: str | None = None,
     check_purity: bool = False,
     until: float = math.inf,

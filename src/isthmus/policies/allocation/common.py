@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from isthmus.model.decisions import Decision, StartJob
-from isthmus.model.site import Site
+from isthmus.model.environment import Environment
 from isthmus.policies.base import JobInfo, NoParams, View
 
 
-def all_sites(sites: Sequence[Site]) -> list[tuple[int, ...]]:
+def all_sites(env: Environment) -> list[tuple[int, ...]]:
     """One queue that may use every site, in the environment's order."""
-    return [tuple(range(len(sites)))]
+    return [tuple(range(len(env.sites)))]
 
 
 def free_processors(view: View) -> list[int]:
@@ -27,13 +27,24 @@ def first_fit(free: list[int], order: Sequence[int], size: int) -> int:
     return -1
 
 
-def list_schedule(view: View, jobs: Iterable[JobInfo], name: str, stage: int = 0) -> list[Decision]:
-    """Start every job of `jobs`, in order, on the first site where it fits; skip the others.
+def list_schedule(
+    view: View,
+    jobs: Iterable[JobInfo],
+    name: str,
+    stage: int = 0,
+    free: list[int] | None = None,
+    limit: float | None = None,
+) -> list[Decision]:
+    """Start every job of `jobs`, in order, on the first site of queue `stage` where it fits;
+    skip the others. This is the placement step of FF, SJF, HSDF and TAGS-sets.
 
-    Stops early once no processor is free. This is the placement step of FF, SJF and HSDF.
+    `free` is a scratch copy of free processors per site shared by several calls in one round
+    (it is counted down); `limit` is the runtime limit given to the started runs. Stops early
+    once no processor is free.
     """
     order = view.stage_sites(stage)
-    free = free_processors(view)
+    if free is None:
+        free = free_processors(view)
     total = sum(free[i] for i in order)
     out: list[Decision] = []
     for e in jobs:
@@ -46,7 +57,7 @@ def list_schedule(view: View, jobs: Iterable[JobInfo], name: str, stage: int = 0
         if i >= 0:
             free[i] -= size
             total -= size
-            out.append(StartJob(e.job.id, i, by=name))
+            out.append(StartJob(e.job.id, i, limit, by=name))
     return out
 
 
@@ -58,9 +69,9 @@ class SingleSetPolicy:
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params
 
-    def stage_sites(self, sites: Sequence[Site]) -> list[tuple[int, ...]]:
+    def stage_sites(self, env: Environment) -> list[tuple[int, ...]]:
         """One queue over every site."""
-        return all_sites(sites)
+        return all_sites(env)
 
 
 def any_free(view: View, stage: int = 0) -> bool:

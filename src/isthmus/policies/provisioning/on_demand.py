@@ -20,7 +20,9 @@ class OnDemandParams(BaseModel):
         None, ge=0, description="seconds a free-cloud VM may stay idle before release; default: the site's"
     )
     paid_release_window: float = Field(
-        120.0, gt=0, description="release an idle paid VM only within this many seconds before its next billing boundary"
+        120.0,
+        gt=0,
+        description="release an idle paid VM only within this many seconds before its next billing boundary",
     )
 
 
