@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from isthmus.engine.backend import CloudBackend, SiteBackend, VmState
+from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.clock import (
     EV_END,
     EV_LIMIT,
@@ -402,10 +402,10 @@ class Engine:
     def _fingerprint(self) -> tuple[object, ...]:
         return (
             tuple(tuple(q) for q in self.queues),
-            tuple((e.state, e.stage, e.site, e.run) for e in self.entries.values()),
+            tuple(tuple(getattr(e, f) for f in JobEntry.__slots__) for e in self.entries.values()),
             tuple((b.free, b.online, len(b.running)) for b in self.backends),
             tuple(
-                tuple((v.id, v.state, v.free) for v in b.vms.values())
+                tuple(tuple(getattr(v, f) for f in Vm.__slots__) for v in b.vms.values())
                 for b in self.backends
                 if isinstance(b, CloudBackend)
             ),

@@ -1,0 +1,98 @@
+"""Hand-computed schedules for each allocation policy on tiny workloads."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import clusters, job, start_of, starts
+
+from isthmus.sim.runner import simulate
+
+# Four jobs on one 4-processor cluster: (id, submit, size, runtime)
+JOBS = [job(1, 0, 2, 10), job(2, 0, 4, 5), job(3, 1, 2, 3), job(4, 2, 1, 100)]
+
+
+def run(policy: str, jobs=JOBS, env=None, **kw):
+    return simulate(env or clusters(4), jobs, policy, "none", check_purity=True, **kw)
+
+
+def test_fcfs_never_skips_the_head():
+    # job 2 (4 procs) blocks jobs 3 and 4 until job 1 ends at 10; then 3 and 4 start at 15.
+    assert start_of(run("fcfs")) == {1: (0, 0), 2: (10, 0), 3: (15, 0), 4: (15, 0)}
+
+
+def test_easy_backfills_only_what_does_not_delay_the_head():
+    # Head job 2 is reserved at 10 (when job 1 ends) with no extra processor. Job 3 (ends at 4)
+    # backfills at 1; job 4 (runs 100 s) would delay job 2, so it waits until 15.
+    assert start_of(run("easy")) == {1: (0, 0), 3: (1, 0), 2: (10, 0), 4: (15, 0)}
+
+
+def test_easy_uses_extra_processors_for_long_jobs():
+    # 5 processors: job 1 (2 procs) ends at 10; head job 2 needs 4 -> shadow 10, extra 1.
+    # Job 4 (1 proc, 100 s) fits in the extra processor, so it starts at 2 without delaying job 2.
+    result = run("easy", env=clusters(5))
+    assert start_of(result) == {1: (0, 0), 3: (1, 0), 4: (2, 0), 2: (10, 0)}
+
+
+def test_easy_respects_requested_runtimes_not_actual():
+    # Job 3 asks for 20 s (ends 21 > shadow 10) although it runs 3 s: not backfilled.
+    jobs = [job(1, 0, 2, 10, req=10), job(2, 0, 4, 5, req=5), job(3, 1, 2, 3, req=20)]
+    assert start_of(run("easy", jobs)) == {1: (0, 0), 2: (10, 0), 3: (15, 0)}
+
+
+def test_ff_places_later_jobs_that_fit():
+    # KOALA placement queue: job 2 does not fit, later jobs do.
+    assert start_of(run("ff")) == {1: (0, 0), 3: (1, 0), 4: (4, 0), 2: (104, 0)}
+
+
+def test_ff_takes_first_site_rr_cycles():
+    jobs = [job(i, 0, 1, 10) for i in (1, 2, 3)]
+    env = clusters(2, 2)
+    assert [s for _, _, s in starts(run("ff", jobs, env))] == [0, 0, 1]
+    assert [s for _, _, s in starts(run("rr", jobs, env))] == [0, 1, 0]
+
+
+def test_rr_continues_after_last_site_used_across_rounds():
+    jobs = [job(1, 0, 1, 100), job(2, 5, 1, 100), job(3, 6, 1, 100)]
+    env = clusters(2, 2, 2)
+    assert [s for _, _, s in starts(run("rr", jobs, env))] == [0, 1, 2]
+
+
+def test_sjf_orders_by_predicted_runtime():
+    # No history yet: predictions are the requested runtimes (20 < 50 < 100).
+    jobs = [job(1, 0, 1, 100, req=100), job(2, 0, 1, 50, req=50), job(3, 0, 1, 20, req=20)]
+    assert start_of(run("sjf", jobs, clusters(1))) == {3: (0, 0), 2: (20, 0), 1: (70, 0)}
+
+
+def test_sjf_ideal_orders_by_actual_runtime():
+    jobs = [job(1, 0, 1, 100, req=10), job(2, 0, 1, 50, req=10), job(3, 0, 1, 20, req=10)]
+    assert start_of(run("sjf-ideal", jobs, clusters(1))) == {3: (0, 0), 2: (20, 0), 1: (70, 0)}
+
+
+def test_hsdf_prefers_the_job_that_waited_longest_relative_to_its_length():
+    # At 100: job 1 (predicted 100 s, waited 100 s) has estimated slowdown 2.0;
+    # job 2 (predicted 50 s, waited 5 s) 1.1. HSDF starts job 1 first, SJF job 2.
+    jobs = [job(0, 0, 1, 100, req=100), job(1, 0, 1, 100, req=100), job(2, 95, 1, 50, req=50)]
+    env = clusters(1)
+    assert start_of(run("hsdf", jobs, env)) == {0: (0, 0), 1: (100, 0), 2: (200, 0)}
+    assert start_of(run("sjf", jobs, env)) == {0: (0, 0), 2: (100, 0), 1: (150, 0)}
+
+
+def test_periodic_rounds_start_jobs_on_the_grid():
+    # Rounds every 30 s: a job submitted at 1 starts at 30, one freed at 40 restarts at 60.
+    jobs = [job(1, 1, 1, 10), job(2, 2, 1, 5)]
+    result = run("fcfs", jobs, clusters(1, interval=30.0))
+    assert start_of(result) == {1: (30, 0), 2: (60, 0)}
+
+
+def test_impossible_job_is_rejected_with_a_reason():
+    result = run("ff", [job(1, 0, 8, 10), job(2, 0, 1, 1)])
+    assert 1 not in start_of(result)
+    assert "needs 8 processors" in result.log.reasons[1]
+    assert result.unfinished == {}
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "ff", "rr", "sjf", "sjf-ideal", "hsdf"])
+def test_every_policy_completes_a_small_workload(policy):
+    result = run(policy)
+    assert sorted(start_of(result)) == [1, 2, 3, 4]
+    assert not result.unfinished

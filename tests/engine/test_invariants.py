@@ -1,0 +1,130 @@
+"""Property tests over random workloads, environments and policies (hypothesis).
+
+Invariants: no site over capacity at any time; every job starts at or after its submit time
+and completes exactly once, or is reported unfinished/rejected with a reason; no TAGS run
+outlives its stage's limit; policies never touch the state (check_purity); the same inputs
+give an identical event log.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from isthmus.model import Environment, Job, PolicyChoice, Site, SiteKind, SiteSet
+from isthmus.model.events import EventKind
+from isthmus.sim.runner import simulate
+
+ALLOCATION = ["fcfs", "easy", "ff", "rr", "sjf", "sjf-ideal", "hsdf", "tags-sets", "tags-chain"]
+
+
+@st.composite
+def workloads(draw):
+    n = draw(st.integers(1, 30))
+    t = 0
+    jobs = []
+    for i in range(n):
+        t += draw(st.integers(0, 40))
+        runtime = draw(st.integers(0, 200))
+        req = draw(st.one_of(st.none(), st.integers(1, 300)))
+        jobs.append(
+            Job(
+                i + 1,
+                float(t),
+                draw(st.integers(1, 6)),
+                float(runtime),
+                None if req is None else float(max(req, runtime)),
+                user=str(draw(st.integers(0, 3))),
+            )
+        )
+    return jobs
+
+
+@st.composite
+def environments(draw):
+    n_clusters = draw(st.integers(1, 3))
+    sites = [Site(f"c{i}", nodes=draw(st.integers(1, 6))) for i in range(n_clusters)]
+    if draw(st.booleans()):
+        max_vms = draw(st.integers(1, 6))
+        sites.append(
+            Site(
+                "cloud",
+                kind=SiteKind.CLOUD,
+                max_vms=max_vms,
+                min_vms=draw(st.integers(0, max_vms)),
+                boot_time=float(draw(st.integers(0, 100))),
+                price_per_hour=draw(st.sampled_from([0, 0.065])),
+                billing_increment=draw(st.sampled_from([1.0, 60.0, 3600.0])),
+                idle_release_time=float(draw(st.integers(0, 300))),
+            )
+        )
+    if len(sites) % 2:
+        sites.append(Site("extra", nodes=draw(st.integers(1, 6))))
+    names = tuple(s.name for s in sites)
+    sets = (SiteSet("all", names, float(draw(st.integers(5, 60)))), SiteSet("long", names[1:], None))
+    interval = draw(st.sampled_from([None, 30.0]))
+    return Environment("random", tuple(sites), sets=sets, round_interval=interval)
+
+
+def capacity_never_exceeded(env, log):
+    busy = defaultdict(int)
+    ready = defaultdict(int)
+    for e in log:
+        site = env.sites[e.site] if e.site >= 0 else None
+        if e.kind is EventKind.VM_READY:
+            ready[e.site] += site.cores_per_node
+        elif e.kind is EventKind.VM_RELEASE:
+            ready[e.site] -= site.cores_per_node
+            assert ready[e.site] >= busy[e.site], "a VM running a job was released"
+        elif e.kind is EventKind.START:
+            busy[e.site] += int(e.value)
+            cap = ready[e.site] if site.is_cloud else site.nodes * site.cores_per_node
+            assert busy[e.site] <= cap, f"site {site.name} over capacity at {e.time}"
+        elif e.kind in (EventKind.END, EventKind.KILL):
+            busy[e.site] -= env_size[e.job]
+
+
+env_size: dict[int, int] = {}
+
+
+@settings(max_examples=150, deadline=None)
+@given(workloads(), environments(), st.sampled_from(ALLOCATION), st.sampled_from(["on-demand", "startup"]))
+def test_invariants(jobs, env, allocation, provisioning):
+    env_size.clear()
+    env_size.update({j.id: j.size for j in jobs})
+    policy = PolicyChoice("tags-chain", {"limits": [15.0]}) if allocation == "tags-chain" else allocation
+    result = simulate(env, jobs, policy, provisioning, check_purity=True)
+    log = list(result.log)
+    capacity_never_exceeded(env, log)
+
+    submit = {j.id: j.submit for j in jobs}
+    ends = Counter(e.job for e in log if e.kind is EventKind.END)
+    rejected = {e.job for e in log if e.kind is EventKind.REJECT}
+    for e in log:
+        if e.kind is EventKind.START:
+            assert e.time >= submit[e.job]
+    for j in jobs:
+        if j.id in rejected:
+            assert result.log.reasons[j.id]
+            assert ends[j.id] == 0
+        elif j.id in result.unfinished:
+            assert result.unfinished[j.id]
+        else:
+            assert ends[j.id] == 1, f"job {j.id} completed {ends[j.id]} times"
+    # Nothing can stay queued forever here: every job fits some site of its queue.
+    assert not result.unfinished
+
+    # No run outlives its stage's runtime limit, except in the last stage.
+    started = {}
+    for e in log:
+        if e.kind is EventKind.START:
+            started[e.job] = e.time
+        elif e.kind in (EventKind.END, EventKind.KILL) and allocation in ("tags-sets", "tags-chain"):
+            limit = env.sets[0].runtime_limit if allocation == "tags-sets" else 15.0
+            if e.kind is EventKind.KILL:
+                assert e.time - started[e.job] == limit
+
+    again = simulate(env, jobs, policy, provisioning)
+    assert again.log.rows() == result.log.rows()
