@@ -1,0 +1,190 @@
+"""`isthmus simulate`: run policies side by side on one environment and workload."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from isthmus.cli.specs import parse_policy, policy_label
+from isthmus.model.environment import Environment, PolicyChoice
+
+DEFAULT_POLICIES = ("ff", "rr", "sjf", "hsdf")
+CLUSTER_POLICIES = ("fcfs", "easy")
+
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print a one-line error and return the exit to raise."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-2):
+            return f"{value:.3g}"
+        return f"{value:,.2f}"
+    return str(value)
+
+
+COLUMNS = (
+    ("policy", "policy"),
+    ("jobs_completed", "done"),
+    ("jobs_unfinished", "unfinished"),
+    ("wait_mean", "wait mean (s)"),
+    ("slowdown_mean", "slowdown"),
+    ("bounded_slowdown_mean", "bsld"),
+    ("awrt", "AWRT (s)"),
+    ("delay_p95", "delay p95 (s)"),
+    ("makespan", "makespan (s)"),
+    ("utilization", "util"),
+    ("cost_charged", "cost ($)"),
+    ("restarts", "restarts"),
+)
+
+
+def comparison_table(rows: list[dict[str, object]], title: str) -> Table:
+    """A Rich table of the key figures, one row per policy."""
+    table = Table(title=title, title_justify="left")
+    for _, header in COLUMNS:
+        table.add_column(header, justify="left" if header == "policy" else "right")
+    for row in rows:
+        table.add_row(*(_fmt(row.get(key)) for key, _ in COLUMNS))
+    return table
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
+
+
+def simulate_command(
+    env: Annotated[str | None, typer.Option("--env", "-e", help="Bundled environment NAME[:k=v] or a TOML/YAML file.")] = None,
+    workload: Annotated[str, typer.Option("--workload", "-w", help="SWF/GWF file or a model name (e.g. lublin).")] = "lublin",
+    policy: Annotated[list[str] | None, typer.Option("--policy", "-p", help="Allocation policy NAME[:k=v,...]; repeat to compare.")] = None,
+    provisioning: Annotated[str | None, typer.Option(help="Provisioning policy NAME[:k=v,...] (default: the environment's).")] = None,
+    max_size: Annotated[int | None, typer.Option("--max-size", help="Drop jobs larger than N processors (KOALA-C keeps <= 32).")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-n", help="Use only the first N jobs.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for generated workloads.")] = 1,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for per-job records, summaries and plots.")] = Path("out/simulate"),
+    cluster: Annotated[int | None, typer.Option("--cluster", help="Shorthand: one cluster of P processors (event-triggered rounds).")] = None,
+    round_interval: Annotated[str | None, typer.Option("--round-interval", help="Seconds between scheduling rounds, or 'event'.")] = None,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
+    skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Skip malformed workload lines (counted and reported).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
+    from isthmus.config import ConfigError, load_environment, single_cluster
+    from isthmus.metrics.plots import plot_all
+    from isthmus.metrics.run import compare_table, compute_run_metrics, write_run
+    from isthmus.policies.registry import PolicyError, check_policy
+    from isthmus.sim.runner import simulate
+    from isthmus.workloads import WorkloadError, resolve_workload
+
+    if cluster is not None and env is not None:
+        raise fail("give either --env or --cluster, not both")
+    try:
+        environment: Environment = single_cluster(cluster) if cluster is not None else load_environment(
+            env or "koala-c-multicloud"
+        )
+    except (ConfigError, ValueError, KeyError) as exc:
+        raise fail(str(exc)) from None
+    names = policy or list(CLUSTER_POLICIES if cluster is not None else DEFAULT_POLICIES)
+    try:
+        choices = [parse_policy(p) for p in names]
+        prov = parse_policy(provisioning) if provisioning else environment.provisioning
+        for c in choices:
+            check_policy("allocation", c.name, c.params)
+        check_policy("provisioning", prov.name, prov.params)
+    except (PolicyError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    interval: float | None | object
+    if round_interval is None:
+        interval = environment.round_interval
+    elif round_interval == "event":
+        interval = None
+    else:
+        try:
+            interval = float(round_interval)
+        except ValueError:
+            raise fail(f"--round-interval: expected seconds or 'event', got {round_interval!r}") from None
+    try:
+        wl = resolve_workload(workload, seed=seed, skip_invalid=skip_invalid)
+    except (WorkloadError, ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
+    job_list = wl.jobs
+    if max_size is not None:
+        job_list = [j for j in job_list if j.size <= max_size]
+    if jobs is not None:
+        job_list = job_list[:jobs]
+    if not job_list:
+        raise fail(f"workload {workload!r} has no jobs left after filtering")
+
+    console = Console(stderr=as_json)
+    console.print(
+        f"[bold]isthmus simulate[/]: {len(job_list):,} jobs of [cyan]{wl.name}[/] on [cyan]{environment.name}[/] "
+        f"({len(environment.sites)} sites), provisioning [cyan]{policy_label(prov)}[/]",
+        highlight=False,
+    )
+    runs = {}
+    results = {}
+    with Progress(
+        TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=False,
+    ) as progress:
+        for choice in choices:
+            label = policy_label(choice)
+            task = progress.add_task(label, total=len(job_list))
+
+            def tick(done: int, task: int = task) -> None:
+                progress.update(task, completed=done)
+
+            try:
+                result = simulate(environment, job_list, choice, prov, round_interval=interval, label=label,
+                                  progress=tick)
+            except (PolicyError, ValueError) as exc:
+                raise fail(f"{label}: {exc}") from None
+            results[label] = result
+            runs[label] = compute_run_metrics(result.log, result.jobs, environment, result.end_time)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for label, metrics in runs.items():
+        written[label] = {k: str(v) for k, v in write_run(metrics, out, _safe(label)).items()}
+    plot_paths = {k: str(v) for k, v in plot_all(runs, out).items()} if plots else {}
+    rows = compare_table(runs)
+    for row in rows:
+        r = results[str(row["policy"])]
+        row["simulated_seconds_per_run"] = round(r.wall_seconds, 3)
+    report = {
+        "environment": environment.name,
+        "workload": wl.name,
+        "jobs": len(job_list),
+        "provisioning": policy_label(prov),
+        "policies": rows,
+        "files": written,
+        "plots": plot_paths,
+    }
+    (out / "comparison.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+        return
+    console.print(comparison_table(rows, f"{wl.name} on {environment.name}"))
+    for label, r in results.items():
+        if r.unfinished:
+            first = next(iter(r.unfinished.items()))
+            console.print(f"[yellow]{label}: {len(r.unfinished)} jobs unfinished[/] (e.g. job {first[0]}: {first[1]})")
+    console.print(f"Per-job records, summaries and plots in [bold]{out}[/]")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `simulate` to the main command."""
+    app.command("simulate")(simulate_command)
