@@ -15,7 +15,7 @@ the schedule; this is the contract policies keep (time-dependent policies ask fo
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,7 +80,9 @@ class Engine:
         self.stage_sites: list[tuple[int, ...]] = allocation.stage_sites(env)
         self._arrival_stage = getattr(allocation, "arrival_stage", None)
         self._next_stage = getattr(allocation, "next_stage", None)
-        self.queues: list[dict[int, JobEntry]] = [{} for _ in self.stage_sites]
+        # OrderedDict: O(1) removal anywhere and O(1) access to the head; a plain dict slows
+        # iteration from the front once many jobs have left it.
+        self.queues: list[OrderedDict[int, JobEntry]] = [OrderedDict() for _ in self.stage_sites]
         self.entries: dict[int, JobEntry] = {}
         self.history: dict[str, deque[float]] = {}
         self.runtime_sum = 0.0
