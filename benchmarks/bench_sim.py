@@ -45,8 +45,13 @@ def child(case: dict[str, object]) -> dict[str, object]:
     import resource
 
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"jobs": len(jobs), "read_s": t_read, "sim_s": t_sim, "unfinished": len(result.unfinished),
-            "rss_mb": rss_mb}
+    return {
+        "jobs": len(jobs),
+        "read_s": t_read,
+        "sim_s": t_sim,
+        "unfinished": len(result.unfinished),
+        "rss_mb": rss_mb,
+    }
 
 
 def run_case(case: dict[str, object]) -> dict[str, object]:
@@ -69,9 +74,20 @@ def generated(n: int, workdir: Path) -> Path:
     path = workdir / f"synth_{n}.swf"
     if not path.exists():
         subprocess.run(
-            [sys.executable, str(PEERS / "workloads" / "gen_swf.py"), str(n), str(path), "--procs", "128",
-             "--load", "0.8", "--seed", "1"],
-            check=True, stdout=subprocess.DEVNULL,
+            [
+                sys.executable,
+                str(PEERS / "workloads" / "gen_swf.py"),
+                str(n),
+                str(path),
+                "--procs",
+                "128",
+                "--load",
+                "0.8",
+                "--seed",
+                "1",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
     return path
 
@@ -89,24 +105,32 @@ def main() -> None:
         raise SystemExit(f"peer workloads not found at {PEERS}")
     synth100k = str(PEERS / "workloads" / "synth_100k.swf.gz")
     print("1. One 128-processor cluster, generated 100k-job workload (peers/README.md)")
-    print(f"{'policy':<6} {'jobs':>7} {'sim s':>7} {'sim jobs/s':>11} {'process s':>10} {'process jobs/s':>15} "
-          f"{'peak MB':>8} {'vs pyss':>8} {'vs issue bar':>13}")
+    print(
+        f"{'policy':<6} {'jobs':>7} {'sim s':>7} {'sim jobs/s':>11} {'process s':>10} {'process jobs/s':>15} "
+        f"{'peak MB':>8} {'vs pyss':>8} {'vs issue bar':>13}"
+    )
     for pol in ("fcfs", "easy"):
         f = run_case({"workload": synth100k, "cluster": 128, "policy": pol})
         n = int(f["jobs"])  # type: ignore[call-overload]
         sim_rate = n / float(f["sim_s"])  # type: ignore[arg-type]
         proc_rate = n / float(f["wall_s"])  # type: ignore[arg-type]
-        print(f"{pol:<6} {n:>7} {f['sim_s']:>7.2f} {sim_rate:>11,.0f} {f['wall_s']:>10.2f} {proc_rate:>15,.0f} "
-              f"{f['rss_mb']:>8.0f} {proc_rate / PYSS[pol]['jobs_s']:>7.1f}x {proc_rate / ISSUE_BAR[pol]:>12.1f}x")
-    print(f"   pyss (whole process): FCFS {PYSS['fcfs']['jobs_s']:,} jobs/s, {PYSS['fcfs']['rss_mb']} MB; "
-          f"EASY {PYSS['easy']['jobs_s']:,} jobs/s, {PYSS['easy']['rss_mb']} MB. Targets: 10x jobs/s, < 150 MB.")
+        print(
+            f"{pol:<6} {n:>7} {f['sim_s']:>7.2f} {sim_rate:>11,.0f} {f['wall_s']:>10.2f} {proc_rate:>15,.0f} "
+            f"{f['rss_mb']:>8.0f} {proc_rate / PYSS[pol]['jobs_s']:>7.1f}x {proc_rate / ISSUE_BAR[pol]:>12.1f}x"
+        )
+    print(
+        f"   pyss (whole process): FCFS {PYSS['fcfs']['jobs_s']:,} jobs/s, {PYSS['fcfs']['rss_mb']} MB; "
+        f"EASY {PYSS['easy']['jobs_s']:,} jobs/s, {PYSS['easy']['rss_mb']} MB. Targets: 10x jobs/s, < 150 MB."
+    )
     ctc = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"
     if ctc.exists():
         print("\n2. KOALA-C multicluster and multicloud environment, full CTC-SP2 (jobs <= 32 processors)")
         for pol in ("ff", "sjf"):
             f = run_case({"workload": str(ctc), "env": "koala-c-multicloud", "policy": pol, "max_size": 32})
-            print(f"{pol:<6} {f['jobs']:>7} jobs: simulation {f['sim_s']:.2f} s, whole process {f['wall_s']:.2f} s "
-                  f"(target < 5 s), peak {f['rss_mb']:.0f} MB")
+            print(
+                f"{pol:<6} {f['jobs']:>7} jobs: simulation {f['sim_s']:.2f} s, whole process {f['wall_s']:.2f} s "
+                f"(target < 5 s), peak {f['rss_mb']:.0f} MB"
+            )
     if not args.quick:
         print("\n3. Growth (EASY, generated workloads as in peers/README.md)")
         with tempfile.TemporaryDirectory() as tmp:
@@ -115,8 +139,10 @@ def main() -> None:
                 f = run_case({"workload": str(generated(n, Path(tmp))), "cluster": 128, "policy": "easy"})
                 per_job = float(f["sim_s"]) / n * 1e6  # type: ignore[arg-type]
                 base = base or per_job
-                print(f"{n:>8} jobs: simulation {f['sim_s']:.2f} s ({per_job:.1f} µs/job, {per_job / base:.2f}x "
-                      f"the 10k cost per job), process {f['wall_s']:.2f} s, peak {f['rss_mb']:.0f} MB")
+                print(
+                    f"{n:>8} jobs: simulation {f['sim_s']:.2f} s ({per_job:.1f} µs/job, {per_job / base:.2f}x "
+                    f"the 10k cost per job), process {f['wall_s']:.2f} s, peak {f['rss_mb']:.0f} MB"
+                )
 
 
 if __name__ == "__main__":

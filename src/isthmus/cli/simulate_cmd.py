@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from isthmus.cli.specs import parse_policy, policy_label
-from isthmus.model.environment import Environment, PolicyChoice
+from isthmus.model.environment import Environment
 
 DEFAULT_POLICIES = ("ff", "rr", "sjf", "hsdf")
 CLUSTER_POLICIES = ("fcfs", "easy")
@@ -68,18 +68,39 @@ def _safe(label: str) -> str:
 
 
 def simulate_command(
-    env: Annotated[str | None, typer.Option("--env", "-e", help="Bundled environment NAME[:k=v] or a TOML/YAML file.")] = None,
-    workload: Annotated[str, typer.Option("--workload", "-w", help="SWF/GWF file or a model name (e.g. lublin).")] = "lublin",
-    policy: Annotated[list[str] | None, typer.Option("--policy", "-p", help="Allocation policy NAME[:k=v,...]; repeat to compare.")] = None,
-    provisioning: Annotated[str | None, typer.Option(help="Provisioning policy NAME[:k=v,...] (default: the environment's).")] = None,
-    max_size: Annotated[int | None, typer.Option("--max-size", help="Drop jobs larger than N processors (KOALA-C keeps <= 32).")] = None,
+    env: Annotated[
+        str | None, typer.Option("--env", "-e", help="Bundled environment NAME[:k=v] or a TOML/YAML file.")
+    ] = None,
+    workload: Annotated[
+        str, typer.Option("--workload", "-w", help="SWF/GWF file or a model name (e.g. lublin).")
+    ] = "lublin",
+    policy: Annotated[
+        list[str] | None,
+        typer.Option("--policy", "-p", help="Allocation policy NAME[:k=v,...]; repeat to compare."),
+    ] = None,
+    provisioning: Annotated[
+        str | None, typer.Option(help="Provisioning policy NAME[:k=v,...] (default: the environment's).")
+    ] = None,
+    max_size: Annotated[
+        int | None,
+        typer.Option("--max-size", help="Drop jobs larger than N processors (KOALA-C keeps <= 32)."),
+    ] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", "-n", help="Use only the first N jobs.")] = None,
     seed: Annotated[int, typer.Option(help="Seed for generated workloads.")] = 1,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for per-job records, summaries and plots.")] = Path("out/simulate"),
-    cluster: Annotated[int | None, typer.Option("--cluster", help="Shorthand: one cluster of P processors (event-triggered rounds).")] = None,
-    round_interval: Annotated[str | None, typer.Option("--round-interval", help="Seconds between scheduling rounds, or 'event'.")] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory for per-job records, summaries and plots.")
+    ] = Path("out/simulate"),
+    cluster: Annotated[
+        int | None,
+        typer.Option("--cluster", help="Shorthand: one cluster of P processors (event-triggered rounds)."),
+    ] = None,
+    round_interval: Annotated[
+        str | None, typer.Option("--round-interval", help="Seconds between scheduling rounds, or 'event'.")
+    ] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
-    skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Skip malformed workload lines (counted and reported).")] = False,
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Skip malformed workload lines (counted and reported).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
@@ -93,8 +114,8 @@ def simulate_command(
     if cluster is not None and env is not None:
         raise fail("give either --env or --cluster, not both")
     try:
-        environment: Environment = single_cluster(cluster) if cluster is not None else load_environment(
-            env or "koala-c-multicloud"
+        environment: Environment = (
+            single_cluster(cluster) if cluster is not None else load_environment(env or "koala-c-multicloud")
         )
     except (ConfigError, ValueError, KeyError) as exc:
         raise fail(str(exc)) from None
@@ -107,7 +128,7 @@ def simulate_command(
         check_policy("provisioning", prov.name, prov.params)
     except (PolicyError, ValueError) as exc:
         raise fail(str(exc)) from None
-    interval: float | None | object
+    interval: float | object | None
     if round_interval is None:
         interval = environment.round_interval
     elif round_interval == "event":
@@ -138,8 +159,12 @@ def simulate_command(
     runs = {}
     results = {}
     with Progress(
-        TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=False,
+        TextColumn("{task.description:<22}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
     ) as progress:
         for choice in choices:
             label = policy_label(choice)
@@ -149,8 +174,9 @@ def simulate_command(
                 progress.update(task, completed=done)
 
             try:
-                result = simulate(environment, job_list, choice, prov, round_interval=interval, label=label,
-                                  progress=tick)
+                result = simulate(
+                    environment, job_list, choice, prov, round_interval=interval, label=label, progress=tick
+                )
             except (PolicyError, ValueError) as exc:
                 raise fail(f"{label}: {exc}") from None
             results[label] = result
@@ -181,7 +207,9 @@ def simulate_command(
     for label, r in results.items():
         if r.unfinished:
             first = next(iter(r.unfinished.items()))
-            console.print(f"[yellow]{label}: {len(r.unfinished)} jobs unfinished[/] (e.g. job {first[0]}: {first[1]})")
+            console.print(
+                f"[yellow]{label}: {len(r.unfinished)} jobs unfinished[/] (e.g. job {first[0]}: {first[1]})"
+            )
     console.print(f"Per-job records, summaries and plots in [bold]{out}[/]")
 
 

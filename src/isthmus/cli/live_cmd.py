@@ -1,0 +1,386 @@
+"""Commands of the live manager: server, agent, submit, jobs, show, cancel, logs, sites, vms, token.
+
+Mount with `register(app)`. Client commands find the manager through --url / ISTHMUS_URL
+(default http://127.0.0.1:8750) and authenticate with --token / ISTHMUS_TOKEN /
+ISTHMUS_TOKEN_FILE (or the admin token file of --state-dir / ISTHMUS_STATE_DIR).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from isthmus.live.client import ApiError, Client, default_token
+
+URL_OPT = typer.Option(None, "--url", envvar="ISTHMUS_URL", help="Manager URL (default http://127.0.0.1:8750).")
+TOKEN_OPT = typer.Option(None, "--token", help="API token (default: ISTHMUS_TOKEN, ISTHMUS_TOKEN_FILE, admin.token).")
+JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+_TERMINAL = ("completed", "failed", "cancelled", "rejected")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from '90', '90s', '5m', '2h', '1d', 'MM:SS', 'HH:MM:SS' or 'D-HH:MM:SS'."""
+    t = text.strip().lower()
+    if not t:
+        raise ValueError("empty duration")
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if t[-1] in units and t[:-1].replace(".", "", 1).isdigit():
+        return float(t[:-1]) * units[t[-1]]
+    days = 0.0
+    if "-" in t:
+        d, t = t.split("-", 1)
+        days = float(d)
+    parts = [float(p) for p in t.split(":")]
+    if len(parts) > 3:
+        raise ValueError(f"bad duration {text!r}")
+    secs = 0.0
+    for p in parts:
+        secs = secs * 60 + p
+    if len(parts) == 3 or days:
+        pass
+    return days * 86400 + secs
+
+
+def _fmt_dur(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = max(0, int(round(s)))
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
+    m, sec = divmod(rem, 60)
+    core = f"{h:02d}:{m:02d}:{sec:02d}" if h or d else f"{m:d}:{sec:02d}"
+    return f"{d}-{core}" if d else core
+
+
+def _fmt_time(t: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def _client(url: str | None, token: str | None) -> Client:
+    return Client(url, token or default_token())
+
+
+def _fail(exc: ApiError) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(1)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [len(h) for h in headers]
+    for r in rows:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(c))
+    typer.echo("  ".join(h.rjust(w) if i == 0 else h.ljust(w) for i, (h, w) in enumerate(zip(headers, widths, strict=True))).rstrip())
+    for r in rows:
+        typer.echo("  ".join(c.rjust(w) if i == 0 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip())
+
+
+def _elapsed(j: dict[str, Any]) -> float | None:
+    if j.get("start_time") is None:
+        return None
+    end = j.get("end_time") if j["state"] in _TERMINAL else None
+    return (end or time.time()) - j["start_time"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the live commands to `app`."""
+
+    @app.command("server")
+    def server(
+        env: str = typer.Option("local", "--env", help="Environment: bundled name or file."),
+        db: str | None = typer.Option(None, "--db", help="Database URL (default: SQLite file in the state dir)."),
+        listen: str = typer.Option("127.0.0.1:8750", "--listen", help="HOST:PORT of the API."),
+        state_dir: Path = typer.Option(
+            Path(os.environ.get("ISTHMUS_STATE_DIR", "isthmus-state")), "--state-dir",
+            help="Directory for the SQLite file, job output, pilot logs and admin.token."
+        ),
+        round_interval: str | None = typer.Option(
+            None, "--round-interval", help="Seconds between rounds, or 'event'; default: the environment's."
+        ),
+        pilot_timeout: float = typer.Option(30.0, help="Pilots exit after the manager is unreachable this long."),
+        heartbeat_timeout: float = typer.Option(20.0, help="A silent pilot is declared lost after this long."),
+        reattach_timeout: float = typer.Option(15.0, help="After a restart, pilots must re-register within this."),
+        poll_wait: float = typer.Option(10.0, help="Long-poll duration of pilots (their heartbeat period)."),
+        tag: str | None = typer.Option(None, "--tag", envvar="ISTHMUS_TAG", hidden=True),
+        log_level: str = typer.Option("warning", "--log-level"),
+    ) -> None:
+        """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
+        from isthmus.server.main import load_env, serve
+
+        try:
+            environment = load_env(env)
+        except Exception as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        ri: float | None | str = "env"
+        if round_interval is not None:
+            ri = None if round_interval.strip().lower() in ("event", "none", "0") else float(round_interval)
+        try:
+            serve(
+                environment,
+                state_dir=state_dir,
+                db_url=db,
+                listen=listen,
+                round_interval=ri,
+                pilot_timeout=pilot_timeout,
+                heartbeat_timeout=heartbeat_timeout,
+                reattach_timeout=reattach_timeout,
+                poll_wait=poll_wait,
+                tag=tag,
+                log_level=log_level,
+            )
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+    @app.command("agent", context_settings={"allow_extra_args": False})
+    def agent(
+        url: str = typer.Option(..., "--url", envvar="ISTHMUS_URL", help="Manager URL."),
+        node: str = typer.Option(..., "--node", help="Node key this pilot serves (given by the manager)."),
+        slots: int = typer.Option(1, "--slots"),
+        timeout: float = typer.Option(30.0, "--timeout", help="Exit when the manager is unreachable this long."),
+        lifetime: float | None = typer.Option(None, "--lifetime", help="Exit after this many seconds."),
+        token_file: Path | None = typer.Option(None, "--token-file", help="Pilot token file (else ISTHMUS_PILOT_TOKEN)."),
+    ) -> None:
+        """Run a pilot: register with the manager, run the tasks it sends, report them."""
+        from isthmus.agent.pilot import main
+
+        argv = ["--url", url, "--node", node, "--slots", str(slots), "--timeout", str(timeout)]
+        if lifetime is not None:
+            argv += ["--lifetime", str(lifetime)]
+        if token_file is not None:
+            argv += ["--token-file", str(token_file)]
+        raise typer.Exit(main(argv))
+
+    @app.command("submit", context_settings={"allow_interspersed_args": False})
+    def submit(
+        command: list[str] = typer.Argument(..., help="Command and arguments (put them after --)."),
+        size: int = typer.Option(1, "-n", "--size", help="Processors (slots) on one site."),
+        time_: str | None = typer.Option(None, "-t", "--time", help="Requested runtime: 90, 5m, 1:30:00."),
+        priority: str = typer.Option("high", "-p", "--priority", help="super-high, high, low or super-low."),
+        env: list[str] = typer.Option([], "-e", "--env", help="KEY=VALUE, repeatable."),
+        chdir: str | None = typer.Option(None, "-D", "--chdir", help="Working directory (default: current)."),
+        name: str | None = typer.Option(None, "-J", "--name", help="Job name."),
+        vm_type: str | None = typer.Option(None, "--vm-type"),
+        vm_image: str | None = typer.Option(None, "--vm-image"),
+        vm_cores: int | None = typer.Option(None, "--vm-cores"),
+        vm_memory: int | None = typer.Option(None, "--vm-memory", help="MB"),
+        vm_arch: str | None = typer.Option(None, "--vm-arch"),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Submit a job; prints its id (like sbatch)."""
+        spec: dict[str, Any] = {
+            "command": command[0],
+            "args": command[1:],
+            "size": size,
+            "priority": priority,
+            "cwd": os.path.abspath(chdir) if chdir else os.getcwd(),
+        }
+        if name:
+            spec["name"] = name
+        if time_ is not None:
+            try:
+                spec["requested_runtime"] = parse_duration(time_)
+            except ValueError as exc:
+                typer.echo(f"error: --time: {exc}", err=True)
+                raise typer.Exit(2) from None
+        envd = {}
+        for item in env:
+            k, sep, v = item.partition("=")
+            if not sep:
+                typer.echo(f"error: --env expects KEY=VALUE, got {item!r}", err=True)
+                raise typer.Exit(2)
+            envd[k] = v
+        spec["env"] = envd
+        vm = {k: v for k, v in {"vm_type": vm_type, "image": vm_image, "cores": vm_cores,
+                                  "memory_mb": vm_memory, "cpu_arch": vm_arch}.items() if v is not None}
+        if vm:
+            spec["vm"] = vm
+        with _client(url, token) as c:
+            try:
+                job_id = c.submit(**spec)
+            except ApiError as exc:
+                _fail(exc)
+        if as_json:
+            typer.echo(json.dumps({"id": job_id}))
+        else:
+            typer.echo(f"Submitted job {job_id}")
+
+    @app.command("jobs")
+    def jobs(
+        all_: bool = typer.Option(False, "-a", "--all", help="Include finished jobs (like sacct)."),
+        state: list[str] = typer.Option([], "--state", "-s", help="Only jobs in these states."),
+        user: str | None = typer.Option(None, "--user", "-u", help="Admin: only this user's jobs."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """List jobs (like squeue; with --all like sacct)."""
+        with _client(url, token) as c:
+            try:
+                rows = c.jobs(all_=all_, states=state or None, user=user)
+            except ApiError as exc:
+                _fail(exc)
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = []
+        for j in rows:
+            table.append([
+                str(j["id"]), j["user"], j["name"][:20], j["state"].upper(), str(j["size"]),
+                j["priority"], j["site"] or "-", _fmt_dur(_elapsed(j)),
+                str(j["restarts"]), "-" if j["exit_code"] is None else str(j["exit_code"]),
+            ])
+        _table(["JOBID", "USER", "NAME", "STATE", "SIZE", "PRIO", "SITE", "TIME", "RESTARTS", "EXIT"], table)
+
+    @app.command("show")
+    def show(
+        job_id: int = typer.Argument(...),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """One job in detail with its state history (like scontrol show job / sacct)."""
+        with _client(url, token) as c:
+            try:
+                j = c.job(job_id)
+            except ApiError as exc:
+                _fail(exc)
+        if as_json:
+            typer.echo(json.dumps(j, indent=1))
+            return
+        spec = j["spec"]
+        lines = [
+            ("JobId", str(j["id"])), ("Name", j["name"]), ("User", j["user"]),
+            ("State", j["state"].upper()), ("Command", " ".join([spec.get("command", ""), *spec.get("args", [])])),
+            ("Size", str(j["size"])), ("Priority", j["priority"]),
+            ("RequestedTime", _fmt_dur(j["requested_runtime"])), ("Site", j["site"] or "-"),
+            ("Slots", ",".join(f"{k}:{s}" for k, s in j["slots"]) or "-"), ("Run", str(j["run"])),
+            ("Restarts", str(j["restarts"])), ("ExitCode", "-" if j["exit_code"] is None else str(j["exit_code"])),
+            ("SubmitTime", _fmt_time(j["submit_time"])), ("StartTime", _fmt_time(j["start_time"])),
+            ("EndTime", _fmt_time(j["end_time"] if j["state"] in _TERMINAL else None)),
+            ("Runtime", _fmt_dur(j["runtime"])), ("WorkDir", spec.get("cwd") or "-"),
+        ]
+        if j.get("reason"):
+            lines.append(("Reason", j["reason"]))
+        for k, v in lines:
+            typer.echo(f"{k:>14} {v}")
+        typer.echo("History:")
+        for h in j.get("history") or []:
+            typer.echo(f"  {_fmt_time(h['time'])}.{int((h['time'] % 1) * 1000):03d}  run {h['run']}  "
+                       f"{h['state'].upper():<10} {h['detail']}")
+
+    @app.command("cancel")
+    def cancel(
+        job_ids: list[int] = typer.Argument(...),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+    ) -> None:
+        """Cancel jobs (like scancel)."""
+        failed = False
+        with _client(url, token) as c:
+            for jid in job_ids:
+                try:
+                    c.cancel(jid)
+                    typer.echo(f"Cancelled job {jid}")
+                except ApiError as exc:
+                    typer.echo(f"error: job {jid}: {exc}", err=True)
+                    failed = True
+        if failed:
+            raise typer.Exit(1)
+
+    @app.command("logs")
+    def logs(
+        job_id: int = typer.Argument(...),
+        stderr: bool = typer.Option(False, "--stderr", help="Show stderr instead of stdout."),
+        run: int | None = typer.Option(None, "--run", help="Run number (default: the latest)."),
+        follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing until the job ends."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+    ) -> None:
+        """Print a job's output, while it runs or after."""
+        stream = "stderr" if stderr else "stdout"
+        with _client(url, token) as c:
+            try:
+                offset = 0
+                while True:
+                    text, offset = c.output(job_id, stream, run, offset)
+                    if text:
+                        sys.stdout.write(text)
+                        sys.stdout.flush()
+                    if not follow:
+                        break
+                    if c.job(job_id)["state"] in _TERMINAL:
+                        text, offset = c.output(job_id, stream, run, offset)
+                        sys.stdout.write(text)
+                        break
+                    time.sleep(0.5)
+            except ApiError as exc:
+                _fail(exc)
+
+    @app.command("sites")
+    def sites(url: str | None = URL_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT) -> None:
+        """Sites and their capacity now (like sinfo)."""
+        with _client(url, token) as c:
+            try:
+                rows = c.sites()
+            except ApiError as exc:
+                _fail(exc)
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = []
+        for s in rows:
+            vms = f"{s['leased']}/{s['max_vms']} ({s['booting']} booting)" if s["kind"] == "cloud" else "-"
+            table.append([str(s["index"]), s["name"], s["kind"], str(s["online"]), str(s["free"]),
+                          str(s["running"]), str(s["max_processors"]), vms])
+        _table(["#", "SITE", "KIND", "ONLINE", "FREE", "JOBS", "MAXPROC", "VMS"], table)
+
+    @app.command("vms")
+    def vms(
+        all_: bool = typer.Option(False, "-a", "--all", help="Include released VMs."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """VM leases with lease time and charged cost."""
+        with _client(url, token) as c:
+            try:
+                rows = c.vms(all_)
+            except ApiError as exc:
+                _fail(exc)
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = [[str(v["vm"]), v["site_name"], v["state"].upper(), str(v["cores"]), _fmt_time(v["leased_at"]),
+                  _fmt_dur(v["lease_seconds"]), f"{v['charged_cost']:.4f}"] for v in rows]
+        _table(["VM", "SITE", "STATE", "CORES", "LEASED", "LEASE", "CHARGED"], table)
+
+    token_app = typer.Typer(help="Manage API tokens (admin).", no_args_is_help=True)
+
+    @token_app.command("create")
+    def token_create(
+        user: str = typer.Argument(..., help="User name (created if missing)."),
+        admin: bool = typer.Option(False, "--admin", help="Make a new user an admin."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Create a token for USER; prints it (it is shown only once)."""
+        with _client(url, token) as c:
+            try:
+                res = c.create_token(user, admin)
+            except ApiError as exc:
+                _fail(exc)
+        typer.echo(json.dumps(res) if as_json else res["token"])
+
+    app.add_typer(token_app, name="token")

@@ -1,0 +1,348 @@
+"""Per-job records: one row per job with its times, site, status and derived metrics.
+
+Definitions (DESIGN "Metrics (exact definitions)"; docs/metrics.md gives the full table):
+
+- submit: time of the job's SUBMIT event (the workload's submit time if it never arrived);
+- start, end, site: of the run that completed (or the run that failed); for a job still running at
+  the horizon, start and site of that run and no end; empty otherwise;
+- wait = start - submit; response = end - submit (killed runs before it count);
+  runtime = end - start; delay = response - runtime (IBM seed §4.2);
+- slowdown = response / runtime (empty when runtime is 0);
+  bounded slowdown = max(1, response / max(runtime, 10 s));
+- restarts = number of killed runs; wasted processor-seconds = Σ size × duration of killed runs;
+- status: completed / failed / cancelled / rejected / unfinished, and a reason for the last three
+  kinds that did not complete (from `EventLog.reasons`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from isthmus.metrics.tables import OPEN, FloatArray, IntArray, LogTables, build_tables
+from isthmus.model.environment import Environment
+from isthmus.model.events import EventKind, EventLog
+from isthmus.model.job import Job
+
+#: Runtimes shorter than this count as this long in the bounded slowdown (seconds).
+BOUNDED_SLOWDOWN_THRESHOLD = 10.0
+#: Reason given to a job that neither finished nor has a reason in the log.
+UNFINISHED_REASON = "unfinished at end of run"
+#: Reason given to a workload job that never appeared in the log.
+NOT_SUBMITTED_REASON = "not submitted before the end of the run"
+
+#: Column order of the CSV and Parquet files (the first five are fixed by the CLI contract).
+COLUMNS: tuple[str, ...] = (
+    "job_id",
+    "submit",
+    "start",
+    "end",
+    "site",
+    "user",
+    "size",
+    "status",
+    "wait",
+    "response",
+    "runtime",
+    "requested_runtime",
+    "delay",
+    "slowdown",
+    "bounded_slowdown",
+    "restarts",
+    "wasted_processor_seconds",
+    "reason",
+)
+
+
+class JobStatus(IntEnum):
+    """How a job ended (or not) by the horizon."""
+
+    COMPLETED = 0
+    FAILED = 1
+    CANCELLED = 2
+    REJECTED = 3
+    UNFINISHED = 4
+
+    @property
+    def label(self) -> str:
+        """The lower-case name written in files, e.g. 'completed'."""
+        return self.name.lower()
+
+
+_STATUS_LABELS = np.array([s.label for s in JobStatus], dtype=object)
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Call `write(tmp)` on a temporary file beside `path`, then rename it to `path`.
+
+    Readers never see a half-written file; the directory is created if missing. Returns `path`.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class JobRecords:
+    """Columnar per-job records (numpy arrays, one element per job, sorted by job id).
+
+    Times are seconds; NaN marks an unknown value. `site` holds indices into `site_names`
+    (-1 unknown); `status` holds `JobStatus` codes; `user` and `reason` are object arrays of
+    `str` or None.
+    """
+
+    job_id: IntArray
+    user: NDArray[np.object_]
+    size: FloatArray
+    submit: FloatArray
+    start: FloatArray
+    end: FloatArray
+    site: IntArray
+    wait: FloatArray
+    response: FloatArray
+    runtime: FloatArray
+    requested_runtime: FloatArray
+    delay: FloatArray
+    slowdown: FloatArray
+    bounded_slowdown: FloatArray
+    restarts: IntArray
+    wasted_processor_seconds: FloatArray
+    status: NDArray[np.int8]
+    reason: NDArray[np.object_]
+    site_names: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.job_id.size)
+
+    @property
+    def completed(self) -> NDArray[np.bool_]:
+        """Mask of the completed jobs (the jobs the performance metrics are computed over)."""
+        done: NDArray[np.bool_] = self.status == JobStatus.COMPLETED
+        return done
+
+    def count(self, status: JobStatus) -> int:
+        """Number of jobs with `status`."""
+        return int(np.count_nonzero(self.status == status))
+
+    def site_labels(self) -> NDArray[np.object_]:
+        """Site name of each job (None where unknown)."""
+        names = np.array([*self.site_names, None], dtype=object)
+        return names[np.where(self.site >= 0, self.site, len(self.site_names))]
+
+    def status_labels(self) -> NDArray[np.object_]:
+        """Status label of each job ('completed', ...)."""
+        return _STATUS_LABELS[self.status]
+
+    def to_arrow(self) -> pa.Table:
+        """The records as a pyarrow Table with the columns of `COLUMNS`, nulls for unknown values."""
+
+        def f(a: FloatArray) -> pa.Array:
+            return pa.array(a, type=pa.float64(), from_pandas=True)  # NaN -> null
+
+        cols: dict[str, pa.Array] = {
+            "job_id": pa.array(self.job_id, type=pa.int64()),
+            "submit": f(self.submit),
+            "start": f(self.start),
+            "end": f(self.end),
+            "site": pa.array(self.site_labels(), type=pa.string()),
+            "user": pa.array(self.user, type=pa.string()),
+            "size": pa.array(self.size.astype(np.int64), type=pa.int64()),
+            "status": pa.array(self.status_labels(), type=pa.string()),
+            "wait": f(self.wait),
+            "response": f(self.response),
+            "runtime": f(self.runtime),
+            "requested_runtime": f(self.requested_runtime),
+            "delay": f(self.delay),
+            "slowdown": f(self.slowdown),
+            "bounded_slowdown": f(self.bounded_slowdown),
+            "restarts": pa.array(self.restarts, type=pa.int64()),
+            "wasted_processor_seconds": pa.array(self.wasted_processor_seconds, type=pa.float64()),
+            "reason": pa.array(self.reason, type=pa.string()),
+        }
+        return pa.table([cols[c] for c in COLUMNS], names=list(COLUMNS))
+
+    def write_csv(self, path: str | os.PathLike[str]) -> Path:
+        """Write the records as CSV (header row, `COLUMNS` order, empty cells for unknown values)."""
+        table = self.to_arrow()
+        options = pacsv.WriteOptions(include_header=True, quoting_style="needed")
+        return atomic_write(path, lambda tmp: pacsv.write_csv(table, tmp, write_options=options))
+
+    def write_parquet(self, path: str | os.PathLike[str]) -> Path:
+        """Write the records as a Parquet file (same columns and types as `to_arrow`)."""
+        table = self.to_arrow()
+        return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_records(path: str | os.PathLike[str]) -> pa.Table:
+    """Read a records file written by `JobRecords.write_csv` or `write_parquet` (by its suffix)."""
+    p = Path(path)
+    if p.suffix == ".parquet":
+        return pq.read_table(p)
+    types = {c: pa.float64() for c in COLUMNS}
+    types.update(job_id=pa.int64(), site=pa.string(), user=pa.string(), size=pa.int64(), status=pa.string())
+    types.update(restarts=pa.int64(), reason=pa.string())
+    convert = pacsv.ConvertOptions(column_types=types, strings_can_be_null=True)
+    return pacsv.read_csv(p, convert_options=convert)
+
+
+def _job_attributes(
+    jobs: Mapping[int, Job], tables: LogTables
+) -> tuple[IntArray, NDArray[np.object_], FloatArray, FloatArray, FloatArray]:
+    """Rows, users, sizes, submit times and requested runtimes of the workload's jobs."""
+    ids = np.fromiter(jobs.keys(), dtype=np.int64, count=len(jobs))
+    rows = np.searchsorted(tables.job_ids, ids)
+    values = list(jobs.values())
+    users = np.array([j.user for j in values], dtype=object)
+    sizes = np.fromiter((j.size for j in values), dtype=np.float64, count=len(values))
+    submits = np.fromiter((j.submit for j in values), dtype=np.float64, count=len(values))
+    reqs = np.fromiter(
+        (np.nan if j.requested_runtime is None else j.requested_runtime for j in values),
+        dtype=np.float64,
+        count=len(values),
+    )
+    return rows, users, sizes, submits, reqs
+
+
+def records_from_tables(
+    tables: LogTables,
+    jobs: Mapping[int, Job],
+    env: Environment,
+    reasons: Mapping[int, str] | None = None,
+) -> JobRecords:
+    """Compute the per-job records of a log already read into `tables`.
+
+    `reasons` (job id → text, normally `EventLog.reasons`) is copied onto the jobs that did not
+    complete.
+    """
+    n = tables.n_jobs
+    ev = tables.events
+    row = tables.event_row
+    nan = np.full(n, np.nan)
+
+    user = np.full(n, None, dtype=object)
+    size = nan.copy()
+    submit = nan.copy()
+    requested = nan.copy()
+    rows, users, sizes, submits, reqs = _job_attributes(jobs, tables)
+    user[rows] = users
+    size[rows] = sizes
+    submit[rows] = submits
+    requested[rows] = reqs
+
+    def rows_of(kind: EventKind) -> tuple[IntArray, IntArray]:
+        pos = np.flatnonzero((ev.kind == kind) & (row >= 0))
+        return pos, row[pos]
+
+    sub_pos, sub_rows = rows_of(EventKind.SUBMIT)
+    submit[sub_rows] = ev.time[sub_pos]
+    size[sub_rows] = ev.value[sub_pos]
+    submitted = np.zeros(n, dtype=np.bool_)
+    submitted[sub_rows] = True
+
+    status = np.full(n, JobStatus.UNFINISHED, dtype=np.int8)
+    for kind, st in (
+        (EventKind.REJECT, JobStatus.REJECTED),
+        (EventKind.CANCEL, JobStatus.CANCELLED),
+        (EventKind.FAIL, JobStatus.FAILED),
+        (EventKind.END, JobStatus.COMPLETED),
+    ):
+        status[rows_of(kind)[1]] = st
+
+    runs = tables.runs
+    start, end = nan.copy(), nan.copy()
+    site = np.full(n, -1, dtype=np.int64)
+    final = (runs.outcome == EventKind.END) | (runs.outcome == EventKind.FAIL) | (runs.outcome == OPEN)
+    fr = runs.job[final]
+    start[fr] = runs.start[final]
+    site[fr] = runs.site[final]
+    ended = final & (runs.outcome != OPEN)
+    end[runs.job[ended]] = runs.end[ended]
+    unknown_size = np.isnan(size)
+    if unknown_size.any():  # a job seen only through its runs
+        size[runs.job] = np.where(unknown_size[runs.job], runs.size, size[runs.job])
+    size = np.nan_to_num(size, nan=0.0)
+
+    killed = runs.killed
+    restarts = np.bincount(runs.job[killed], minlength=n).astype(np.int64)
+    wasted = np.bincount(
+        runs.job[killed], weights=runs.size[killed] * runs.duration[killed], minlength=n
+    ).astype(np.float64)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wait = start - submit
+        runtime = end - start
+        response = end - submit
+        delay = response - runtime
+        slowdown = np.where(runtime > 0, response / runtime, np.nan)
+        bsld = np.maximum(1.0, response / np.maximum(runtime, BOUNDED_SLOWDOWN_THRESHOLD))
+
+    reason = np.full(n, None, dtype=object)
+    reason[status == JobStatus.UNFINISHED] = UNFINISHED_REASON
+    reason[(status == JobStatus.UNFINISHED) & ~submitted] = NOT_SUBMITTED_REASON
+    _apply_reasons(tables.job_ids, status, reason, reasons or {})
+    return JobRecords(
+        job_id=tables.job_ids,
+        user=user,
+        size=size,
+        submit=submit,
+        start=start,
+        end=end,
+        site=site,
+        wait=wait,
+        response=response,
+        runtime=runtime,
+        requested_runtime=requested,
+        delay=delay,
+        slowdown=slowdown,
+        bounded_slowdown=bsld,
+        restarts=restarts,
+        wasted_processor_seconds=wasted,
+        status=status,
+        reason=reason,
+        site_names=tuple(s.name for s in env.sites),
+    )
+
+
+def _apply_reasons(
+    job_ids: IntArray, status: NDArray[np.int8], reason: NDArray[np.object_], reasons: Mapping[int, str]
+) -> None:
+    """Copy `reasons` onto `reason` for the listed jobs that did not complete."""
+    if not reasons or job_ids.size == 0:
+        return
+    ids = np.fromiter(reasons.keys(), dtype=np.int64, count=len(reasons))
+    texts = np.array(list(reasons.values()), dtype=object)
+    rows = np.minimum(np.searchsorted(job_ids, ids), job_ids.size - 1)
+    ok = job_ids[rows] == ids
+    rows, texts = rows[ok], texts[ok]
+    keep = status[rows] != JobStatus.COMPLETED
+    reason[rows[keep]] = texts[keep]
+
+
+def compute_records(
+    log: EventLog, jobs: Mapping[int, Job], env: Environment, horizon: float | None = None
+) -> JobRecords:
+    """Per-job records of one run: `log` from the engine, `jobs` the workload by id, `env` its sites.
+
+    `horizon` (default: time of the last event) ends the runs still going.
+    """
+    tables = build_tables(log, jobs.keys(), len(env.sites), horizon)
+    return records_from_tables(tables, jobs, env, log.reasons)

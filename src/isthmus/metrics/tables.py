@@ -1,0 +1,294 @@
+"""The event log as numpy tables: event columns, job runs and VM leases, built in one vectorized pass.
+
+Everything else in `isthmus.metrics` is computed from a `LogTables`:
+
+- `EventColumns`: a copy of the log's columns as numpy arrays (a copy, so that the engine may keep
+  appending to the log afterwards);
+- `RunTable`: one row per run of a job (a START and the event that ended it);
+- `LeaseTable`: one row per VM lease (a VM_LEASE and its VM_RELEASE, or the horizon).
+
+Jobs are numbered by *row*: the position of their id in `LogTables.job_ids` (sorted ids of every
+job in the workload mapping or in the log). Per-job arrays elsewhere use the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from isthmus.model.events import EventKind, EventLog
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+#: Outcome code of a run still going at the horizon (the other outcomes are `EventKind` values).
+OPEN = -1
+
+_JOB_KINDS = (
+    EventKind.SUBMIT,
+    EventKind.START,
+    EventKind.END,
+    EventKind.KILL,
+    EventKind.REQUEUE,
+    EventKind.CANCEL,
+    EventKind.FAIL,
+    EventKind.REJECT,
+)
+_RUN_KINDS = (EventKind.START, EventKind.END, EventKind.KILL, EventKind.CANCEL, EventKind.FAIL)
+
+
+def kind_mask(kind: NDArray[np.int8], kinds: Iterable[int]) -> BoolArray:
+    """Mask of the events whose kind is one of `kinds` (a table lookup, faster than np.isin)."""
+    table = np.zeros(256, dtype=np.bool_)
+    table[np.asarray(list(kinds), dtype=np.uint8)] = True
+    mask: BoolArray = table[kind.view(np.uint8)]
+    return mask
+
+
+def _column(col: object, dtype: type[np.generic]) -> NDArray[np.generic]:
+    """Copy one `array.array` column into a numpy array (no buffer stays exported)."""
+    return np.frombuffer(col, dtype=dtype).copy()  # type: ignore[call-overload,no-any-return]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class EventColumns:
+    """The log's columns as numpy arrays (copies): time, kind, job, site, vm, value."""
+
+    time: FloatArray
+    kind: NDArray[np.int8]
+    job: IntArray
+    site: NDArray[np.int16]
+    vm: NDArray[np.int32]
+    value: FloatArray
+
+    @classmethod
+    def from_log(cls, log: EventLog) -> EventColumns:
+        """Copy the columns of `log`."""
+        c = log.columns()
+        return cls(
+            time=_column(c["time"], np.float64),  # type: ignore[arg-type]
+            kind=_column(c["kind"], np.int8),  # type: ignore[arg-type]
+            job=_column(c["job"], np.int64),  # type: ignore[arg-type]
+            site=_column(c["site"], np.int16),  # type: ignore[arg-type]
+            vm=_column(c["vm"], np.int32),  # type: ignore[arg-type]
+            value=_column(c["value"], np.float64),  # type: ignore[arg-type]
+        )
+
+    def __len__(self) -> int:
+        return int(self.time.size)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class RunTable:
+    """One row per run: a START of a job and the next run event of that job that ended it.
+
+    `job` is the job's row, `site` the site index, `size` the processors (START value), `start` and
+    `end` the times (`end` is the horizon for a run still going), `outcome` the `EventKind` of the
+    event that ended it (END, FAIL, KILL or CANCEL) or `OPEN` (-1). `start_pos`/`end_pos` are the
+    positions of those events in the log (`end_pos` is the log length for an open run).
+    """
+
+    job: IntArray
+    site: IntArray
+    size: FloatArray
+    start: FloatArray
+    end: FloatArray
+    outcome: NDArray[np.int8]
+    start_pos: IntArray
+    end_pos: IntArray
+
+    def __len__(self) -> int:
+        return int(self.job.size)
+
+    @property
+    def duration(self) -> FloatArray:
+        """Seconds each run lasted (to the horizon for open runs)."""
+        return self.end - self.start
+
+    @property
+    def killed(self) -> BoolArray:
+        """Mask of the runs ended by a KILL event (whatever its cause)."""
+        killed: BoolArray = self.outcome == EventKind.KILL
+        return killed
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class LeaseTable:
+    """One row per VM lease: VM_LEASE to VM_RELEASE (billing), or to the horizon if never released.
+
+    `start_pos`/`end_pos` are the positions of the two events in the log (`end_pos` is the log
+    length for a lease never released).
+    """
+
+    site: IntArray
+    vm: IntArray
+    start: FloatArray
+    end: FloatArray
+    released: BoolArray
+    start_pos: IntArray
+    end_pos: IntArray
+
+    def __len__(self) -> int:
+        return int(self.site.size)
+
+    @property
+    def seconds(self) -> FloatArray:
+        """Billed seconds of each lease (release or horizon minus lease time)."""
+        return np.maximum(self.end - self.start, 0.0)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class LogTables:
+    """Everything the metrics need from one event log, as numpy arrays.
+
+    `job_ids` are the sorted ids of all jobs (workload mapping ∪ log); `event_row` gives, for each
+    event, its job's row in `job_ids` (-1 for events without a job). `horizon` is the end of the
+    run: open runs and unreleased leases last until it.
+    """
+
+    events: EventColumns
+    horizon: float
+    n_sites: int
+    job_ids: IntArray
+    event_row: IntArray
+    runs: RunTable
+    leases: LeaseTable
+
+    @property
+    def n_jobs(self) -> int:
+        """Number of job rows."""
+        return int(self.job_ids.size)
+
+
+def index_ids(known: IntArray, logged: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """Sorted union of two id arrays, and the row of each input id in that union.
+
+    Uses a dense lookup table when the ids are small non-negative integers (the usual case), and
+    sorting otherwise. Returns `(ids, rows_of_known, rows_of_logged)`.
+    """
+    both = np.concatenate([known.astype(np.int64, copy=False), logged.astype(np.int64, copy=False)])
+    if both.size == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    lo, hi = int(both.min()), int(both.max())
+    if lo >= 0 and hi <= 4 * both.size + 1024:
+        present = np.zeros(hi + 1, dtype=np.bool_)
+        present[both] = True
+        ids = np.flatnonzero(present).astype(np.int64)
+        lookup = np.cumsum(present, dtype=np.int64) - 1
+        rows = lookup[both]
+    else:
+        ids = np.unique(both)
+        rows = np.searchsorted(ids, both).astype(np.int64)
+    return ids, rows[: known.size], rows[known.size :]
+
+
+def _empty_runs() -> RunTable:
+    i, f = np.zeros(0, np.int64), np.zeros(0, np.float64)
+    return RunTable(i, i, f, f, f, np.zeros(0, np.int8), i, i)
+
+
+def _pair_runs(ev: EventColumns, row: IntArray, horizon: float) -> RunTable:
+    """Pair each START with the next run event (END/KILL/CANCEL/FAIL/START) of the same job."""
+    pos = np.flatnonzero(kind_mask(ev.kind, _RUN_KINDS) & (row >= 0))
+    if pos.size == 0:
+        return _empty_runs()
+    r = row[pos]
+    order = np.argsort(r, kind="stable")  # grouped by job, in log order within a job
+    spos = pos[order]
+    sr = r[order]
+    skind = ev.kind[spos]
+    n = spos.size
+    starts = np.flatnonzero(skind == EventKind.START)
+    nxt = np.minimum(starts + 1, n - 1)
+    closed = (starts + 1 < n) & (sr[nxt] == sr[starts])
+    start_pos = spos[starts]
+    end_pos = np.where(closed, spos[nxt], len(ev)).astype(np.int64)
+    outcome = np.where(closed, skind[nxt], OPEN).astype(np.int8)
+    end = np.where(closed, ev.time[spos[nxt]], horizon)
+    o = np.argsort(start_pos, kind="stable")  # present runs in log order of their starts
+    return RunTable(
+        job=sr[starts][o],
+        site=ev.site[start_pos][o].astype(np.int64),
+        size=ev.value[start_pos][o],
+        start=ev.time[start_pos][o],
+        end=end[o].astype(np.float64),
+        outcome=outcome[o],
+        start_pos=start_pos[o].astype(np.int64),
+        end_pos=end_pos[o],
+    )
+
+
+def _pair_leases(ev: EventColumns, horizon: float) -> LeaseTable:
+    """Pair each VM_LEASE with the first VM_RELEASE of the same (site, vm)."""
+    lpos = np.flatnonzero(ev.kind == EventKind.VM_LEASE).astype(np.int64)
+    rpos = np.flatnonzero(ev.kind == EventKind.VM_RELEASE).astype(np.int64)
+
+    def key(p: IntArray) -> IntArray:
+        return (ev.site[p].astype(np.int64) << 32) | (ev.vm[p].astype(np.int64) & 0xFFFFFFFF)
+
+    end_pos = np.full(lpos.size, len(ev), dtype=np.int64)
+    if rpos.size and lpos.size:
+        lkey, rkey = key(lpos), key(rpos)
+        order = np.argsort(rkey, kind="stable")
+        rkey_sorted, rpos_sorted = rkey[order], rpos[order]
+        i = np.minimum(np.searchsorted(rkey_sorted, lkey), rkey_sorted.size - 1)
+        released = rkey_sorted[i] == lkey
+        end_pos[released] = rpos_sorted[i[released]]
+    released = end_pos < len(ev)
+    end = np.full(lpos.size, horizon, dtype=np.float64)
+    end[released] = ev.time[end_pos[released]]
+    return LeaseTable(
+        site=ev.site[lpos].astype(np.int64),
+        vm=ev.vm[lpos].astype(np.int64),
+        start=ev.time[lpos],
+        end=end,
+        released=released,
+        start_pos=lpos,
+        end_pos=end_pos,
+    )
+
+
+def build_tables(
+    log: EventLog, known_job_ids: Iterable[int], n_sites: int, horizon: float | None = None
+) -> LogTables:
+    """Read `log` once into numpy tables.
+
+    `known_job_ids` are the ids of the workload's jobs (jobs never seen in the log still get a
+    row). `n_sites` is the number of sites of the environment; a site index outside
+    `[0, n_sites)` in a START or lease raises ValueError. `horizon` defaults to the time of the
+    last event and may not be earlier than it.
+    """
+    ev = EventColumns.from_log(log)
+    last = float(ev.time[-1]) if len(ev) else 0.0
+    if horizon is None:
+        horizon = last
+    elif horizon < last:
+        raise ValueError(f"horizon {horizon} is earlier than the last event of the log ({last})")
+    known = np.fromiter(known_job_ids, dtype=np.int64)
+    is_job_event = (ev.kind <= max(_JOB_KINDS)) & (ev.job >= 0)
+    job_pos = np.flatnonzero(is_job_event)
+    ids, _, rows_logged = index_ids(known, ev.job[job_pos])
+    row = np.full(len(ev), -1, dtype=np.int64)
+    row[job_pos] = rows_logged
+    sited = kind_mask(ev.kind, (EventKind.START, EventKind.VM_LEASE))
+    bad = sited & ((ev.site < 0) | (ev.site >= n_sites))
+    if bad.any():
+        p = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"event {p} ({EventKind(int(ev.kind[p])).name}) names site index {int(ev.site[p])}, "
+            f"but the environment has {n_sites} sites"
+        )
+    return LogTables(
+        events=ev,
+        horizon=float(horizon),
+        n_sites=n_sites,
+        job_ids=ids,
+        event_row=row,
+        runs=_pair_runs(ev, row, float(horizon)),
+        leases=_pair_leases(ev, float(horizon)),
+    )

@@ -1,0 +1,94 @@
+"""CSV / Parquet / JSON files, the comparison table and the PNG plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from metrics_helpers import LogBuilder, env_with_cloud
+from metrics_synthetic import synthetic_run
+
+from isthmus.metrics import COLUMNS, RunMetrics, compare_table, compute_run_metrics, read_records, write_run
+from isthmus.metrics.plots import plot_all, plot_mean_slowdown, plot_processors
+
+
+def small_run() -> RunMetrics:
+    b = LogBuilder()
+    b.lease(0, 1, vm=0).release(5400, 1, vm=0)
+    b.submit(0, 1, 1, runtime=5340, user="alice").start(60, 1, 1).end(5400, 1, 1)
+    b.submit(5, 2, 2, runtime=100).start(5, 2, 0).kill(15, 2, 0).start(20, 2, 0).end(120, 2, 0)
+    b.submit(6, 3, 64).reject(6, 3, 'needs 64, "too large", sorry')
+    b.submit(7, 4, 1)
+    return compute_run_metrics(b.build(), b.jobs, env_with_cloud())
+
+
+def test_write_run_files(tmp_path: Path) -> None:
+    paths = write_run(small_run(), tmp_path / "out", "ff")
+    assert {p.name for p in paths.values()} == {"ff.jobs.csv", "ff.jobs.parquet", "ff.summary.json"}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "ff.jobs.csv",
+        "ff.jobs.parquet",
+        "ff.summary.json",
+    ]
+    with paths["jobs_csv"].open(newline="") as f:
+        rows = list(csv.reader(f))
+    assert tuple(rows[0]) == COLUMNS
+    assert rows[0][:5] == ["job_id", "submit", "start", "end", "site"]
+    by_id = {r[0]: dict(zip(rows[0], r, strict=True)) for r in rows[1:]}
+    assert by_id["1"]["site"] == "ec2" and by_id["1"]["user"] == "alice"
+    assert float(by_id["1"]["start"]) == 60 and float(by_id["1"]["end"]) == 5400
+    assert by_id["2"]["restarts"] == "1" and float(by_id["2"]["wasted_processor_seconds"]) == 20
+    assert by_id["3"]["status"] == "rejected"
+    assert by_id["3"]["reason"] == 'needs 64, "too large", sorry'
+    # unknown values are empty cells
+    assert by_id["3"]["start"] == "" and by_id["3"]["end"] == "" and by_id["3"]["site"] == ""
+    assert by_id["4"]["status"] == "unfinished" and by_id["4"]["reason"] == "unfinished at end of run"
+    summary = json.loads(paths["summary"].read_text())
+    assert summary["cost_charged"] == pytest.approx(0.13)
+    assert summary["jobs_rejected"] == 1
+
+
+def test_csv_and_parquet_round_trip(tmp_path: Path) -> None:
+    m = small_run()
+    paths = write_run(m, tmp_path, "run")
+    expected = m.records.to_arrow()
+    for p in (paths["jobs_csv"], paths["jobs_parquet"]):
+        t = read_records(p)
+        assert t.column_names == list(COLUMNS)
+        assert t.num_rows == len(m.records)
+        assert t.to_pylist() == expected.to_pylist()
+    assert pq.read_table(paths["jobs_parquet"]).column_names[:5] == [
+        "job_id",
+        "submit",
+        "start",
+        "end",
+        "site",
+    ]
+
+
+def test_compare_table() -> None:
+    m = small_run()
+    rows = compare_table({"ff": m, "sjf": m})
+    assert [r["policy"] for r in rows] == ["ff", "sjf"]
+    assert rows[0]["cost_charged"] == pytest.approx(0.13)
+    assert rows[0]["jobs_total"] == 4 and rows[0]["jobs_completed"] == 2
+    assert list(rows[0])[:3] == ["policy", "jobs_total", "jobs_completed"]
+
+
+def test_plots_are_written(tmp_path: Path) -> None:
+    log, jobs, env = synthetic_run(5000, seed=1)  # enough steps to exercise downsampling
+    big = compute_run_metrics(log, jobs, env)
+    runs = {"ff": big, "tiny": small_run()}
+    paths = plot_all(runs, tmp_path / "plots", prefix="cmp-")
+    assert set(paths) == {"wait_cdf", "slowdown", "utilization", "processors", "cost"}
+    for p in paths.values():
+        assert p.exists() and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert p.name.startswith("cmp-")
+    p = plot_processors({"ff": big}, tmp_path / "ec2.png", site="ec2")
+    assert p.read_bytes()[:4] == b"\x89PNG"
+    p = plot_mean_slowdown({"empty": compute_run_metrics(LogBuilder().build(), {}, env)}, tmp_path / "e.png")
+    assert p.exists()
+    assert not list(tmp_path.rglob("*.tmp"))
