@@ -1,0 +1,692 @@
+"""The environment file schema (pydantic v2) and its validation into an `Environment`.
+
+A document (the parsed TOML or YAML file) is checked in two passes whose problems are reported
+together:
+
+1. *structure*: the pydantic models below (types, ranges, unknown keys, with the closest valid
+   key suggested);
+2. *meaning*: rules across keys and items (a cluster needs nodes, a cloud needs ``max_vms`` and
+   no ``nodes``, ``min_vms <= max_vms``, unique site and set names, sets naming known sites,
+   policies known to `isthmus.policies.registry` with valid parameters).
+
+The second pass reads the raw document defensively, so a type error in one site does not hide
+a duplicate name in another. Problems come back sorted in document order.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
+
+from isthmus.config.errors import ConfigError, Problem, format_path, show_value
+from isthmus.model.environment import Environment, PolicyChoice
+from isthmus.model.site import Site, SiteKind, SiteSet
+
+__all__ = [
+    "BILLING_UNITS",
+    "CLOUD_ONLY_KEYS",
+    "EnvironmentSpec",
+    "Loc",
+    "PoliciesSpec",
+    "PolicySpec",
+    "SiteSetSpec",
+    "SiteSpec",
+    "environment_to_dict",
+    "spec_to_environment",
+    "validate_document",
+    "validate_environment",
+]
+
+Loc = tuple[str | int, ...]
+"""A key path inside a document, e.g. ``("sites", 2, "max_vms")``."""
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+NAME_RULE = "a name of letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+BILLING_UNITS: Mapping[str, float] = MappingProxyType({"hour": 3600.0, "minute": 60.0, "second": 1.0})
+"""Words accepted for ``billing_increment``, with their length in seconds."""
+
+CLOUD_ONLY_KEYS: tuple[str, ...] = (
+    "min_vms",
+    "max_vms",
+    "boot_time",
+    "shutdown_time",
+    "price_per_hour",
+    "billing_increment",
+    "idle_release_time",
+)
+"""Site keys that only make sense for a cloud site."""
+
+_MODEL_CONFIG = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+ItemName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+Seconds = Annotated[float, Field(ge=0)]
+
+
+class SiteSpec(BaseModel):
+    """One ``[[sites]]`` entry: a cluster (``nodes``) or a cloud (``max_vms`` and VM timings/prices).
+
+    Keys left out take the defaults of `isthmus.model.site.Site`. Cloud-only keys on a cluster
+    and ``nodes`` on a cloud are refused by `validate_document` (second pass).
+    """
+
+    model_config = _MODEL_CONFIG
+
+    name: ItemName = Field(description="Unique site name.")
+    kind: Literal["cluster", "cloud"] = Field("cluster", description="cluster or cloud.")
+    nodes: int | None = Field(None, ge=0, description="Cluster only: nodes always present (>= 1).")
+    cores_per_node: int = Field(1, ge=1, description="Processors per node or VM.")
+    min_vms: int | None = Field(None, ge=0, description="Cloud only: VMs always kept leased (default 0).")
+    max_vms: int | None = Field(None, ge=0, description="Cloud only: most VMs that may be leased (>= 1).")
+    boot_time: Seconds | None = Field(None, description="Cloud only: seconds from lease to usable VM.")
+    shutdown_time: Seconds | None = Field(None, description="Cloud only: seconds from release to gone.")
+    price_per_hour: Seconds | None = Field(None, description="Cloud only: price of one VM-hour (0 = free).")
+    billing_increment: float | None = Field(
+        None, gt=0, description='Cloud only: seconds per billing increment, or "hour"/"minute"/"second".'
+    )
+    idle_release_time: Seconds | None = Field(
+        None, description="Cloud only: seconds a VM of a free cloud may stay idle before release."
+    )
+    available_from: Seconds | None = Field(None, description="Seconds from the start when the site appears.")
+    available_until: Seconds | None = Field(None, description="Seconds from the start when the site goes.")
+
+    @field_validator("billing_increment", mode="before")
+    @classmethod
+    def _billing_words(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return BILLING_UNITS[value.strip().lower()]
+            except KeyError:
+                raise PydanticCustomError(
+                    "billing_unit", 'expected a number of seconds > 0 or one of "hour", "minute", "second"'
+                ) from None
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise PydanticCustomError(
+                "billing_unit", 'expected a number of seconds > 0 or one of "hour", "minute", "second"'
+            )
+        return value
+
+
+class SiteSetSpec(BaseModel):
+    """One ``[[sets]]`` entry: an ordered list of site names and an optional job runtime limit."""
+
+    model_config = _MODEL_CONFIG
+
+    name: ItemName = Field(description="Unique set name.")
+    sites: list[str] = Field(description="Site names in order of preference (at least one).")
+    runtime_limit: float | None = Field(
+        None, gt=0, description="Seconds a job may run in this set before it is killed; null = unlimited."
+    )
+
+
+class PolicySpec(BaseModel):
+    """A policy choice written as a table: ``{name = "on-demand", params = {...}}``."""
+
+    model_config = _MODEL_CONFIG
+
+    name: str = Field(min_length=1, description="Policy name in the registry.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Policy parameters.")
+
+
+def _policy_before(value: Any) -> Any:
+    if isinstance(value, str):
+        return {"name": value}
+    if isinstance(value, Mapping | PolicySpec):
+        return value
+    raise PydanticCustomError("policy_type", 'expected a policy name ("ff") or a table {name = "...", params = {...}}')
+
+
+class PoliciesSpec(BaseModel):
+    """The ``[policies]`` table: the default allocation and provisioning policies."""
+
+    model_config = _MODEL_CONFIG
+
+    allocation: PolicySpec = Field(
+        default_factory=lambda: PolicySpec(name="ff"), description="Allocation policy (default ff)."
+    )
+    provisioning: PolicySpec = Field(
+        default_factory=lambda: PolicySpec(name="on-demand"),
+        description="Provisioning policy (default on-demand).",
+    )
+
+    @field_validator("allocation", "provisioning", mode="before")
+    @classmethod
+    def _name_or_table(cls, value: Any) -> Any:
+        return _policy_before(value)
+
+
+class EnvironmentSpec(BaseModel):
+    """A whole environment file: name, description, round interval, sites, sets and policies."""
+
+    model_config = _MODEL_CONFIG
+
+    name: str = Field(min_length=1, description="Environment name (default: the file name without suffix).")
+    description: str = Field("", description="Free text shown by `isthmus env list`.")
+    round_interval: float | None = Field(
+        30.0,
+        gt=0,
+        description='Seconds between scheduling rounds; "event" or null for event-triggered rounds.',
+    )
+    sites: list[SiteSpec] = Field(description="The sites, in the order policies consider them.")
+    sets: list[SiteSetSpec] = Field(default_factory=list, description="Optional sets of sites.")
+    policies: PoliciesSpec = Field(default_factory=PoliciesSpec, description="Default policies.")
+
+    @field_validator("round_interval", mode="before")
+    @classmethod
+    def _event(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "event"):
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PydanticCustomError("round_interval", 'expected a number of seconds > 0, "event" or null')
+        return value
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _printable_name(cls, value: Any) -> Any:
+        if isinstance(value, str) and any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in value):
+            raise PydanticCustomError("name_control", "expected a name without control characters or line breaks")
+        return value
+
+    @field_validator("description", mode="before")
+    @classmethod
+    def _strip_description(cls, value: Any) -> Any:
+        if value is None:
+            return ""
+        return value.strip() if isinstance(value, str) else value
+
+
+# ----------------------------------------------------------------------------------------------
+# Schema introspection: valid keys and field types at a location (for messages).
+
+_TOP_ORDER = list(EnvironmentSpec.model_fields)
+_FIELD_ORDER: dict[str, int] = {}
+for _model in (EnvironmentSpec, SiteSpec, SiteSetSpec, PoliciesSpec, PolicySpec):
+    for _key in _model.model_fields:
+        _FIELD_ORDER.setdefault(_key, len(_FIELD_ORDER))
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds directly or as list items, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The model whose keys are valid at `loc` (the parent of a key), or None (free-form)."""
+    model: type[BaseModel] = EnvironmentSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        inner = _inner_model(field.annotation)
+        if inner is None:
+            return None
+        model = inner
+    return model
+
+
+def _is_int_field(loc: Loc) -> bool:
+    if not loc or not isinstance(loc[-1], str):
+        return False
+    model = _model_at(loc[:-1])
+    if model is None or loc[-1] not in model.model_fields:
+        return False
+    annotation = model.model_fields[loc[-1]].annotation
+    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    return int in args
+
+
+def suggest_key(key: str, valid: Sequence[str]) -> str:
+    """A hint for an unknown key: the closest valid key (difflib), or the list of valid keys."""
+    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return "valid keys: " + ", ".join(valid)
+
+
+# ----------------------------------------------------------------------------------------------
+# Pass 1: pydantic errors → problems.
+
+_COMPARE = {
+    "greater_than": (">", "gt"),
+    "greater_than_equal": (">=", "ge"),
+    "less_than": ("<", "lt"),
+    "less_than_equal": ("<=", "le"),
+}
+
+
+def _describe_pydantic_error(err: Mapping[str, Any]) -> str:
+    kind = err["type"]
+    loc: Loc = tuple(err["loc"])
+    value = err.get("input")
+    got = f", got {show_value(value)}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        valid = list(parent.model_fields) if parent else []
+        return f"unknown key {str(loc[-1])!r}; " + suggest_key(str(loc[-1]), valid)
+    if kind in _COMPARE:
+        op, ctx_key = _COMPARE[kind]
+        limit = (err.get("ctx") or {}).get(ctx_key)
+        if isinstance(limit, float) and limit.is_integer():
+            limit = int(limit)
+        what = "an integer" if _is_int_field(loc) else "a number"
+        return f"expected {what} {op} {limit}{got}"
+    if kind == "string_pattern_mismatch":
+        return f"expected {NAME_RULE}{got}"
+    if kind == "literal_error":
+        expected = (err.get("ctx") or {}).get("expected", "")
+        message = f"expected one of {expected}{got}"
+        if isinstance(value, str) and loc and isinstance(loc[-1], str) and loc[-1] == "kind":
+            close = difflib.get_close_matches(value, ["cluster", "cloud"], n=1)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        return message
+    if kind == "string_too_short":
+        return f"expected a non-empty string{got}"
+    if kind == "int_type":
+        return f"expected an integer{got}"
+    if kind in ("float_type", "finite_number"):
+        return f"expected a finite number{got}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"expected a table{got}"
+    msg = str(err.get("msg", "invalid value"))
+    if msg.startswith("Input should be "):
+        msg = "expected " + msg[len("Input should be ") :]
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    return msg + got
+
+
+def _pydantic_problems(exc: ValidationError) -> list[tuple[Loc, str]]:
+    out: list[tuple[Loc, str]] = []
+    for err in exc.errors(include_url=False):
+        out.append((tuple(err["loc"]), _describe_pydantic_error(err)))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Pass 2: meaning, on the raw document.
+
+PolicyChecker = Callable[[str, str, Mapping[str, Any]], None]
+
+
+def _registry_check(family: str, name: str, params: Mapping[str, Any]) -> None:
+    from isthmus.policies import registry
+
+    registry.check_policy(family, name, params)
+
+
+def _registry_names(family: str) -> list[str] | None:
+    try:
+        from isthmus.policies import registry
+
+        return registry.names(family)
+    except Exception:  # pragma: no cover - the registry itself is broken
+        return None
+
+
+def _int_value(raw: Mapping[str, Any], key: str) -> int | None:
+    value = raw.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _num_value(raw: Mapping[str, Any], key: str) -> float | None:
+    value = raw.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _site_problems(i: int, raw: Mapping[str, Any]) -> list[tuple[Loc, str]]:
+    """Rules across the keys of one site, on raw values (ill-typed values are left to pass 1)."""
+    out: list[tuple[Loc, str]] = []
+    at: Loc = ("sites", i)
+    kind = raw.get("kind", "cluster")
+    given = {key for key, value in raw.items() if value is not None}
+    if kind == "cluster":
+        nodes = _int_value(raw, "nodes")
+        if "nodes" not in given:
+            out.append(((*at, "nodes"), "a cluster site needs nodes (an integer >= 1)"))
+        elif nodes == 0:
+            out.append(((*at, "nodes"), "a cluster site needs at least 1 node, got 0"))
+        for key in CLOUD_ONLY_KEYS:
+            if key in given:
+                out.append(
+                    (
+                        (*at, key),
+                        f'{key} applies only to cloud sites; this site is a cluster (set kind = "cloud" '
+                        f"or remove {key})",
+                    )
+                )
+    elif kind == "cloud":
+        if "nodes" in given:
+            out.append(((*at, "nodes"), "a cloud site has no fixed nodes; give max_vms (and min_vms) instead"))
+        max_vms, min_vms = _int_value(raw, "max_vms"), _int_value(raw, "min_vms")
+        if "max_vms" not in given:
+            out.append(((*at, "max_vms"), "a cloud site needs max_vms (an integer >= 1)"))
+        elif max_vms == 0:
+            out.append(((*at, "max_vms"), "a cloud site needs max_vms >= 1, got 0"))
+        elif max_vms is not None and min_vms is not None and 0 <= max_vms < min_vms:
+            out.append(((*at, "min_vms"), f"min_vms ({min_vms}) must not exceed max_vms ({max_vms})"))
+    start, end = _num_value(raw, "available_from"), _num_value(raw, "available_until")
+    if start is not None and end is not None and end <= start:
+        out.append(
+            (
+                (*at, "available_until"),
+                f"must be later than available_from ({show_value(raw['available_from'])}), "
+                f"got {show_value(raw['available_until'])}",
+            )
+        )
+    return out
+
+
+def _semantic_problems(data: Mapping[str, Any], check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
+    out: list[tuple[Loc, str]] = []
+    sites = data.get("sites")
+    site_names: list[str] | None = None
+    if isinstance(sites, list):
+        if not sites:
+            out.append((("sites",), "an environment needs at least one site"))
+        site_names = []
+        first_at: dict[str, int] = {}
+        for i, raw in enumerate(sites):
+            if not isinstance(raw, Mapping):
+                continue
+            out.extend(_site_problems(i, raw))
+            name = raw.get("name")
+            if isinstance(name, str):
+                site_names.append(name)
+                if name in first_at:
+                    out.append((("sites", i, "name"), f"duplicate site name {name!r} (also sites[{first_at[name]}])"))
+                else:
+                    first_at[name] = i
+
+    sets = data.get("sets")
+    if isinstance(sets, list):
+        set_at: dict[str, int] = {}
+        for j, raw in enumerate(sets):
+            if not isinstance(raw, Mapping):
+                continue
+            name = raw.get("name")
+            if isinstance(name, str):
+                if name in set_at:
+                    out.append((("sets", j, "name"), f"duplicate set name {name!r} (also sets[{set_at[name]}])"))
+                else:
+                    set_at[name] = j
+            members = raw.get("sites")
+            if not isinstance(members, list):
+                continue
+            if not members:
+                out.append((("sets", j, "sites"), "a set needs at least one site"))
+            seen: dict[str, int] = {}
+            for k, member in enumerate(members):
+                if not isinstance(member, str):
+                    continue
+                if member in seen:
+                    out.append(
+                        (
+                            ("sets", j, "sites", k),
+                            f"site {member!r} is listed twice in this set (also sites[{seen[member]}])",
+                        )
+                    )
+                    continue
+                seen[member] = k
+                if site_names is not None and member not in site_names:
+                    known = ", ".join(dict.fromkeys(site_names)) or "none"
+                    message = f"unknown site {member!r}; sites: {known}"
+                    close = difflib.get_close_matches(member, site_names, n=1)
+                    if close:
+                        message += f"; did you mean {close[0]!r}?"
+                    out.append((("sets", j, "sites", k), message))
+
+    policies = data.get("policies", {})
+    if isinstance(policies, Mapping):
+        for family in ("allocation", "provisioning"):
+            if family not in policies:
+                continue
+            out.extend(_policy_problems(family, policies[family], check_policy))
+    return out
+
+
+def _policy_problems(family: str, raw: Any, check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
+    at: Loc = ("policies", family)
+    name: str
+    params: Mapping[str, Any]
+    if isinstance(raw, str):
+        name, params, name_at, params_at = raw, {}, at, at
+    elif isinstance(raw, Mapping):
+        raw_name, raw_params = raw.get("name"), raw.get("params", {})
+        if not isinstance(raw_name, str) or not raw_name or not isinstance(raw_params, Mapping):
+            return []  # structure already reported by pass 1
+        name, params = raw_name, raw_params
+        name_at, params_at = (*at, "name"), (*at, "params")
+    else:
+        return []
+    known = _registry_names(family)
+    if known is not None and name not in known:
+        message = f"unknown {family} policy {name!r}; valid names: {', '.join(known)}"
+        close = difflib.get_close_matches(name, known, n=1)
+        if close:
+            message += f"; did you mean {close[0]!r}?"
+        return [(name_at, message)]
+    try:
+        check_policy(family, name, params)
+    except ValueError as exc:  # PolicyError
+        where = params_at if known is not None else name_at
+        return [(where, str(exc))]
+    except ImportError as exc:
+        return [(name_at, f"{family} policy {name!r} is registered but cannot be loaded: {exc}")]
+    return []
+
+
+# ----------------------------------------------------------------------------------------------
+# Orchestration.
+
+
+def _sort_key(loc: Loc) -> tuple[tuple[int, int], ...]:
+    key: list[tuple[int, int]] = []
+    for n, part in enumerate(loc):
+        if isinstance(part, int):
+            key.append((0, part))
+        elif n == 0:
+            key.append((1, _TOP_ORDER.index(part) if part in _TOP_ORDER else len(_TOP_ORDER)))
+        else:
+            key.append((1, _FIELD_ORDER.get(part, len(_FIELD_ORDER))))
+    return tuple(key)
+
+
+def _context(data: Mapping[str, Any], loc: Loc) -> str | None:
+    if len(loc) >= 2 and loc[0] in ("sites", "sets") and isinstance(loc[1], int):
+        items = data.get(str(loc[0]))
+        if isinstance(items, list) and loc[1] < len(items) and isinstance(items[loc[1]], Mapping):
+            name = items[loc[1]].get("name")
+            if isinstance(name, str) and name:
+                return f"{'site' if loc[0] == 'sites' else 'set'} {name!r}"
+    return None
+
+
+LineLocator = Callable[[Loc], int | None]
+
+
+def validate_document(
+    data: Any,
+    *,
+    file: str | None = None,
+    default_name: str | None = None,
+    line_of: LineLocator | None = None,
+    check_policy: PolicyChecker | None = None,
+) -> Environment:
+    """Validate a parsed environment document and build the `Environment` it describes.
+
+    `file` names the source in errors; `default_name` is used when the document has no
+    ``name``; `line_of` maps a key path to a line (YAML); `check_policy` replaces the policy
+    registry check (tests). Raises `ConfigError` listing every problem found.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            file,
+            f"expected a table of keys (name, sites, sets, policies, ...) at the top level, got {show_value(data)}",
+        )
+    if "name" not in data and default_name:
+        data = {"name": default_name, **data}
+    checker = check_policy or _registry_check
+    raw_problems: list[tuple[Loc, str]] = []
+    spec: EnvironmentSpec | None = None
+    try:
+        spec = EnvironmentSpec.model_validate(data)
+    except ValidationError as exc:
+        raw_problems.extend(_pydantic_problems(exc))
+    raw_problems.extend(_semantic_problems(data, checker))
+    if raw_problems or spec is None:
+        raw_problems.sort(key=lambda item: _sort_key(item[0]))
+        problems = [
+            Problem(format_path(loc), message, line_of(loc) if line_of else None, _context(data, loc))
+            for loc, message in raw_problems
+        ]
+        raise ConfigError(file, problems)
+    return spec_to_environment(spec)
+
+
+def spec_to_environment(spec: EnvironmentSpec) -> Environment:
+    """Map a validated `EnvironmentSpec` to the frozen `Environment` model.
+
+    Keys left out take the defaults of `Site`; for a cluster the cloud-only fields stay at their
+    defaults and for a cloud ``nodes`` is 0.
+    """
+    sites = []
+    for s in spec.sites:
+        kwargs: dict[str, Any] = {
+            "name": s.name,
+            "kind": SiteKind(s.kind),
+            "cores_per_node": s.cores_per_node,
+        }
+        if s.kind == "cluster":
+            kwargs["nodes"] = s.nodes
+        else:
+            for key in CLOUD_ONLY_KEYS:
+                value = getattr(s, key)
+                if value is not None:
+                    kwargs[key] = value
+        for key in ("available_from", "available_until"):
+            value = getattr(s, key)
+            if value is not None:
+                kwargs[key] = float(value)
+        for key in ("boot_time", "shutdown_time", "price_per_hour", "billing_increment", "idle_release_time"):
+            if key in kwargs:
+                kwargs[key] = float(kwargs[key])
+        sites.append(Site(**kwargs))
+    sets = tuple(
+        SiteSet(st.name, tuple(st.sites), None if st.runtime_limit is None else float(st.runtime_limit))
+        for st in spec.sets
+    )
+    return Environment(
+        name=spec.name,
+        sites=tuple(sites),
+        sets=sets,
+        allocation=_choice(spec.policies.allocation),
+        provisioning=_choice(spec.policies.provisioning),
+        round_interval=None if spec.round_interval is None else float(spec.round_interval),
+        description=spec.description,
+    )
+
+
+def _choice(policy: PolicySpec) -> PolicyChoice:
+    return PolicyChoice(policy.name, MappingProxyType(dict(policy.params)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Environment → document.
+
+
+def _number(value: float) -> int | float:
+    """Integral floats as ints, for tidy files (loading turns them back into floats)."""
+    return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
+
+
+def _plain(value: Any) -> Any:
+    """Mapping proxies and tuples as plain dicts and lists, recursively."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _policy_doc(choice: PolicyChoice) -> str | dict[str, Any]:
+    if not choice.params:
+        return choice.name
+    return {"name": choice.name, "params": _plain(choice.params)}
+
+
+def environment_to_dict(env: Environment) -> dict[str, Any]:
+    """The normalized file form of `env`: plain dicts, lists, strings and numbers.
+
+    Every key is written explicitly (defaults included) except those without a value: an
+    unbounded availability window and an unlimited set runtime limit are left out, and an
+    event-triggered round interval is written ``"event"``. Feeding the result back to
+    `validate_document` gives an equal `Environment`. Cloud-only fields of cluster sites are not
+    written (they mean nothing for a cluster).
+    """
+    sites: list[dict[str, Any]] = []
+    for s in env.sites:
+        item: dict[str, Any] = {"name": s.name, "kind": s.kind.value}
+        if s.is_cloud:
+            item["cores_per_node"] = s.cores_per_node
+            item["min_vms"] = s.min_vms
+            item["max_vms"] = s.max_vms
+            item["boot_time"] = _number(s.boot_time)
+            item["shutdown_time"] = _number(s.shutdown_time)
+            item["price_per_hour"] = _number(s.price_per_hour)
+            item["billing_increment"] = _number(s.billing_increment)
+            item["idle_release_time"] = _number(s.idle_release_time)
+        else:
+            item["nodes"] = s.nodes
+            item["cores_per_node"] = s.cores_per_node
+        if s.available_from is not None:
+            item["available_from"] = _number(s.available_from)
+        if s.available_until is not None:
+            item["available_until"] = _number(s.available_until)
+        sites.append(item)
+    sets: list[dict[str, Any]] = []
+    for st in env.sets:
+        entry: dict[str, Any] = {"name": st.name, "sites": list(st.sites)}
+        if st.runtime_limit is not None:
+            entry["runtime_limit"] = _number(st.runtime_limit)
+        sets.append(entry)
+    doc: dict[str, Any] = {
+        "name": env.name,
+        "description": env.description,
+        "round_interval": "event" if env.round_interval is None else _number(env.round_interval),
+        "policies": {
+            "allocation": _policy_doc(env.allocation),
+            "provisioning": _policy_doc(env.provisioning),
+        },
+        "sites": sites,
+    }
+    if sets:
+        doc["sets"] = sets
+    return doc
+
+
+def validate_environment(env: Environment, *, check_policy: PolicyChecker | None = None) -> Environment:
+    """Check an `Environment` built in code against every file rule; return the normalized copy.
+
+    Raises `ConfigError` (file ``<environment NAME>``) when the environment could not be written
+    as a valid file.
+    """
+    return validate_document(environment_to_dict(env), file=f"<environment {env.name}>", check_policy=check_policy)

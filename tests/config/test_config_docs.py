@@ -1,0 +1,43 @@
+"""The examples of docs/environments.md are valid, and its TOML and YAML examples agree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from isthmus.config import bundled_names, environment_from_text
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "environments.md"
+
+
+def blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _doc_exists() -> None:
+    if not DOC.exists():
+        pytest.skip(f"{DOC} not found")
+
+
+def test_toml_examples_are_valid() -> None:
+    found = blocks("toml")
+    assert len(found) >= 2
+    for text in found:
+        environment_from_text(text, "toml", file="docs/environments.md", default_name="example")
+
+
+def test_full_examples_agree() -> None:
+    toml_env = environment_from_text(blocks("toml")[0], "toml")
+    (yaml_text,) = blocks("yaml")
+    assert environment_from_text(yaml_text, "yaml") == toml_env
+    assert len(toml_env.sites) == 4 and len(toml_env.sets) == 2
+    assert toml_env.site("ec2").billing_increment == 3600.0
+
+
+def test_every_bundled_environment_is_documented() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    for name in bundled_names():
+        assert f"`{name}`" in text, name
