@@ -118,15 +118,14 @@ class CloudBackend(SiteBackend):
         self.vms: dict[int, Vm] = {}
         self._next_vm = 0
         self.booting = 0
-
-    @property
-    def leased(self) -> int:
-        """VMs leased and not being released (booting or ready)."""
-        return sum(1 for v in self.vms.values() if v.state <= VmState.READY)
+        #: VMs leased and not being released (booting or ready).
+        self.leased = 0
+        # Ready VMs running nothing, in the order they became idle.
+        self._idle: dict[int, Vm] = {}
 
     def idle_vms(self) -> list[Vm]:
-        """Ready VMs running nothing, oldest lease first."""
-        return [v for v in self.vms.values() if v.state is VmState.READY and v.free == v.cores]
+        """Ready VMs running nothing, longest idle first."""
+        return list(self._idle.values())
 
     def lease(self, count: int, now: float) -> list[int]:
         """Lease `count` VMs; return their ids (they are usable after the boot time)."""
@@ -136,6 +135,7 @@ class CloudBackend(SiteBackend):
             self._next_vm += 1
             self.vms[vm.id] = vm
             self.booting += 1
+            self.leased += 1
             ids.append(vm.id)
             self._boot(vm, now)
         return ids
@@ -148,6 +148,7 @@ class CloudBackend(SiteBackend):
         vm.state = VmState.READY
         vm.ready_at = now
         vm.idle_since = now
+        self._idle[vm.id] = vm
         self.booting -= 1
         self.online += vm.cores
         self.free += vm.cores
@@ -159,6 +160,8 @@ class CloudBackend(SiteBackend):
             vm = self.vms[vm_id]
             vm.state = VmState.RELEASING
             vm.released_at = now
+            self.leased -= 1
+            self._idle.pop(vm_id, None)
             self.online -= vm.cores
             self.free -= vm.cores
             self._shutdown(vm, now)
@@ -180,6 +183,7 @@ class CloudBackend(SiteBackend):
                 take = min(vm.free, need)
                 vm.free -= take
                 vm.idle_since = -1.0
+                self._idle.pop(vm.id, None)
                 alloc.append((vm.id, take))
                 need -= take
                 if not need:
@@ -195,6 +199,7 @@ class CloudBackend(SiteBackend):
             vm.free += cores
             if vm.free == vm.cores:
                 vm.idle_since = now
+                self._idle[vm_id] = vm
         entry.alloc = ()
         self.free += entry.job.size
         self._track_stop(entry)

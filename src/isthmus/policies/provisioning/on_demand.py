@@ -118,7 +118,7 @@ class OnDemand:
     def _release_time(self, c: CloudInfo, leased_at: float, idle_since: float, now: float) -> float:
         """Earliest time at or after now when an idle VM may be released."""
         site = c.site
-        if not site.is_paid:
+        if site.price_per_hour <= 0:
             idle = self.params.idle_time if self.params.idle_time is not None else site.idle_release_time
             return idle_since + idle
         inc = site.billing_increment
