@@ -1,0 +1,1 @@
+"""Experiments that regenerate a seed's evaluation: sweeps of simulations, tables, figures, Markdown."""
