@@ -15,6 +15,7 @@ import math
 PRIO_END = 0
 PRIO_LIMIT = 1
 PRIO_VM = 2
+PRIO_BILLING = 2
 PRIO_WAKE = 3
 PRIO_ROUND = 9
 
@@ -24,6 +25,7 @@ EV_VM_READY = 2
 EV_VM_GONE = 3
 EV_WAKE = 4
 EV_ROUND = 5
+EV_BILLING = 6
 
 Entry = tuple[float, int, int, int, int, int]
 

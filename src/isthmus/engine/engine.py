@@ -21,12 +21,14 @@ from typing import Any
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.clock import (
+    EV_BILLING,
     EV_END,
     EV_LIMIT,
     EV_ROUND,
     EV_VM_GONE,
     EV_VM_READY,
     EV_WAKE,
+    PRIO_BILLING,
     PRIO_LIMIT,
     PRIO_ROUND,
 )
@@ -65,6 +67,7 @@ class Engine:
         round_interval: float | None = None,
         log: EventLog | None = None,
         check_purity: bool = False,
+        budget: float | None = None,
     ) -> None:
         self.env = env
         self.allocation = allocation
@@ -75,6 +78,14 @@ class Engine:
         self.round_interval = round_interval
         self.log = log if log is not None else EventLog()
         self.check_purity = check_purity
+        if budget is not None and budget < 0:
+            raise ValueError(f"budget must be >= 0, got {budget}")
+        #: Cap on the charged cost of all leases ($); None: no cap.
+        self.budget = budget
+        #: Charged cost committed so far: every started billing increment of every lease.
+        self.spent = 0.0
+        #: Billing-boundary events in the clock (only kept when there is a budget).
+        self.billing_pending = 0
         self.now = 0.0
         self.view = EngineView(self)
         self.stage_sites: list[tuple[int, ...]] = allocation.stage_sites(env)
@@ -148,6 +159,9 @@ class Engine:
                 self.log.append(self.now, int(EventKind.VM_GONE), -1, a, b)
         elif kind == EV_WAKE:
             self._changed()
+        elif kind == EV_BILLING:
+            self.billing_pending -= 1
+            self._billing_boundary(a, b)
 
     def job_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         """Run number `run` of job `job_id` ended now with `exit_code` (0: completed, else failed).
@@ -349,8 +363,18 @@ class Engine:
             )
         if not backend.available(self.now):
             raise DecisionRefusedError(f"site {backend.name} is not available now")
+        price = backend.site.price_per_increment if backend.site.is_paid else 0.0
+        if self.budget is not None and self.spent + d.count * price > self.budget + 1e-9:
+            raise DecisionRefusedError(
+                f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
+                f"exceeds the budget: ${self.spent:.4f} of ${self.budget:.4f} committed"
+            )
         for vm_id in backend.lease(d.count, self.now):
             self.log.append(self.now, int(EventKind.VM_LEASE), -1, d.site, vm_id)
+            self.spent += price
+            if price and self.budget is not None:
+                self.billing_pending += 1
+                self._at(self.now + backend.site.billing_increment, PRIO_BILLING, EV_BILLING, d.site, vm_id)
 
     def _release(self, d: ReleaseVms) -> None:
         backend = self._cloud(d.site)
@@ -369,6 +393,32 @@ class Engine:
         backend.release(ids, self.now)
         for vm_id in ids:
             self.log.append(self.now, int(EventKind.VM_RELEASE), -1, d.site, vm_id)
+
+    def _billing_boundary(self, site: int, vm_id: int) -> None:
+        """A paid VM reached the end of a billing increment: pay the next one or release it."""
+        backend = self.backends[site]
+        assert isinstance(backend, CloudBackend)
+        vm = backend.vms.get(vm_id)
+        if vm is None or vm.state not in (VmState.BOOTING, VmState.READY):
+            return  # released meanwhile
+        price = backend.site.price_per_increment
+        assert self.budget is not None
+        if self.spent + price <= self.budget + 1e-9:
+            self.spent += price
+            self.billing_pending += 1
+            self._at(self.now + backend.site.billing_increment, PRIO_BILLING, EV_BILLING, site, vm_id)
+            return
+        for entry in [e for e in backend.running.values() if any(v == vm_id for v, _ in e.alloc)]:
+            self._kill(entry, KillCause.BUDGET, requeue=True)
+            self.why_not[entry.job.id] = f"its VM on {backend.name} was released: the budget is spent"
+        if vm.state is VmState.BOOTING:
+            backend.booting -= 1
+            vm.state = VmState.READY  # release() expects a ready VM; it never became usable
+            backend.online += vm.cores
+            backend.free += vm.cores
+        backend.release((vm_id,), self.now)
+        self.log.append(self.now, int(EventKind.VM_RELEASE), -1, site, vm_id)
+        self._changed()
 
     # ------------------------------------------------------------------------- answers
 

@@ -36,6 +36,7 @@ class KillCause(IntEnum):
     POLICY = 1  # a policy decided to kill it
     CANCEL = 2  # the user cancelled it
     LOST = 3  # its node or pilot was lost
+    BUDGET = 4  # its VM was released because the budget could not pay another billing increment
 
 
 @dataclass(frozen=True, slots=True)

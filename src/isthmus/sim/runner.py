@@ -65,12 +65,15 @@ def simulate(
     label: str | None = None,
     check_purity: bool = False,
     until: float = math.inf,
+    budget: float | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> SimulationResult:
     """Simulate `jobs` (sorted by submit time) on `env` with the given policies.
 
     Policies default to the environment's; `round_interval` defaults to the environment's
     (None: event-triggered rounds). The predictor is used only by policies that need one.
+    `budget` caps the charged cost of cloud leases ($): leases it cannot pay are refused and a
+    paid VM whose next billing increment it cannot pay is released at the boundary.
     `progress` is called with the number of jobs submitted so far, now and then.
     """
     alloc = _choice(allocation) if allocation is not None else env.allocation
@@ -94,6 +97,7 @@ def simulate(
         clock.at,
         round_interval=float(interval) if interval else None,
         check_purity=check_purity,
+        budget=budget,
     )
     t0 = time.perf_counter()
     heap = clock.heap
@@ -129,6 +133,8 @@ def simulate(
         elif top is not None:
             if ht > until:
                 break
+            if engine.billing_pending == len(heap) and i >= n and not engine.entries:
+                break  # only billing boundaries of idle leases remain: the workload is done
             pop(heap)
             clock.now = engine.now = ht
             handle(top[3], top[4], top[5])
