@@ -31,36 +31,51 @@ def _fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-2):
-            return f"{value:.3g}"
-        return f"{value:,.2f}"
+        if value == 0:
+            return "0"
+        if abs(value) >= 1e5:
+            return f"{value:.3g}".replace("e+0", "e").replace("e+", "e")
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        return f"{value:.3g}"
     return str(value)
 
 
 COLUMNS = (
     ("policy", "policy"),
     ("jobs_completed", "done"),
-    ("jobs_unfinished", "unfinished"),
-    ("wait_mean", "wait mean (s)"),
-    ("slowdown_mean", "slowdown"),
+    ("jobs_unfinished", "left"),
+    ("wait_mean", "wait s"),
+    ("slowdown_mean", "sld"),
     ("bounded_slowdown_mean", "bsld"),
-    ("awrt", "AWRT (s)"),
-    ("delay_p95", "delay p95 (s)"),
-    ("makespan", "makespan (s)"),
+    ("awrt", "AWRT s"),
+    ("delay_p95", "p95 s"),
     ("utilization", "util"),
-    ("cost_charged", "cost ($)"),
-    ("restarts", "restarts"),
+    ("cost_charged", "cost $"),
+    ("restarts", "kills"),
 )
 
 
 def comparison_table(rows: list[dict[str, object]], title: str) -> Table:
-    """A Rich table of the key figures, one row per policy."""
-    table = Table(title=title, title_justify="left")
+    """A Rich table of the key figures, one row per policy (sld: mean slowdown, bsld: bounded)."""
+    table = Table(title=title, title_justify="left", padding=(0, 1), collapse_padding=True)
     for _, header in COLUMNS:
-        table.add_column(header, justify="left" if header == "policy" else "right")
+        table.add_column(header, justify="left" if header == "policy" else "right", no_wrap=True)
     for row in rows:
         table.add_row(*(_fmt(row.get(key)) for key, _ in COLUMNS))
     return table
+
+
+def default_workload(env: Environment) -> str:
+    """The embedded default: Lublin-Feitelson jobs at 90% offered load on the cluster processors.
+
+    Jobs are at most as large as the largest cluster (KOALA-C keeps jobs of at most 32 nodes);
+    what the clusters cannot take goes to the clouds. Without clusters, the clouds' maximum counts.
+    """
+    clusters = [s.max_processors for s in env.sites if not s.is_cloud]
+    sizes = clusters or [s.max_processors for s in env.sites]
+    procs = sum(sizes)
+    return f"lublin:procs={procs},max_size={max(sizes)},load=0.9"
 
 
 def _safe(label: str) -> str:
@@ -72,8 +87,14 @@ def simulate_command(
         str | None, typer.Option("--env", "-e", help="Bundled environment NAME[:k=v] or a TOML/YAML file.")
     ] = None,
     workload: Annotated[
-        str, typer.Option("--workload", "-w", help="SWF/GWF file or a model name (e.g. lublin).")
-    ] = "lublin",
+        str | None,
+        typer.Option(
+            "--workload",
+            "-w",
+            help="SWF/GWF file or a model spec (e.g. lublin:jobs=5000). Default: the Lublin-Feitelson model "
+            "at 90% offered load on the environment's cluster processors.",
+        ),
+    ] = None,
     policy: Annotated[
         list[str] | None,
         typer.Option("--policy", "-p", help="Allocation policy NAME[:k=v,...]; repeat to compare."),
@@ -96,6 +117,9 @@ def simulate_command(
     ] = None,
     round_interval: Annotated[
         str | None, typer.Option("--round-interval", help="Seconds between scheduling rounds, or 'event'.")
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option("--budget", help="Cap on the charged cost of cloud leases ($).", min=0)
     ] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
     skip_invalid: Annotated[
@@ -138,6 +162,8 @@ def simulate_command(
             interval = float(round_interval)
         except ValueError:
             raise fail(f"--round-interval: expected seconds or 'event', got {round_interval!r}") from None
+    if workload is None:
+        workload = default_workload(environment)
     try:
         wl = resolve_workload(workload, seed=seed, skip_invalid=skip_invalid)
     except (WorkloadError, ValueError, OSError) as exc:
@@ -152,7 +178,7 @@ def simulate_command(
 
     console = Console(stderr=as_json)
     console.print(
-        f"[bold]isthmus simulate[/]: {len(job_list):,} jobs of [cyan]{wl.name}[/] on [cyan]{environment.name}[/] "
+        f"[bold]isthmus simulate[/]: {len(job_list):,} jobs of [cyan]{workload}[/] on [cyan]{environment.name}[/] "
         f"({len(environment.sites)} sites), provisioning [cyan]{policy_label(prov)}[/]",
         highlight=False,
     )
@@ -175,7 +201,14 @@ def simulate_command(
 
             try:
                 result = simulate(
-                    environment, job_list, choice, prov, round_interval=interval, label=label, progress=tick
+                    environment,
+                    job_list,
+                    choice,
+                    prov,
+                    round_interval=interval,
+                    label=label,
+                    budget=budget,
+                    progress=tick,
                 )
             except (PolicyError, ValueError) as exc:
                 raise fail(f"{label}: {exc}") from None
@@ -193,6 +226,7 @@ def simulate_command(
     report = {
         "environment": environment.name,
         "workload": wl.name,
+        "workload_spec": workload,
         "jobs": len(job_list),
         "provisioning": policy_label(prov),
         "policies": rows,
@@ -207,9 +241,8 @@ def simulate_command(
     for label, r in results.items():
         if r.unfinished:
             first = next(iter(r.unfinished.items()))
-            console.print(
-                f"[yellow]{label}: {len(r.unfinished)} jobs unfinished[/] (e.g. job {first[0]}: {first[1]})"
-            )
+            console.print(f"[yellow]{label}: {len(r.unfinished)} jobs unfinished[/] (e.g. job {first[0]}: {first[1]})")
+    console.print("sld: mean slowdown; bsld: mean bounded slowdown (10 s); p95: 95th percentile of delay")
     console.print(f"Per-job records, summaries and plots in [bold]{out}[/]")
 
 
