@@ -177,6 +177,8 @@ def simulate_command(
         raise fail(f"workload {workload!r} has no jobs left after filtering")
 
     console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console.width = max(console.width, 110)  # logs and pipes: do not truncate the table
     console.print(
         f"[bold]isthmus simulate[/]: {len(job_list):,} jobs of [cyan]{workload}[/] on [cyan]{environment.name}[/] "
         f"({len(environment.sites)} sites), provisioning [cyan]{policy_label(prov)}[/]",
