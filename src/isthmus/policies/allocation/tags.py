@@ -7,13 +7,18 @@ import random
 from collections.abc import Iterable
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.policies.allocation.common import free_processors, list_schedule
 from isthmus.policies.base import View
+
+
+def one_or_many(value: object) -> object:
+    """Let a single number stand for a one-element list of limits (`limits=1500`)."""
+    return (value,) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
 class TagsChainParams(BaseModel):
@@ -25,6 +30,8 @@ class TagsChainParams(BaseModel):
     )
     dispatch: Literal["rr", "rnd"] = Field("rr", description="how arrivals pick a chain")
     seed: int = Field(0, description="seed of the RND dispatcher")
+
+    _one_limit = field_validator("limits", mode="before")(one_or_many)
 
 
 class TagsChain:
@@ -99,6 +106,8 @@ class TagsSetsParams(BaseModel):
     limits: tuple[float, ...] | None = Field(
         None, description="runtime limits (s) of all sets but the last, overriding the environment's"
     )
+
+    _one_limit = field_validator("limits", mode="before")(one_or_many)
 
 
 class TagsSets:
