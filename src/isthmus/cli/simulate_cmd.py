@@ -23,7 +23,7 @@ err = Console(stderr=True)
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error and return the exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
