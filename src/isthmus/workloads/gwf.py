@@ -26,13 +26,12 @@ import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import NamedTuple, TextIO
+from typing import NamedTuple
 
 from isthmus.workloads.conversion import IdMapper
 from isthmus.workloads.errors import SkipReport, WorkloadError
 from isthmus.workloads.swf import SwfHeader, SwfRecord, write_swf_stream
-from isthmus.workloads.textio import READ_ERRORS, atomic_writer, open_text
+from isthmus.workloads.textio import READ_ERRORS, TextFileReader, atomic_writer
 
 
 class GwfRecord(NamedTuple):
@@ -155,7 +154,7 @@ def parse_gwf_tokens(tokens: list[str]) -> GwfRecord:
     return GwfRecord._make(values)
 
 
-class GwfReader:
+class GwfReader(TextFileReader):
     """Streaming reader of a GWF file (plain or gzip); same contract as :class:`SwfReader`.
 
     Iterating yields :class:`GwfRecord` objects; `comments` collects the ``#`` lines (without
@@ -165,36 +164,8 @@ class GwfReader:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, skip_invalid: bool = False, name: str | None = None) -> None:
-        self.path = path
-        self.name = name if name is not None else str(path)
-        self.skip_invalid = skip_invalid
-        self.skipped = SkipReport()
+        super().__init__(path, skip_invalid=skip_invalid, name=name)
         self.comments: list[str] = []
-        self.line_number = 0
-        self._file: TextIO | None = None
-
-    def open(self) -> GwfReader:
-        """Open the file (done by ``with`` and by iteration)."""
-        if self._file is None:
-            self._file = open_text(self.path)
-        return self
-
-    def close(self) -> None:
-        """Close the file; safe to call twice."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def __enter__(self) -> GwfReader:
-        return self.open()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __iter__(self) -> Iterator[GwfRecord]:
         self.open()

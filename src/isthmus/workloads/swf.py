@@ -18,11 +18,10 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import NamedTuple, TextIO
 
-from isthmus.workloads.errors import SkipReport, WorkloadError
-from isthmus.workloads.textio import READ_ERRORS, open_text
+from isthmus.workloads.errors import WorkloadError
+from isthmus.workloads.textio import READ_ERRORS, TextFileReader
 
 
 class SwfRecord(NamedTuple):
@@ -315,7 +314,7 @@ def parse_swf_line(line: str) -> SwfRecord:
     return parse_swf_tokens(line.split())
 
 
-class SwfReader:
+class SwfReader(TextFileReader):
     """Streaming reader of an SWF file (plain or gzip).
 
     Use as a context manager and iterate::
@@ -333,41 +332,21 @@ class SwfReader:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, skip_invalid: bool = False, name: str | None = None) -> None:
-        self.path = path
-        self.name = name if name is not None else str(path)
-        self.skip_invalid = skip_invalid
-        self.skipped = SkipReport()
+        super().__init__(path, skip_invalid=skip_invalid, name=name)
         self.header = SwfHeader()
-        self.line_number = 0
-        self._file: TextIO | None = None
         self._lines: Iterator[str] | None = None
         self._pending: str | None = None
 
-    # -- context management
     def open(self) -> SwfReader:
         """Open the file (done by ``with`` and by the first read)."""
-        if self._file is None:
-            self._file = open_text(self.path)
-            self._lines = iter(self._file)
+        if self._lines is None:
+            self._lines = iter(super().open().text())
         return self
 
     def close(self) -> None:
         """Close the file; safe to call twice."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-            self._lines = None
-
-    def __enter__(self) -> SwfReader:
-        return self.open()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        super().close()
+        self._lines = None
 
     # -- reading
     def _next_line(self) -> str | None:

@@ -9,9 +9,10 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from types import TracebackType
+from typing import Self, TextIO
 
-from isthmus.workloads.errors import WorkloadError
+from isthmus.workloads.errors import SkipReport, WorkloadError
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -102,3 +103,48 @@ def atomic_writer(path: str | os.PathLike[str], *, compress: bool | None = None)
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+class TextFileReader:
+    """Base of the streaming trace readers: a path, a lazily opened text file (plain or gzip),
+    the line number of the record last yielded and the count of skipped lines.
+
+    Subclasses read from `self._file` and may extend `open`/`close` for their own state.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, skip_invalid: bool = False, name: str | None = None) -> None:
+        self.path = path
+        self.name = name if name is not None else str(path)
+        self.skip_invalid = skip_invalid
+        self.skipped = SkipReport()
+        self.line_number = 0
+        self._file: TextIO | None = None
+
+    def open(self) -> Self:
+        """Open the file (done by ``with`` and by the first read)."""
+        if self._file is None:
+            self._file = open_text(self.path)
+        return self
+
+    def close(self) -> None:
+        """Close the file; safe to call twice."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def text(self) -> TextIO:
+        """The open file (opening it if needed)."""
+        self.open()
+        assert self._file is not None
+        return self._file
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
