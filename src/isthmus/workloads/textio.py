@@ -134,7 +134,7 @@ class TextFileReader:
 
     def text(self) -> TextIO:
         """The open file (opening it if needed)."""
-        self.open()
+        TextFileReader.open(self)  # not self.open(): subclasses build on this
         assert self._file is not None
         return self._file
 
