@@ -51,7 +51,7 @@ def parse_duration(text: str) -> float:
 def _fmt_dur(s: float | None) -> str:
     if s is None:
         return "-"
-    s = max(0, int(round(s)))
+    s = max(0, round(s))
     d, rem = divmod(s, 86400)
     h, rem = divmod(rem, 3600)
     m, sec = divmod(rem, 60)
@@ -77,16 +77,24 @@ def _table(headers: list[str], rows: list[list[str]]) -> None:
     for r in rows:
         for i, c in enumerate(r):
             widths[i] = max(widths[i], len(c))
-    typer.echo("  ".join(h.rjust(w) if i == 0 else h.ljust(w) for i, (h, w) in enumerate(zip(headers, widths, strict=True))).rstrip())
+    typer.echo(
+        "  ".join(
+            h.rjust(w) if i == 0 else h.ljust(w) for i, (h, w) in enumerate(zip(headers, widths, strict=True))
+        ).rstrip()
+    )
     for r in rows:
-        typer.echo("  ".join(c.rjust(w) if i == 0 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip())
+        typer.echo(
+            "  ".join(
+                c.rjust(w) if i == 0 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
 
 
 def _elapsed(j: dict[str, Any]) -> float | None:
     if j.get("start_time") is None:
         return None
     end = j.get("end_time") if j["state"] in _TERMINAL else None
-    return (end or time.time()) - j["start_time"]
+    return float((end or time.time()) - j["start_time"])
 
 
 def register(app: typer.Typer) -> None:
@@ -98,8 +106,9 @@ def register(app: typer.Typer) -> None:
         db: str | None = typer.Option(None, "--db", help="Database URL (default: SQLite file in the state dir)."),
         listen: str = typer.Option("127.0.0.1:8750", "--listen", help="HOST:PORT of the API."),
         state_dir: Path = typer.Option(
-            Path(os.environ.get("ISTHMUS_STATE_DIR", "isthmus-state")), "--state-dir",
-            help="Directory for the SQLite file, job output, pilot logs and admin.token."
+            Path(os.environ.get("ISTHMUS_STATE_DIR", "isthmus-state")),  # noqa: B008
+            "--state-dir",
+            help="Directory for the SQLite file, job output, pilot logs and admin.token.",
         ),
         round_interval: str | None = typer.Option(
             None, "--round-interval", help="Seconds between rounds, or 'event'; default: the environment's."
@@ -119,7 +128,7 @@ def register(app: typer.Typer) -> None:
         except Exception as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
-        ri: float | None | str = "env"
+        ri: float | str | None = "env"
         if round_interval is not None:
             ri = None if round_interval.strip().lower() in ("event", "none", "0") else float(round_interval)
         try:
@@ -147,7 +156,9 @@ def register(app: typer.Typer) -> None:
         slots: int = typer.Option(1, "--slots"),
         timeout: float = typer.Option(30.0, "--timeout", help="Exit when the manager is unreachable this long."),
         lifetime: float | None = typer.Option(None, "--lifetime", help="Exit after this many seconds."),
-        token_file: Path | None = typer.Option(None, "--token-file", help="Pilot token file (else ISTHMUS_PILOT_TOKEN)."),
+        token_file: Path | None = typer.Option(
+            None, "--token-file", help="Pilot token file (else ISTHMUS_PILOT_TOKEN)."
+        ),
     ) -> None:
         """Run a pilot: register with the manager, run the tasks it sends, report them."""
         from isthmus.agent.pilot import main
@@ -201,8 +212,17 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2)
             envd[k] = v
         spec["env"] = envd
-        vm = {k: v for k, v in {"vm_type": vm_type, "image": vm_image, "cores": vm_cores,
-                                  "memory_mb": vm_memory, "cpu_arch": vm_arch}.items() if v is not None}
+        vm = {
+            k: v
+            for k, v in {
+                "vm_type": vm_type,
+                "image": vm_image,
+                "cores": vm_cores,
+                "memory_mb": vm_memory,
+                "cpu_arch": vm_arch,
+            }.items()
+            if v is not None
+        }
         if vm:
             spec["vm"] = vm
         with _client(url, token) as c:
@@ -235,11 +255,20 @@ def register(app: typer.Typer) -> None:
             return
         table = []
         for j in rows:
-            table.append([
-                str(j["id"]), j["user"], j["name"][:20], j["state"].upper(), str(j["size"]),
-                j["priority"], j["site"] or "-", _fmt_dur(_elapsed(j)),
-                str(j["restarts"]), "-" if j["exit_code"] is None else str(j["exit_code"]),
-            ])
+            table.append(
+                [
+                    str(j["id"]),
+                    j["user"],
+                    j["name"][:20],
+                    j["state"].upper(),
+                    str(j["size"]),
+                    j["priority"],
+                    j["site"] or "-",
+                    _fmt_dur(_elapsed(j)),
+                    str(j["restarts"]),
+                    "-" if j["exit_code"] is None else str(j["exit_code"]),
+                ]
+            )
         _table(["JOBID", "USER", "NAME", "STATE", "SIZE", "PRIO", "SITE", "TIME", "RESTARTS", "EXIT"], table)
 
     @app.command("show")
@@ -260,15 +289,24 @@ def register(app: typer.Typer) -> None:
             return
         spec = j["spec"]
         lines = [
-            ("JobId", str(j["id"])), ("Name", j["name"]), ("User", j["user"]),
-            ("State", j["state"].upper()), ("Command", " ".join([spec.get("command", ""), *spec.get("args", [])])),
-            ("Size", str(j["size"])), ("Priority", j["priority"]),
-            ("RequestedTime", _fmt_dur(j["requested_runtime"])), ("Site", j["site"] or "-"),
-            ("Slots", ",".join(f"{k}:{s}" for k, s in j["slots"]) or "-"), ("Run", str(j["run"])),
-            ("Restarts", str(j["restarts"])), ("ExitCode", "-" if j["exit_code"] is None else str(j["exit_code"])),
-            ("SubmitTime", _fmt_time(j["submit_time"])), ("StartTime", _fmt_time(j["start_time"])),
+            ("JobId", str(j["id"])),
+            ("Name", j["name"]),
+            ("User", j["user"]),
+            ("State", j["state"].upper()),
+            ("Command", " ".join([spec.get("command", ""), *spec.get("args", [])])),
+            ("Size", str(j["size"])),
+            ("Priority", j["priority"]),
+            ("RequestedTime", _fmt_dur(j["requested_runtime"])),
+            ("Site", j["site"] or "-"),
+            ("Slots", ",".join(f"{k}:{s}" for k, s in j["slots"]) or "-"),
+            ("Run", str(j["run"])),
+            ("Restarts", str(j["restarts"])),
+            ("ExitCode", "-" if j["exit_code"] is None else str(j["exit_code"])),
+            ("SubmitTime", _fmt_time(j["submit_time"])),
+            ("StartTime", _fmt_time(j["start_time"])),
             ("EndTime", _fmt_time(j["end_time"] if j["state"] in _TERMINAL else None)),
-            ("Runtime", _fmt_dur(j["runtime"])), ("WorkDir", spec.get("cwd") or "-"),
+            ("Runtime", _fmt_dur(j["runtime"])),
+            ("WorkDir", spec.get("cwd") or "-"),
         ]
         if j.get("reason"):
             lines.append(("Reason", j["reason"]))
@@ -276,8 +314,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{k:>14} {v}")
         typer.echo("History:")
         for h in j.get("history") or []:
-            typer.echo(f"  {_fmt_time(h['time'])}.{int((h['time'] % 1) * 1000):03d}  run {h['run']}  "
-                       f"{h['state'].upper():<10} {h['detail']}")
+            typer.echo(
+                f"  {_fmt_time(h['time'])}.{int((h['time'] % 1) * 1000):03d}  run {h['run']}  "
+                f"{h['state'].upper():<10} {h['detail']}"
+            )
 
     @app.command("cancel")
     def cancel(
@@ -341,8 +381,18 @@ def register(app: typer.Typer) -> None:
         table = []
         for s in rows:
             vms = f"{s['leased']}/{s['max_vms']} ({s['booting']} booting)" if s["kind"] == "cloud" else "-"
-            table.append([str(s["index"]), s["name"], s["kind"], str(s["online"]), str(s["free"]),
-                          str(s["running"]), str(s["max_processors"]), vms])
+            table.append(
+                [
+                    str(s["index"]),
+                    s["name"],
+                    s["kind"],
+                    str(s["online"]),
+                    str(s["free"]),
+                    str(s["running"]),
+                    str(s["max_processors"]),
+                    vms,
+                ]
+            )
         _table(["#", "SITE", "KIND", "ONLINE", "FREE", "JOBS", "MAXPROC", "VMS"], table)
 
     @app.command("vms")
@@ -361,8 +411,18 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
             return
-        table = [[str(v["vm"]), v["site_name"], v["state"].upper(), str(v["cores"]), _fmt_time(v["leased_at"]),
-                  _fmt_dur(v["lease_seconds"]), f"{v['charged_cost']:.4f}"] for v in rows]
+        table = [
+            [
+                str(v["vm"]),
+                v["site_name"],
+                v["state"].upper(),
+                str(v["cores"]),
+                _fmt_time(v["leased_at"]),
+                _fmt_dur(v["lease_seconds"]),
+                f"{v['charged_cost']:.4f}",
+            ]
+            for v in rows
+        ]
         _table(["VM", "SITE", "STATE", "CORES", "LEASED", "LEASE", "CHARGED"], table)
 
     token_app = typer.Typer(help="Manage API tokens (admin).", no_args_is_help=True)

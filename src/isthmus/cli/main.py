@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from isthmus import __version__
-from isthmus.cli import env_cmd, experiment_cmd, simulate_cmd, workload_cmd
+from isthmus.cli import env_cmd, experiment_cmd, live_cmd, simulate_cmd, workload_cmd
 
 app = typer.Typer(
     name="isthmus",
@@ -19,6 +19,7 @@ app.add_typer(env_cmd.app, name="env", help="List, show and check environments (
 app.add_typer(workload_cmd.app, name="workload", help="Inspect, generate, convert, reduce and filter workloads.")
 simulate_cmd.register(app)
 experiment_cmd.register(app)
+live_cmd.register(app)
 
 
 def _version(value: bool) -> None:

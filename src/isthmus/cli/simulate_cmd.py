@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from isthmus.cli.specs import parse_policy, policy_label
@@ -198,7 +198,7 @@ def simulate_command(
             label = policy_label(choice)
             task = progress.add_task(label, total=len(job_list))
 
-            def tick(done: int, task: int = task) -> None:
+            def tick(done: int, task: TaskID = task) -> None:
                 progress.update(task, completed=done)
 
             try:

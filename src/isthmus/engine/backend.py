@@ -122,6 +122,7 @@ class CloudBackend(SiteBackend):
         self.leased = 0
         # Ready VMs running nothing, in the order they became idle.
         self._idle: dict[int, Vm] = {}
+        self._restoring = False
 
     def idle_vms(self) -> list[Vm]:
         """Ready VMs running nothing, longest idle first."""
@@ -137,8 +138,34 @@ class CloudBackend(SiteBackend):
             self.booting += 1
             self.leased += 1
             ids.append(vm.id)
-            self._boot(vm, now)
+            if not self._restoring:
+                self._boot(vm, now)
         return ids
+
+    def restore_vm(
+        self, vm_id: int, state: VmState, leased_at: float, ready_at: float | None, released_at: float | None
+    ) -> Vm:
+        """Re-create a VM recorded before a manager restart, without really booting or stopping it.
+
+        Replays lease, ready and release at their recorded times through the same bookkeeping,
+        so every counter stays consistent. VM ids are never reused.
+        """
+        self._restoring = True
+        try:
+            self._next_vm = vm_id
+            (got,) = self.lease(1, leased_at)
+            if state is not VmState.BOOTING:
+                self.vm_ready(got, ready_at if ready_at is not None else leased_at)
+            if state is VmState.RELEASING:
+                self.release((got,), released_at if released_at is not None else leased_at)
+        finally:
+            self._restoring = False
+        self.reserve_vm_ids(vm_id + 1)
+        return self.vms[vm_id]
+
+    def reserve_vm_ids(self, next_id: int) -> None:
+        """Never hand out VM ids below `next_id` (ids recorded before a restart key VMs and pilots)."""
+        self._next_vm = max(self._next_vm, next_id)
 
     def vm_ready(self, vm_id: int, now: float) -> bool:
         """A VM finished booting; False if it is unknown or no longer booting."""
@@ -175,20 +202,25 @@ class CloudBackend(SiteBackend):
         del self.vms[vm_id]
         return True
 
-    def start(self, entry: JobEntry, now: float) -> None:
+    def start(self, entry: JobEntry, now: float, alloc: tuple[tuple[int, int], ...] | None = None) -> None:
+        """Begin a run on ready VMs with free cores, or on `alloc` ((vm id, cores), ...) when given
+        (a run re-attached after a manager restart keeps the VMs it was recorded on)."""
         need = entry.job.size
-        alloc = []
-        for vm in self.vms.values():
+        chosen = []
+        candidates = (
+            ((self.vms[v], c) for v, c in alloc) if alloc is not None else ((vm, vm.free) for vm in self.vms.values())
+        )
+        for vm, cores in candidates:
             if vm.state is VmState.READY and vm.free:
-                take = min(vm.free, need)
+                take = min(vm.free, need, cores)
                 vm.free -= take
                 vm.idle_since = -1.0
                 self._idle.pop(vm.id, None)
-                alloc.append((vm.id, take))
+                chosen.append((vm.id, take))
                 need -= take
                 if not need:
                     break
-        entry.alloc = tuple(alloc)
+        entry.alloc = tuple(chosen)
         self.free -= entry.job.size
         self._track_start(entry, now)
         self._launch(entry, now)

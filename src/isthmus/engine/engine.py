@@ -171,6 +171,35 @@ class Engine:
         """
         self._run_ended(job_id, run, exit_code)
 
+    def lost(self, job_id: int, run: int) -> bool:
+        """Run `run` of `job_id` was lost (its pilot or node died): kill it (cause LOST) and requeue it.
+
+        False when that run is no longer the current one.
+        """
+        entry = self.entries.get(job_id)
+        if entry is None or entry.state is not JobState.RUNNING or entry.run != run:
+            return False
+        self._kill(entry, KillCause.LOST, requeue=True)
+        return True
+
+    def restore(self, job: Job, *, stage: int = 0, run: int = 0, restarts: int = 0) -> JobEntry | None:
+        """Re-enter a job recorded before a manager restart, queued in `stage` with its run counts.
+
+        Call with `now` at the job's submit time; a recorded running job is then re-attached by
+        applying a StartJob for it. Returns None if the job can no longer run here.
+        """
+        entry = self.submit(job)
+        if entry is None:
+            return None
+        entry.run = run
+        entry.restarts = restarts
+        stage = min(max(stage, 0), len(self.queues) - 1)
+        if stage != entry.stage:
+            del self.queues[entry.stage][job.id]
+            entry.stage = stage
+            self.queues[stage][job.id] = entry
+        return entry
+
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         entry = self.entries.get(job_id)
         if entry is None or entry.state is not JobState.RUNNING or entry.run != run:

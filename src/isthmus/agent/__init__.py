@@ -1,0 +1,1 @@
+"""The pilot (worker agent) that runs on cluster nodes and cloud VMs."""

@@ -1,0 +1,7 @@
+"""`python -m isthmus.agent`: run a pilot."""
+
+import sys
+
+from isthmus.agent.pilot import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Live site backends (local cluster of pilot slots, local cloud of pilot VMs)."""

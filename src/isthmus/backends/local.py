@@ -1,0 +1,214 @@
+"""Live site backends on the local machine: a cluster of pilot slots and a cloud whose VMs are pilots.
+
+Both are ordinary engine backends: the engine validates a decision and calls them; they turn
+it into messages for pilots through the manager (`PilotHub`). A *local cluster* has
+`nodes` pilots of `cores_per_node` slots each, started by the manager and always present. A
+*local cloud* leases a "VM" by starting one pilot after the site's boot delay and releases it
+by stopping that pilot after the shutdown delay; capacity, idle times and which VMs a job
+uses are the shared `CloudBackend` bookkeeping, so billing is the same as in simulation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
+from isthmus.engine.state import JobEntry
+from isthmus.model.site import Site
+
+Slot = tuple[str, int]
+"""(node key, slot index on that node)."""
+
+
+def cluster_node_key(site: int, node: int) -> str:
+    """The key of node `node` of cluster site `site`."""
+    return f"{site}/n{node}"
+
+
+def vm_node_key(site: int, vm_id: int) -> str:
+    """The key of the pilot standing for VM `vm_id` of cloud site `site`."""
+    return f"{site}/vm{vm_id}"
+
+
+class PilotHub(Protocol):
+    """What a live backend needs of the manager."""
+
+    def launch(self, entry: JobEntry, site: int, slots: Sequence[Slot]) -> None:
+        """Send the run of `entry` to the pilot of its first slot."""
+
+    def kill(self, entry: JobEntry) -> None:
+        """Tell the pilot running `entry` to kill it."""
+
+    def released(self, entry: JobEntry) -> None:
+        """The run of `entry` ended; forget its slots."""
+
+    def vm_boot(self, site: int, vm: Vm, delay: float) -> None:
+        """Start the pilot of a leased VM after `delay` seconds; report ready when it registers."""
+
+    def vm_shutdown(self, site: int, vm: Vm, delay: float) -> None:
+        """Stop the pilot of a released VM after `delay` seconds; report it gone."""
+
+
+class LocalCluster(SiteBackend):
+    """A cluster site made of pilot slots on this machine, always present."""
+
+    def __init__(self, index: int, site: Site, hub: PilotHub) -> None:
+        super().__init__(index, site)
+        self.hub = hub
+        self.online = self.free = site.nodes * site.cores_per_node
+        self.slots: dict[Slot, int] = {}  # occupied slot -> job id
+        self.reattach: dict[int, list[Slot]] = {}  # job id -> recorded slots (restart recovery)
+        self.all_slots: list[Slot] = [
+            (cluster_node_key(index, n), c) for n in range(site.nodes) for c in range(site.cores_per_node)
+        ]
+
+    def _take(self, entry: JobEntry) -> list[Slot]:
+        recorded = self.reattach.pop(entry.job.id, None)
+        chosen: list[Slot]
+        if recorded is not None:
+            chosen = [(k, c) for k, c in recorded]
+        else:
+            chosen = []
+            need = entry.job.size
+            for slot in self.all_slots:
+                if slot not in self.slots:
+                    chosen.append(slot)
+                    if len(chosen) == need:
+                        break
+        for slot in chosen:
+            self.slots[slot] = entry.job.id
+        return chosen
+
+    def _give_back(self, entry: JobEntry) -> None:
+        job_id = entry.job.id
+        for slot in [s for s, j in self.slots.items() if j == job_id]:
+            del self.slots[slot]
+
+    def start(self, entry: JobEntry, now: float) -> None:
+        """Occupy `size` free slots (packed on as few nodes as possible) and launch the run."""
+        slots = self._take(entry)
+        self.free -= entry.job.size
+        self._track_start(entry, now)
+        self.hub.launch(entry, self.index, slots)  # the hub does not send it while re-attaching
+
+    def stop(self, entry: JobEntry, now: float) -> None:
+        """Kill the run and free its slots."""
+        self.hub.kill(entry)
+        self._release(entry)
+
+    def finished(self, entry: JobEntry, now: float) -> None:
+        """The run ended by itself: free its slots."""
+        self._release(entry)
+
+    def _release(self, entry: JobEntry) -> None:
+        self._give_back(entry)
+        self.free += entry.job.size
+        self._track_stop(entry)
+        self.hub.released(entry)
+
+
+class LocalCloud(CloudBackend):
+    """A cloud site on this machine: each leased VM is one pilot with `cores_per_node` slots."""
+
+    def __init__(self, index: int, site: Site, hub: PilotHub) -> None:
+        super().__init__(index, site)
+        self.hub = hub
+        self.reattach: dict[int, tuple[tuple[int, int], ...]] = {}  # job id -> recorded alloc
+
+    def start(self, entry: JobEntry, now: float, alloc: tuple[tuple[int, int], ...] | None = None) -> None:
+        """Shared VM bookkeeping; a re-attached run keeps the VMs it was recorded on."""
+        recorded = self.reattach.pop(entry.job.id, None)
+        super().start(entry, now, alloc if recorded is None else tuple(recorded))
+
+    def finished(self, entry: JobEntry, now: float) -> None:
+        """Shared bookkeeping, then forget the run's slots."""
+        super().finished(entry, now)
+        self.hub.released(entry)
+
+    def stop(self, entry: JobEntry, now: float) -> None:
+        """Kill (through `_kill`), shared bookkeeping, forget the run's slots."""
+        super().stop(entry, now)
+        self.hub.released(entry)
+
+    @staticmethod
+    def slots_of(site: int, alloc: Sequence[tuple[int, int]]) -> list[Slot]:
+        """The pilot slots of an allocation ((vm id, cores), ...)."""
+        return [(vm_node_key(site, vm_id), c) for vm_id, cores in alloc for c in range(cores)]
+
+    def _boot(self, vm: Vm, now: float) -> None:
+        self.hub.vm_boot(self.index, vm, self.site.boot_time)
+
+    def _shutdown(self, vm: Vm, now: float) -> None:
+        self.hub.vm_shutdown(self.index, vm, self.site.shutdown_time)
+
+    def _launch(self, entry: JobEntry, now: float) -> None:
+        self.hub.launch(entry, self.index, self.slots_of(self.index, entry.alloc))
+
+    def _kill(self, entry: JobEntry, now: float) -> None:
+        self.hub.kill(entry)
+
+
+# ------------------------------------------------------------------------- pilot processes
+
+
+def spawn_pilot(
+    *,
+    url: str,
+    node: str,
+    slots: int,
+    token: str,
+    log_dir: Path,
+    pilot_timeout: float,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `python -m isthmus.agent` for `node` in its own session; the token goes in the environment."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(extra_env or {})
+    env["ISTHMUS_PILOT_TOKEN"] = token
+    cmd = [
+        sys.executable,
+        "-m",
+        "isthmus.agent",
+        "--url",
+        url,
+        "--node",
+        node,
+        "--slots",
+        str(slots),
+        "--timeout",
+        str(pilot_timeout),
+    ]
+    safe = node.replace("/", "-")
+    with open(log_dir / f"{safe}.log", "ab") as log:
+        return subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+
+def pid_is_pilot(pid: int) -> bool:
+    """True when `pid` is a live (not zombie) isthmus agent process on this machine."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        if stat.rsplit(b")", 1)[1].split()[0] == b"Z":
+            return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except (OSError, IndexError):
+        return False
+    return b"isthmus.agent" in cmdline or (b"agent" in cmdline and b"isthmus" in cmdline)
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal the process group led by `pid`, ignoring a group already gone."""
+    try:  # noqa: SIM105
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,11 @@
+"""`python -m isthmus.live COMMAND`: the live commands without the rest of the CLI (tests, benchmarks)."""
+
+import typer
+
+from isthmus.cli.live_cmd import register
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+register(app)
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,126 @@
+"""A small HTTP client of the manager's API, used by the CLI, tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8750"
+
+
+class ApiError(Exception):
+    """The manager answered with an error; `status` is the HTTP status, the message its detail."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def default_token(state_dir: str | None = None) -> str | None:
+    """ISTHMUS_TOKEN, else the token file ISTHMUS_TOKEN_FILE, else STATE_DIR/admin.token if readable."""
+    tok = os.environ.get("ISTHMUS_TOKEN")
+    if tok:
+        return tok.strip()
+    path = os.environ.get("ISTHMUS_TOKEN_FILE")
+    candidates = [Path(path)] if path else []
+    sd = state_dir or os.environ.get("ISTHMUS_STATE_DIR")
+    if sd:
+        candidates.append(Path(sd) / "admin.token")
+    for p in candidates:
+        try:
+            return p.read_text().strip()
+        except OSError:
+            continue
+    return None
+
+
+class Client:
+    """Calls the API with a bearer token; raises ApiError with the server's message on errors."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:
+        self.url = url or os.environ.get("ISTHMUS_URL", DEFAULT_URL)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check(self, r: httpx.Response) -> httpx.Response:
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("detail", r.text)
+            except ValueError:
+                detail = r.text
+            if isinstance(detail, list):  # pydantic errors
+                detail = "; ".join(
+                    f"{'.'.join(str(x) for x in d.get('loc', [])[1:]) or 'body'}: {d.get('msg')}" for d in detail
+                )
+            raise ApiError(r.status_code, f"{r.status_code}: {detail}")
+        return r
+
+    def request(self, method: str, path: str, **kw: Any) -> Any:
+        """Any call; JSON answer decoded."""
+        try:
+            r = self.http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
+        self._check(r)
+        ctype = r.headers.get("content-type", "")
+        return r.json() if ctype.startswith("application/json") else r.text
+
+    def submit(self, **spec: Any) -> int:
+        """Submit a job; its id."""
+        return int(self.request("POST", "/jobs", json=spec)["id"])
+
+    def jobs(
+        self, *, all_: bool = False, states: list[str] | None = None, user: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Jobs visible to this token."""
+        params: dict[str, Any] = {"all": all_}
+        if states:
+            params["state"] = states
+        if user:
+            params["user"] = user
+        return list(self.request("GET", "/jobs", params=params))
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        """One job with its history."""
+        return dict(self.request("GET", f"/jobs/{job_id}"))
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        """Cancel a job."""
+        return dict(self.request("POST", f"/jobs/{job_id}/cancel"))
+
+    def output(self, job_id: int, stream: str = "stdout", run: int | None = None, offset: int = 0) -> tuple[str, int]:
+        """(text from `offset`, next offset) of a run's output."""
+        params: dict[str, Any] = {"stream": stream, "offset": offset}
+        if run is not None:
+            params["run"] = run
+        try:
+            r = self.http.get(f"/jobs/{job_id}/output", params=params)
+        except httpx.TransportError as exc:
+            raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
+        self._check(r)
+        return r.text, int(r.headers.get("X-Offset", offset))
+
+    def sites(self) -> list[dict[str, Any]]:
+        """Sites and their capacity."""
+        return list(self.request("GET", "/sites"))
+
+    def vms(self, all_: bool = False) -> list[dict[str, Any]]:
+        """VM leases."""
+        return list(self.request("GET", "/vms", params={"all": all_}))
+
+    def create_token(self, user: str, admin: bool = False) -> dict[str, Any]:
+        """A new token for `user` (admin only)."""
+        return dict(self.request("POST", "/tokens", json={"user": user, "admin": admin}))

@@ -1,0 +1,1 @@
+"""The manager daemon: REST API, persistence and authentication."""

@@ -1,0 +1,315 @@
+"""The REST API (FastAPI; OpenAPI at /openapi.json, docs at /docs).
+
+Every endpoint is `async def`, so it runs on the event loop thread that also drives the
+engine: no locks. Users authenticate with `Authorization: Bearer <token>`; users see and
+cancel only their own jobs, the admin sees everything; pilots use their own tokens and reach
+only the /pilot endpoints.
+"""
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from sqlalchemy import insert, select
+
+from isthmus.engine.backend import CloudBackend
+from isthmus.live.manager import Manager, RequestError
+from isthmus.server import store as db
+from isthmus.server.auth import Principal, hash_token, new_token
+from isthmus.server.schemas import (
+    HistoryItem,
+    JobInfo,
+    RegisterRequest,
+    ReportRequest,
+    SubmitRequest,
+    SubmitResponse,
+    TokenRequest,
+    TokenResponse,
+)
+
+
+def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
+    """The API of `manager`; with `manage_lifecycle` the app starts and stops the manager."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await manager.start()
+            if manager.admin_token:
+                print(
+                    f"isthmus: admin token (also in {manager.state_dir / 'admin.token'}, mode 600): "
+                    f"{manager.admin_token}",
+                    flush=True,
+                )
+        try:
+            yield
+        finally:
+            if manage_lifecycle:
+                await manager.stop()
+
+    app = FastAPI(
+        title="isthmus",
+        description="Resource manager joining clusters and clouds: jobs, sites, VMs, pilots.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    token_cache: dict[str, tuple[Principal, float]] = {}
+
+    @app.exception_handler(RequestError)
+    async def _request_error(_req: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse(status_code=exc.status, content={"detail": exc.message})
+
+    def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
+        if not authorization:
+            raise HTTPException(
+                401, "missing token: send 'Authorization: Bearer <token>'", headers={"WWW-Authenticate": "Bearer"}
+            )
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise HTTPException(
+                401, "malformed Authorization header: expected 'Bearer <token>'", headers={"WWW-Authenticate": "Bearer"}
+            )
+        h = hash_token(token.strip())
+        hit = token_cache.get(h)
+        if hit is not None and hit[1] > time.monotonic():
+            return hit[0]
+        found = manager.store.lookup_token(h)
+        if found is None:
+            token_cache.pop(h, None)
+            raise HTTPException(401, "invalid token", headers={"WWW-Authenticate": "Bearer"})
+        user, kind, node, admin = found
+        p = Principal(kind=kind, user=user, admin=admin, node=node)
+        if kind == "user":  # pilot tokens change when pilots are replaced: never cached
+            token_cache[h] = (p, time.monotonic() + 5.0)
+        return p
+
+    def user_of(p: Annotated[Principal, Depends(principal)]) -> Principal:
+        if p.kind != "user":
+            raise HTTPException(403, "pilot tokens may only use the /pilot endpoints")
+        return p
+
+    def admin_of(p: Annotated[Principal, Depends(user_of)]) -> Principal:
+        if not p.admin:
+            raise HTTPException(403, "this needs the admin token")
+        return p
+
+    def pilot_of(p: Annotated[Principal, Depends(principal)]) -> Principal:
+        if p.kind != "pilot" or p.node is None:
+            raise HTTPException(403, "only pilots may use the /pilot endpoints")
+        return p
+
+    User = Annotated[Principal, Depends(user_of)]  # noqa: N806
+    Admin = Annotated[Principal, Depends(admin_of)]  # noqa: N806
+    Pilot = Annotated[Principal, Depends(pilot_of)]  # noqa: N806
+
+    def own_job(job_id: int, p: Principal) -> dict[str, Any]:
+        row = manager.store.job(job_id)
+        if row is None:
+            raise HTTPException(404, f"no job {job_id}")
+        if not p.admin and row["user"] != p.user:
+            raise HTTPException(403, f"job {job_id} belongs to another user")
+        return row
+
+    def job_info(row: dict[str, Any], *, history: bool = False) -> JobInfo:
+        site = row["site"]
+        info = JobInfo(
+            id=row["id"],
+            user=row["user"],
+            name=row["name"],
+            state=row["state"],
+            size=row["size"],
+            priority=row["priority"],
+            requested_runtime=row["requested_runtime"],
+            site=manager.env.sites[site].name if site is not None and 0 <= site < len(manager.env.sites) else None,
+            slots=row["slots"],
+            run=row["run"],
+            restarts=row["restarts"],
+            exit_code=row["exit_code"],
+            submit_time=row["submit_time"],
+            start_time=row["start_time"],
+            end_time=row["end_time"],
+            runtime=row["runtime"],
+            spec=row["spec"],
+            reason=row["reason"],
+        )
+        if history:
+            info.history = [HistoryItem(**h) for h in manager.store.history(row["id"])]
+            if row["state"] == "queued":
+                info.reason = manager.why(row["id"])
+        return info
+
+    # ------------------------------------------------------------------------------ jobs
+
+    @app.get("/health", tags=["meta"])
+    async def health() -> dict[str, Any]:
+        """Liveness: always answers while the manager runs (no token needed)."""
+        return {"ok": True, "environment": manager.env.name, "time": time.time()}
+
+    @app.post("/jobs", status_code=201, response_model=SubmitResponse, tags=["jobs"])
+    async def submit(req: SubmitRequest, p: User) -> SubmitResponse:
+        """Submit a job; answers its id."""
+        assert p.user is not None
+        return SubmitResponse(id=manager.submit(p.user, req.model_dump(exclude_none=True)))
+
+    @app.get("/jobs", response_model=list[JobInfo], tags=["jobs"])
+    async def list_jobs(
+        p: User,
+        state: Annotated[list[str] | None, Query()] = None,
+        all_: Annotated[bool, Query(alias="all", description="include finished jobs")] = False,
+        user: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=100000)] = 1000,
+    ) -> list[JobInfo]:
+        """Your jobs (admin: everyone's, or one user's with `user`); active ones unless `all` or `state`."""
+        who = (user if user else None) if p.admin else p.user
+        rows = manager.store.list_jobs(user=who, states=state, limit=limit, finished=all_)
+        return [job_info(r) for r in rows]
+
+    @app.get("/jobs/{job_id}", response_model=JobInfo, tags=["jobs"])
+    async def show_job(job_id: int, p: User) -> JobInfo:
+        """A job with its state history (and, while queued, why it waits)."""
+        return job_info(own_job(job_id, p), history=True)
+
+    @app.post("/jobs/{job_id}/cancel", tags=["jobs"])
+    async def cancel_job(job_id: int, p: User) -> dict[str, Any]:
+        """Cancel a queued or running job."""
+        row = own_job(job_id, p)
+        if row["state"] in db.TERMINAL:
+            raise HTTPException(409, f"job {job_id} already ended ({row['state']})")
+        ok = manager.cancel(job_id)
+        if not ok:
+            raise HTTPException(409, f"job {job_id} is not active")
+        return {"id": job_id, "state": "cancelled"}
+
+    @app.get("/jobs/{job_id}/output", response_class=PlainTextResponse, tags=["jobs"])
+    async def job_output(
+        job_id: int,
+        p: User,
+        stream: Annotated[str, Query(pattern="^(stdout|stderr)$")] = "stdout",
+        run: int | None = None,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> PlainTextResponse:
+        """Output of a run (default: the latest), from byte `offset`; readable while it runs."""
+        row = own_job(job_id, p)
+        r = row["run"] if run is None else run
+        if r < 1:
+            return PlainTextResponse("", headers={"X-Offset": str(offset)})
+        path = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
+        data = b""
+        if path.is_file():
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(16 * 1024 * 1024)
+        return PlainTextResponse(
+            data.decode("utf-8", "replace"), headers={"X-Offset": str(offset + len(data)), "X-Run": str(r)}
+        )
+
+    # ----------------------------------------------------------------------- sites, VMs
+
+    @app.get("/sites", tags=["resources"])
+    async def sites(p: User) -> list[dict[str, Any]]:
+        """Every site with its capacity now."""
+        out = []
+        engine = manager.engine
+        queued = sum(len(q) for q in engine.queues)
+        for b in engine.backends:
+            s = b.site
+            d: dict[str, Any] = {
+                "index": b.index,
+                "name": s.name,
+                "kind": s.kind.value,
+                "online": b.online,
+                "free": b.free,
+                "busy": b.busy,
+                "running": len(b.running),
+                "max_processors": s.max_processors,
+            }
+            if isinstance(b, CloudBackend):
+                d.update(leased=b.leased, booting=b.booting, max_vms=s.max_vms, price_per_hour=s.price_per_hour)
+            out.append(d)
+        return [{**d, "queued_total": queued} for d in out]
+
+    @app.get("/vms", tags=["resources"])
+    async def vm_list(
+        p: User, all_: Annotated[bool, Query(alias="all", description="include released VMs")] = False
+    ) -> list[dict[str, Any]]:
+        """VM leases with their cost so far (charged per started billing increment)."""
+        now = time.time()
+        out = []
+        for row in manager.store.vm_rows(live_only=not all_):
+            site = manager.env.sites[row["site"]]
+            end = row["released_at"] if row["released_at"] is not None else now
+            lease = end - row["leased_at"]
+            out.append(
+                {
+                    **row,
+                    "site_name": site.name,
+                    "lease_seconds": lease,
+                    "charged_cost": site.charged_cost(lease),
+                    "actual_cost": site.actual_cost(lease) if site.is_paid else 0.0,
+                }
+            )
+        return out
+
+    # ------------------------------------------------------------------------- tokens
+
+    @app.post("/tokens", status_code=201, response_model=TokenResponse, tags=["admin"])
+    async def create_token(req: TokenRequest, p: Admin) -> TokenResponse:
+        """Create a user (if missing) and a new token for it (admin only)."""
+        token = new_token()
+        with manager.store.begin() as conn:
+            existing = conn.execute(select(db.users.c.admin).where(db.users.c.name == req.user)).first()
+            if existing is None:
+                conn.execute(insert(db.users).values(name=req.user, admin=req.admin, created=time.time()))
+                admin = req.admin
+            else:
+                admin = bool(existing[0])
+            manager.store.add_token(conn, hash_token(token), user=req.user, kind="user")
+        return TokenResponse(user=req.user, token=token, admin=admin)
+
+    @app.get("/users", tags=["admin"])
+    async def list_users(p: Admin) -> list[dict[str, Any]]:
+        """Every user (admin only)."""
+        return manager.store.list_users()
+
+    @app.get("/whoami", tags=["meta"])
+    async def whoami(p: User) -> dict[str, Any]:
+        """The user a token belongs to."""
+        return {"user": p.user, "admin": p.admin}
+
+    @app.get("/events", tags=["admin"])
+    async def event_log(p: Admin, since: Annotated[int, Query(ge=0)] = 0) -> list[list[float]]:
+        """The persisted engine event log (admin only): [time, kind, job, site, vm, value] rows."""
+        return [list(r) for r in manager.store.event_rows()[since:]]
+
+    # -------------------------------------------------------------------------- pilots
+
+    @app.post("/pilot/register", tags=["pilot"])
+    async def pilot_register(req: RegisterRequest, p: Pilot) -> dict[str, Any]:
+        """A pilot registers for its node (named by its token); answers its registration id."""
+        assert p.node is not None
+        return manager.register(p.node, req.model_dump())
+
+    @app.get("/pilot/poll", tags=["pilot"])
+    async def pilot_poll(
+        p: Pilot,
+        pilot_id: str,
+        ack: Annotated[int, Query(ge=0)] = 0,
+        wait: Annotated[float, Query(ge=0, le=60)] = 10.0,
+    ) -> dict[str, Any]:
+        """Long poll for commands (start, kill, exit) after sequence number `ack`; also the heartbeat."""
+        assert p.node is not None
+        cmds = await manager.poll(p.node, pilot_id, ack, wait)
+        return {"commands": cmds}
+
+    @app.post("/pilot/report", tags=["pilot"])
+    async def pilot_report(req: ReportRequest, p: Pilot) -> dict[str, Any]:
+        """Task events (started, ended with exit code and runtime)."""
+        assert p.node is not None
+        manager.report(p.node, req.pilot_id, req.model_dump())
+        return {"ok": True}
+
+    return app

@@ -1,0 +1,304 @@
+"""Persistence of the live manager through SQLAlchemy 2 (Core): SQLite by default, PostgreSQL by URL.
+
+Tables: jobs (spec, state, site, slots, run, restarts, exit code, times, output files),
+job_history (every state a job went through, with its time), events (the engine's event log,
+row for row), vms (leases, for billing), pilots (registered agents), users and tokens.
+Every write happens in the manager's event-loop thread, one short transaction at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    insert,
+    select,
+    update,
+)
+
+metadata = MetaData()
+
+meta = Table("meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text, nullable=False))
+
+users = Table(
+    "users",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("admin", Boolean, nullable=False, default=False),
+    Column("created", Float, nullable=False),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("hash", String(64), primary_key=True),
+    Column("user", String(64), nullable=True),  # None for pilot tokens
+    Column("kind", String(8), nullable=False),  # "user" | "pilot"
+    Column("node", String(64), nullable=True),  # pilot tokens: the node key the pilot serves
+    Column("created", Float, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user", String(64), nullable=False, index=True),
+    Column("name", String(128), nullable=False),
+    Column("spec", Text, nullable=False),  # JSON of the submit request
+    Column("size", Integer, nullable=False),
+    Column("priority", String(16), nullable=False),
+    Column("requested_runtime", Float, nullable=True),
+    Column("state", String(16), nullable=False, index=True),
+    Column("stage", Integer, nullable=False, default=0),
+    Column("site", Integer, nullable=True),
+    Column("slots", Text, nullable=True),  # JSON list of [node key, slot index]
+    Column("run", Integer, nullable=False, default=0),
+    Column("limit_s", Float, nullable=True),  # runtime limit of the current run (TAGS), None: none
+    Column("restarts", Integer, nullable=False, default=0),
+    Column("exit_code", Integer, nullable=True),
+    Column("submit_time", Float, nullable=False),
+    Column("start_time", Float, nullable=True),
+    Column("end_time", Float, nullable=True),
+    Column("runtime", Float, nullable=True),
+    Column("spool", Text, nullable=False),
+    Column("reason", Text, nullable=True),
+)
+
+job_history = Table(
+    "job_history",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Integer, nullable=False),
+    Column("time", Float, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("run", Integer, nullable=False),
+    Column("detail", Text, nullable=False, default=""),
+    Index("ix_job_history_job", "job_id"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("time", Float, nullable=False),
+    Column("kind", Integer, nullable=False),
+    Column("job", Integer, nullable=False),
+    Column("site", Integer, nullable=False),
+    Column("vm", Integer, nullable=False),
+    Column("value", Float, nullable=False),
+)
+
+vms = Table(
+    "vms",
+    metadata,
+    Column("site", Integer, primary_key=True, autoincrement=False),
+    Column("vm", Integer, primary_key=True, autoincrement=False),
+    Column("state", String(12), nullable=False),
+    Column("cores", Integer, nullable=False),
+    Column("leased_at", Float, nullable=False),
+    Column("ready_at", Float, nullable=True),
+    Column("released_at", Float, nullable=True),
+    Column("gone_at", Float, nullable=True),
+)
+
+pilots = Table(
+    "pilots",
+    metadata,
+    Column("node", String(64), primary_key=True),  # "<site index>/n<node>" or "<site index>/vm<id>"
+    Column("site", Integer, nullable=False),
+    Column("slots", Integer, nullable=False),
+    Column("pid", Integer, nullable=True),
+    Column("host", String(128), nullable=True),
+    Column("state", String(12), nullable=False),  # spawned | registered | lost | exited
+    Column("registered_at", Float, nullable=True),
+    Column("last_seen", Float, nullable=True),
+)
+
+TERMINAL = ("completed", "failed", "cancelled", "rejected")
+"""Job states a job never leaves."""
+
+
+def normalize_url(url: str) -> str:
+    """Pick the psycopg (v3) driver for plain postgresql:// URLs."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def sqlite_url(path: str | Path) -> str:
+    """The SQLAlchemy URL of an SQLite file."""
+    return f"sqlite:///{Path(path).resolve()}"
+
+
+def make_engine(url: str) -> Engine:
+    """An SQLAlchemy engine; SQLite gets WAL journaling and relaxed fsync (crash-safe, not power-safe)."""
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(eng, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=OFF")
+            cur.close()
+
+        return eng
+    return create_engine(url, pool_pre_ping=True)
+
+
+class Store:
+    """The manager's database: schema creation and the few queries the manager and API need."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        self.engine = make_engine(self.url)
+
+    def create(self) -> None:
+        """Create missing tables (idempotent)."""
+        metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self.engine.dispose()
+
+    def begin(self) -> Any:
+        """A transaction context: `with store.begin() as conn: ...`."""
+        return self.engine.begin()
+
+    # ------------------------------------------------------------------ meta, users, tokens
+
+    def get_meta(self, key: str) -> str | None:
+        """A value of the meta table, None if unset."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(meta.c.value).where(meta.c.key == key)).scalar()
+
+    def set_meta(self, conn: Connection, key: str, value: str) -> None:
+        """Set a meta value inside transaction `conn`."""
+        if conn.execute(select(meta.c.key).where(meta.c.key == key)).first() is None:
+            conn.execute(insert(meta).values(key=key, value=value))
+        else:
+            conn.execute(update(meta).where(meta.c.key == key).values(value=value))
+
+    def ensure_user(self, conn: Connection, name: str, *, admin: bool = False) -> None:
+        """Create user `name` if missing."""
+        if conn.execute(select(users.c.name).where(users.c.name == name)).first() is None:
+            conn.execute(insert(users).values(name=name, admin=admin, created=time.time()))
+
+    def add_token(
+        self, conn: Connection, token_hash: str, *, user: str | None, kind: str, node: str | None = None
+    ) -> None:
+        """Store a token's hash."""
+        conn.execute(insert(tokens).values(hash=token_hash, user=user, kind=kind, node=node, created=time.time()))
+
+    def lookup_token(self, token_hash: str) -> tuple[str | None, str, str | None, bool] | None:
+        """(user, kind, node, admin) for a token hash, None if unknown."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(tokens.c.user, tokens.c.kind, tokens.c.node, users.c.admin)
+                .select_from(tokens.outerjoin(users, users.c.name == tokens.c.user))
+                .where(tokens.c.hash == token_hash)
+            ).first()
+        if row is None:
+            return None
+        return row[0], row[1], row[2], bool(row[3])
+
+    def list_users(self) -> list[dict[str, Any]]:
+        """All users."""
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(select(users).order_by(users.c.name))]
+
+    # ---------------------------------------------------------------------------- jobs
+
+    def job(self, job_id: int) -> dict[str, Any] | None:
+        """One job row as a dict (spec and slots decoded), None if unknown."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+        return _job_dict(row._mapping) if row is not None else None
+
+    def history(self, job_id: int) -> list[dict[str, Any]]:
+        """The state history of a job, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(job_history.c.time, job_history.c.state, job_history.c.run, job_history.c.detail)
+                .where(job_history.c.job_id == job_id)
+                .order_by(job_history.c.id)
+            )
+            return [dict(r._mapping) for r in rows]
+
+    def list_jobs(
+        self, *, user: str | None, states: Sequence[str] | None, limit: int = 1000, finished: bool = False
+    ) -> list[dict[str, Any]]:
+        """Jobs, newest last; only `user`'s when given; active ones unless `finished` or `states`."""
+        q = select(jobs)
+        if user is not None:
+            q = q.where(jobs.c.user == user)
+        if states:
+            q = q.where(jobs.c.state.in_(list(states)))
+        elif not finished:
+            q = q.where(jobs.c.state.not_in(TERMINAL))
+        q = q.order_by(jobs.c.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            out = [_job_dict(r._mapping) for r in conn.execute(q)]
+        out.reverse()
+        return out
+
+    def active_jobs(self) -> list[dict[str, Any]]:
+        """Every job not in a terminal state, by id."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(jobs).where(jobs.c.state.not_in(TERMINAL)).order_by(jobs.c.id))
+            return [_job_dict(r._mapping) for r in rows]
+
+    def vm_rows(self, *, live_only: bool = False) -> list[dict[str, Any]]:
+        """VM leases, by site and id."""
+        q = select(vms).order_by(vms.c.site, vms.c.vm)
+        if live_only:
+            q = q.where(vms.c.state != "gone")
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def pilot_rows(self) -> list[dict[str, Any]]:
+        """Every pilot ever recorded, by node key."""
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(select(pilots).order_by(pilots.c.node))]
+
+    def event_rows(self) -> list[tuple[float, int, int, int, int, float]]:
+        """The persisted event log, in order."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(events.c.time, events.c.kind, events.c.job, events.c.site, events.c.vm, events.c.value).order_by(
+                    events.c.id
+                )
+            )
+            return [tuple(r) for r in rows]
+
+    def insert_events(self, conn: Connection, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append engine events."""
+        rows = list(rows)
+        if rows:
+            conn.execute(insert(events), rows)
+
+
+def _job_dict(row: Any) -> dict[str, Any]:
+    d = dict(row)
+    d["spec"] = json.loads(d["spec"])
+    d["slots"] = json.loads(d["slots"]) if d.get("slots") else []
+    return d

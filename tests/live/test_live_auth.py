@@ -1,0 +1,113 @@
+"""Authentication and authorization of every endpoint: no token, bad token, another user, admin, pilot."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import httpx
+from conftest import LiveServer, tagged_pids, wait_for, wait_state
+
+USER_ENDPOINTS = [
+    ("POST", "/jobs", {"command": "true"}),
+    ("GET", "/jobs", None),
+    ("GET", "/jobs/{job}", None),
+    ("POST", "/jobs/{job}/cancel", None),
+    ("GET", "/jobs/{job}/output", None),
+    ("GET", "/sites", None),
+    ("GET", "/vms", None),
+    ("GET", "/whoami", None),
+]
+ADMIN_ENDPOINTS = [
+    ("POST", "/tokens", {"user": "mallory"}),
+    ("GET", "/users", None),
+    ("GET", "/events", None),
+]
+PILOT_ENDPOINTS = [
+    ("POST", "/pilot/register", {"pid": 1, "slots": 1}),
+    ("GET", "/pilot/poll?pilot_id=x&wait=0", None),
+    ("POST", "/pilot/report", {"pilot_id": "x", "reports": []}),
+]
+ALL = USER_ENDPOINTS + ADMIN_ENDPOINTS + PILOT_ENDPOINTS
+
+
+def call(url: str, token: str | None, method: str, path: str, body: object, job: int) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    return httpx.request(method, url + path.format(job=job), json=body, headers=headers, timeout=10)
+
+
+def _pilot_token(tag: str) -> str:
+    for pid in tagged_pids(tag):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item.startswith(b"ISTHMUS_PILOT_TOKEN="):
+                return item.split(b"=", 1)[1].decode()
+    raise AssertionError("no pilot token found")
+
+
+def test_admin_token_file_is_private(live: LiveServer) -> None:
+    path = live.state_dir / "admin.token"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert live.client().request("GET", "/whoami") == {"user": "admin", "admin": True}
+
+
+def test_every_endpoint_no_token_bad_token_other_user_admin_pilot(live: LiveServer) -> None:
+    admin = live.client()
+    alice_tok = admin.create_token("alice")["token"]
+    bob_tok = admin.create_token("bob")["token"]
+    alice, bob = live.client(alice_tok), live.client(bob_tok)
+    job = alice.submit(command="sleep", args=["30"])
+    wait_state(alice, job, ("running",))
+    url = live.url
+
+    # no token, malformed header, unknown token: 401 everywhere (but /health)
+    for method, path, body in ALL:
+        assert call(url, None, method, path, body, job).status_code == 401, path
+        assert call(url, "not-a-valid-token", method, path, body, job).status_code == 401, path
+        r = httpx.request(method, url + path.format(job=job), json=body, headers={"Authorization": "Basic abc"})
+        assert r.status_code == 401, path
+    assert httpx.get(url + "/health").status_code == 200
+
+    # another user: cannot see, read output of or cancel alice's job
+    for method, path, body in USER_ENDPOINTS:
+        r = call(url, bob_tok, method, path, body, job)
+        if "{job}" in path:
+            assert r.status_code == 403 and "another user" in r.json()["detail"], path
+        else:
+            assert r.status_code in (200, 201), (path, r.text)
+    assert [j["user"] for j in bob.jobs(all_=True)] == ["bob"]  # bob's own job from POST /jobs above
+    assert all(j["user"] == "alice" for j in alice.jobs(all_=True))
+    # users are not admins, nor pilots
+    for token in (alice_tok, bob_tok):
+        for method, path, body in ADMIN_ENDPOINTS:
+            r = call(url, token, method, path, body, job)
+            assert r.status_code == 403 and "admin" in r.json()["detail"], path
+        for method, path, body in PILOT_ENDPOINTS:
+            assert call(url, token, method, path, body, job).status_code == 403, path
+    assert call(url, admin.http.headers["Authorization"].split()[1], *PILOT_ENDPOINTS[0], job).status_code == 403
+
+    # the owner sees it; the admin sees everything and may cancel anyone's job
+    assert alice.job(job)["user"] == "alice"
+    assert {j["user"] for j in admin.jobs(all_=True)} == {"alice", "bob"}
+    assert {j["user"] for j in admin.jobs(all_=True, user="alice")} == {"alice"}
+    for method, path, body in ADMIN_ENDPOINTS:
+        assert call(url, live.admin_token, method, path, body, job).status_code in (200, 201), path
+    assert call(url, live.admin_token, "GET", "/jobs/{job}/output", None, job).status_code == 200
+    assert call(url, live.admin_token, "POST", "/jobs/{job}/cancel", None, job).status_code == 200
+    assert wait_state(alice, job, ("cancelled",))["state"] == "cancelled"
+    # alice may cancel her own
+    job2 = alice.submit(command="sleep", args=["30"])
+    assert call(url, alice_tok, "POST", "/jobs/{job}/cancel", None, job2).status_code == 200
+    assert call(url, live.admin_token, "GET", "/jobs/{job}", None, 99999).status_code == 404
+
+    # a pilot's own token reaches only the pilot endpoints
+    pilot_tok = wait_for(lambda: _pilot_token(live.tag), what="a pilot token")
+    for method, path, body in USER_ENDPOINTS + ADMIN_ENDPOINTS:
+        r = call(url, pilot_tok, method, path, body, job)
+        assert r.status_code == 403 and "pilot" in r.json()["detail"], path
+    r = call(url, pilot_tok, "GET", "/pilot/poll?pilot_id=bogus&wait=0", None, job)
+    assert r.status_code == 409  # a real pilot token, but not its registration

@@ -1,0 +1,229 @@
+"""End to end: a real manager, real pilots, real jobs; over SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import LiveServer, tagged_pids, wait_for, wait_state
+
+from isthmus.live.client import ApiError
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+def test_job_lifecycle_output_and_history(live: LiveServer) -> None:
+    c = live.client()
+    ok = c.submit(
+        command="sh",
+        args=["-c", "echo out-$ISTHMUS_JOB_ID; echo err >&2; sleep 0.5; echo done"],
+        requested_runtime=30,
+        priority="super-high",
+        env={"FOO": "bar"},
+    )
+    bad = c.submit(command="sh", args=["-c", "exit 7"])
+    missing = c.submit(command="/no/such/program")
+    j = wait_state(c, ok, ("running",))
+    # output is readable while the job runs
+    wait_for(lambda: c.output(ok)[0].startswith(f"out-{ok}"), what="output while running")
+    j = wait_state(c, ok, TERMINAL)
+    assert j["state"] == "completed" and j["exit_code"] == 0
+    assert j["site"] == "c1" and len(j["slots"]) == 1
+    assert j["runtime"] is not None and 0.4 < j["runtime"] < 5
+    assert j["start_time"] >= j["submit_time"] and j["end_time"] >= j["start_time"]
+    assert [h["state"] for h in j["history"]] == ["queued", "starting", "running", "completed"]
+    assert c.output(ok)[0] == f"out-{ok}\ndone\n"
+    assert c.output(ok, "stderr")[0] == "err\n"
+    assert wait_state(c, bad, TERMINAL)["exit_code"] == 7
+    assert c.job(bad)["state"] == "failed"
+    m = wait_state(c, missing, TERMINAL)
+    assert m["state"] == "failed" and m["exit_code"] == 127
+    assert "cannot start" in c.output(missing, "stderr")[0]
+    # the event log is persisted, row for row
+    events = c.request("GET", "/events")
+    kinds = [int(e[1]) for e in events if int(e[2]) == ok]
+    assert kinds == [0, 1, 2]  # SUBMIT, START, END
+
+
+def test_cancel_running_and_queued(live: LiveServer) -> None:
+    c = live.client()
+    running = c.submit(command="sleep", args=["30"], size=4)  # fills c1
+    wait_state(c, running, ("running",))
+    queued = c.submit(command="sleep", args=["30"], size=4)  # does not fit on the cloud (2 x 2 -> 4: fits?)
+    c.cancel(running)
+    j = wait_state(c, running, ("cancelled",))
+    assert [h["state"] for h in j["history"]][-2:] == ["killed", "cancelled"]
+    c.cancel(queued)
+    assert wait_state(c, queued, ("cancelled",))["state"] == "cancelled"
+    with pytest.raises(ApiError) as e:
+        c.cancel(queued)
+    assert e.value.status == 409
+    # the killed process is gone (its process group was killed by the pilot)
+    wait_for(lambda: not any(b"sleep\x0030" in _cmdline(p) for p in tagged_pids(live.tag)), what="sleep killed")
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_multi_slot_job_gets_slot_list_and_nodefile(live: LiveServer) -> None:
+    c = live.client()
+    jid = c.submit(
+        command="sh",
+        args=["-c", 'echo "$ISTHMUS_NPROCS|$ISTHMUS_SLOTS|$ISTHMUS_HOSTS"; cat "$ISTHMUS_NODEFILE"'],
+        size=3,
+    )
+    j = wait_state(c, jid, TERMINAL)
+    assert j["state"] == "completed"
+    out = c.output(jid)[0].splitlines()
+    nprocs, slots, hosts = out[0].split("|")
+    assert nprocs == "3" and len(slots.split(",")) == 3 and len(hosts.split(",")) == 3
+    assert out[1:] == hosts.split(",")
+    assert len({tuple(s) for s in j["slots"]}) == 3
+
+
+def test_cloud_vm_leased_used_and_released(live: LiveServer) -> None:
+    c = live.client()
+    hold = c.submit(command="sleep", args=["4"], size=4)  # fills the cluster
+    wait_state(c, hold, ("running",))
+    on_cloud = c.submit(command="sh", args=["-c", "echo $ISTHMUS_SITE"], size=2)
+    j = wait_state(c, on_cloud, TERMINAL, timeout=30)
+    assert j["state"] == "completed" and j["site"] == "cloud"
+    assert c.output(on_cloud)[0] == "cloud\n"
+    # the idle VM of the free cloud is released after idle_release_time, its pilot stops
+    vms = wait_for(
+        lambda: (lambda v: v if v and all(x["state"] == "gone" for x in v) else None)(c.vms(all_=True)),  # noqa: PLC3002
+        timeout=20,
+        what="VMs gone",
+    )
+    for v in vms:
+        assert v["ready_at"] - v["leased_at"] >= 0.5 - 0.05  # boot delay
+        assert v["charged_cost"] == 0.0
+    c.cancel(hold)
+
+
+def test_validation_rejects_and_stores_nothing(live: LiveServer) -> None:
+    c = live.client()
+    bad_bodies = [
+        {},
+        {"command": ""},
+        {"command": "true", "size": 0},
+        {"command": "true", "size": -3},
+        {"command": "true", "priority": "urgent"},
+        {"command": "true", "requested_runtime": -1},
+        {"command": "true", "env": {"1BAD": "x"}},
+        {"command": "true", "env": {"ISTHMUS_JOB_ID": "x"}},
+        {"command": "true", "cwd": "relative/dir"},
+        {"command": "true", "unknown_field": 1},
+        {"command": "true", "vm": {"cores": 0}},
+        {"command": "true", "args": "not-a-list"},
+    ]
+    for body in bad_bodies:
+        r = c.http.post("/jobs", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["detail"], body
+    r = c.http.post("/jobs", json={"command": "true", "size": 1000})
+    assert r.status_code == 400 and "larger than any site" in r.json()["detail"]
+    r = c.http.post("/jobs", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert c.jobs(all_=True) == []
+    assert c.request("GET", "/events") == []
+
+
+def test_cli_commands(live: LiveServer, tmp_path: Path) -> None:
+    env = dict(os.environ, ISTHMUS_URL=live.url, ISTHMUS_TOKEN=live.admin_token)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(  # noqa: PLW1510
+            [sys.executable, "-m", "isthmus.live", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+
+    r = cli(
+        "submit",
+        "--json",
+        "-n",
+        "2",
+        "-t",
+        "1:00",
+        "-p",
+        "low",
+        "-e",
+        "GREETING=hello",
+        "--",
+        "sh",
+        "-c",
+        "echo $GREETING from $(pwd)",
+    )
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["id"]
+    c = live.client()
+    wait_state(c, jid, TERMINAL)
+    r = cli("jobs", "--all")
+    assert r.returncode == 0 and "COMPLETED" in r.stdout and "JOBID" in r.stdout
+    r = cli("jobs", "--all", "--json")
+    rows = json.loads(r.stdout)
+    assert rows[0]["id"] == jid and rows[0]["priority"] == "low" and rows[0]["requested_runtime"] == 60
+    r = cli("show", str(jid))
+    assert "COMPLETED" in r.stdout and "History:" in r.stdout and "STARTING" in r.stdout
+    r = cli("logs", str(jid))
+    assert r.stdout == f"hello from {tmp_path}\n"
+    r = cli("sites")
+    assert "c1" in r.stdout and "cloud" in r.stdout
+    r = cli("vms", "--json")
+    assert r.returncode == 0 and isinstance(json.loads(r.stdout), list)
+    r = cli("token", "create", "alice")
+    assert r.returncode == 0 and r.stdout.strip().startswith("ist_")
+    r = cli("submit", "-n", "0", "--", "true")
+    assert r.returncode == 1 and "size" in r.stderr
+    r = cli("cancel", str(jid))
+    assert r.returncode == 1 and "already ended" in r.stderr
+    r = subprocess.run(  # noqa: PLW1510
+        [sys.executable, "-m", "isthmus.live", "jobs"],
+        env=dict(env, ISTHMUS_TOKEN="nope"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1 and "invalid token" in r.stderr
+
+
+def test_openapi_served(live: LiveServer) -> None:
+    spec = httpx.get(live.url + "/openapi.json").json()
+    for path in (
+        "/jobs",
+        "/jobs/{job_id}",
+        "/jobs/{job_id}/cancel",
+        "/jobs/{job_id}/output",
+        "/sites",
+        "/vms",
+        "/tokens",
+        "/pilot/register",
+        "/pilot/poll",
+        "/pilot/report",
+    ):
+        assert path in spec["paths"], path
+
+
+def test_graceful_stop_leaves_no_process(live: LiveServer) -> None:
+    c = live.client()
+    jid = c.submit(command="sleep", args=["60"])
+    wait_state(c, jid, ("running",))
+    assert len(tagged_pids(live.tag)) >= 3  # manager, pilots, the job
+    t0 = time.time()
+    live.stop()
+    assert time.time() - t0 < 10
+    wait_for(lambda: not tagged_pids(live.tag), timeout=10, what="all processes gone")
