@@ -397,6 +397,12 @@ def test_registered_policy_params_are_checked_through_the_registry(
         name: ClassVar[str] = "fake"
         Params = FakeParams
 
+        def __init__(self, params: FakeParams | None = None) -> None:
+            self.params = params
+
+        def stage_sites(self, env: Any) -> list[tuple[int, ...]]:
+            return [tuple(range(len(env.sites)))]
+
     module = types.ModuleType("isthmus_test_fake_policy")
     module.Fake = Fake  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "isthmus_test_fake_policy", module)
@@ -438,3 +444,21 @@ def test_finite_number_check_for_inf() -> None:
     with pytest.raises(ConfigError) as info:
         validate_document(doc)
     assert info.value.path == "sites[1].boot_time"
+
+
+def test_tags_structure_is_checked_when_the_file_is_read(tmp_path: Path) -> None:
+    """Issue: for TAGS-sets each set must be a proper subset of the previous one (file named)."""
+    doc = base()
+    names = [s["name"] for s in doc["sites"]]
+    doc["sets"] = [
+        {"name": "short", "sites": names[:1], "runtime_limit": 600},
+        {"name": "long", "sites": names},
+    ]
+    doc["policies"]["allocation"] = "tags-sets"
+    err = load_error(tmp_path, doc, "toml")
+    assert "env.toml" in str(err) and "sets" in str(err) and "every site" in str(err)
+    doc["sets"] = [{"name": "short", "sites": names, "runtime_limit": 600}, {"name": "long", "sites": names}]
+    assert "proper subset" in str(load_error(tmp_path, doc, "toml"))
+    doc["sets"] = [{"name": "short", "sites": names, "runtime_limit": 600}, {"name": "long", "sites": names[1:]}]
+    env = load_file(write_doc(tmp_path, doc, "toml"))
+    assert env.allocation.name == "tags-sets"

@@ -559,7 +559,27 @@ def validate_document(
             for loc, message in raw_problems
         ]
         raise ConfigError(file, problems)
-    return spec_to_environment(spec)
+    env = spec_to_environment(spec)
+    if checker is _registry_check:
+        _check_structure(env, file, line_of)
+    return env
+
+
+def _check_structure(env: Environment, file: str | None, line_of: LineLocator | None) -> None:
+    """Ask the allocation policy whether the sites and sets have the structure it needs.
+
+    TAGS-sets needs nested sets with increasing limits, TAGS-chain whole chains of sites: a
+    malformed structure is reported here, naming the file, rather than when a run starts.
+    """
+    from isthmus.policies import registry
+
+    try:
+        registry.create("allocation", env.allocation.name, env.allocation.params).stage_sites(env)
+    except ValueError as exc:
+        loc: Loc = ("sets",) if env.sets else ("policies", "allocation")
+        raise ConfigError(
+            file, [Problem(format_path(loc), str(exc), line_of(loc) if line_of else None, None)]
+        ) from None
 
 
 def spec_to_environment(spec: EnvironmentSpec) -> Environment:
