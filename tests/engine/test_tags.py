@@ -89,3 +89,20 @@ def test_sets_limit_override_and_validation():
         simulate(not_subset, [job(1, 0, 1, 1)], "tags-sets", "none")
     with pytest.raises(PolicyError, match="limits"):
         simulate(env, [job(1, 0, 1, 1)], PolicyChoice("tags-sets", {"limits": "x"}), "none")
+
+
+def test_restart_metrics_from_a_tags_run():
+    """Restarts, wasted processor-seconds and the response of a restarted job include its killed run."""
+    from isthmus.metrics.run import compute_run_metrics
+
+    env = clusters(2, 2)
+    result = simulate(env, [job(1, 0, 2, 25), job(2, 1, 1, 5)], chain(), "none")
+    m = compute_run_metrics(result.log, result.jobs, env, result.end_time)
+    rec = {int(j): i for i, j in enumerate(m.records.job_id)}
+    i = rec[1]
+    assert m.records.restarts[i] == 1
+    assert m.records.wasted_processor_seconds[i] == 2 * 10  # 2 processors for the 10 s killed run
+    assert m.records.start[i] == 10 and m.records.end[i] == 35
+    assert m.records.response[i] == 35  # from submission, killed run included
+    assert m.records.wait[i] == 10
+    assert m.summary["restarts"] == 1 and m.summary["wasted_processor_seconds"] == 20
