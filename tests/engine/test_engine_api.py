@@ -1,0 +1,87 @@
+"""The engine's answers and hooks used by the live side: why(), lost(), restore(), cancel()."""
+
+from __future__ import annotations
+
+from helpers import clusters, job
+
+from isthmus.engine.clock import SimClock
+from isthmus.engine.engine import Engine
+from isthmus.engine.state import JobState
+from isthmus.model.decisions import StartJob
+from isthmus.model.events import EventKind, KillCause
+from isthmus.policies import registry
+from isthmus.sim.runner import build_backends
+
+
+def engine_for(env, allocation="fcfs"):
+    clock = SimClock()
+    eng = Engine(
+        env,
+        registry.create("allocation", allocation),
+        registry.create("provisioning", "none"),
+        None,
+        build_backends(env, clock),
+        clock.at,
+    )
+    return eng, clock
+
+
+def test_why_a_job_waits():
+    eng, _ = engine_for(clusters(4))
+    eng.submit(job(1, 0, 3, 100))
+    eng.submit(job(2, 0, 4, 100))
+    eng.submit(job(3, 0, 1, 100))
+    eng.run_round()
+    assert eng.why(1).startswith("running on s0")
+    assert eng.why(2) == "waiting in queue 0 behind 0 jobs; needs 4 processors, the most free on its sites is 1"
+    assert "behind 1 jobs" in eng.why(3)  # strict FCFS: blocked behind job 2
+    refused = eng.apply(StartJob(2, 0))
+    assert refused == "needs 4 processors; site s0 has 1 free"
+    assert eng.why(2) == refused  # the last refusal is the answer
+    assert eng.why(99) == "job 99 is not in the system"
+
+
+def test_why_a_job_was_rejected():
+    eng, _ = engine_for(clusters(4))
+    assert eng.submit(job(1, 0, 9, 1)) is None
+    assert "needs 9 processors" in eng.why(1)
+
+
+def test_lost_run_is_requeued_once():
+    eng, _ = engine_for(clusters(2))
+    eng.submit(job(1, 0, 1, 100))
+    eng.run_round()
+    entry = eng.entries[1]
+    assert eng.lost(1, entry.run + 1) is False  # not the current run
+    assert eng.lost(1, entry.run) is True
+    assert entry.state is JobState.QUEUED and entry.restarts == 1
+    assert eng.lost(1, entry.run) is False
+    kills = [e for e in eng.log if e.kind is EventKind.KILL]
+    assert [k.value for k in kills] == [KillCause.LOST]
+    eng.job_ended(1, 1)  # a late report of the lost run is ignored
+    assert entry.state is JobState.QUEUED
+
+
+def test_restore_puts_a_job_back_in_its_stage_with_its_counts():
+    from isthmus.model import SiteSet
+
+    env = clusters(1, 1, sets=(SiteSet("all", ("s0", "s1"), 10.0), SiteSet("long", ("s1",), None)))
+    eng, _ = engine_for(env, "tags-sets")
+    entry = eng.restore(job(7, 0, 1, 50), stage=1, run=1, restarts=1)
+    assert entry is not None and entry.stage == 1 and entry.run == 1 and entry.restarts == 1
+    assert list(eng.queues[1]) == [7] and not eng.queues[0]
+    assert eng.apply(StartJob(7, 0)) == "site s0 is not among the sites of queue 1"
+    assert eng.apply(StartJob(7, 1)) is None
+    assert entry.run == 2
+
+
+def test_cancel_queued_and_running():
+    eng, _ = engine_for(clusters(1))
+    eng.submit(job(1, 0, 1, 100))
+    eng.submit(job(2, 0, 1, 100))
+    eng.run_round()
+    assert eng.cancel(2) and eng.cancel(1)
+    assert not eng.cancel(1)
+    kinds = [e.kind for e in eng.log if e.job in (1, 2)]
+    assert kinds.count(EventKind.CANCEL) == 2
+    assert eng.backends[0].free == 1
