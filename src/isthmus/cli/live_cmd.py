@@ -11,8 +11,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -63,13 +64,25 @@ def _fmt_time(t: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "-"
 
 
+T = TypeVar("T")
+
+
 def _client(url: str | None, token: str | None) -> Client:
     return Client(url, token or default_token())
 
 
-def _fail(exc: ApiError) -> None:
+def _fail(exc: ApiError) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(1)
+
+
+def _call(url: str | None, token: str | None, request: Callable[[Client], T]) -> T:
+    """Run one API request; an API error becomes a one-line message and exit code 1."""
+    with _client(url, token) as c:
+        try:
+            return request(c)
+        except ApiError as exc:
+            _fail(exc)
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> None:
@@ -225,11 +238,7 @@ def register(app: typer.Typer) -> None:
         }
         if vm:
             spec["vm"] = vm
-        with _client(url, token) as c:
-            try:
-                job_id = c.submit(**spec)
-            except ApiError as exc:
-                _fail(exc)
+        job_id = _call(url, token, lambda c: c.submit(**spec))
         if as_json:
             typer.echo(json.dumps({"id": job_id}))
         else:
@@ -245,11 +254,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON_OPT,
     ) -> None:
         """List jobs (like squeue; with --all like sacct)."""
-        with _client(url, token) as c:
-            try:
-                rows = c.jobs(all_=all_, states=state or None, user=user)
-            except ApiError as exc:
-                _fail(exc)
+        rows = _call(url, token, lambda c: c.jobs(all_=all_, states=state or None, user=user))
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
             return
@@ -279,11 +284,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON_OPT,
     ) -> None:
         """One job in detail with its state history (like scontrol show job / sacct)."""
-        with _client(url, token) as c:
-            try:
-                j = c.job(job_id)
-            except ApiError as exc:
-                _fail(exc)
+        j = _call(url, token, lambda c: c.job(job_id))
         if as_json:
             typer.echo(json.dumps(j, indent=1))
             return
@@ -370,11 +371,7 @@ def register(app: typer.Typer) -> None:
     @app.command("sites")
     def sites(url: str | None = URL_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT) -> None:
         """Sites and their capacity now (like sinfo)."""
-        with _client(url, token) as c:
-            try:
-                rows = c.sites()
-            except ApiError as exc:
-                _fail(exc)
+        rows = _call(url, token, lambda c: c.sites())
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
             return
@@ -403,11 +400,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON_OPT,
     ) -> None:
         """VM leases with lease time and charged cost."""
-        with _client(url, token) as c:
-            try:
-                rows = c.vms(all_)
-            except ApiError as exc:
-                _fail(exc)
+        rows = _call(url, token, lambda c: c.vms(all_))
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
             return
@@ -436,11 +429,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON_OPT,
     ) -> None:
         """Create a token for USER; prints it (it is shown only once)."""
-        with _client(url, token) as c:
-            try:
-                res = c.create_token(user, admin)
-            except ApiError as exc:
-                _fail(exc)
+        res = _call(url, token, lambda c: c.create_token(user, admin))
         typer.echo(json.dumps(res) if as_json else res["token"])
 
     app.add_typer(token_app, name="token")
