@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -94,6 +95,12 @@ def test_experiment_cli(small_trace, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert (out / "summary.md").exists() and (out / "fig4.png").exists()
+    as_json = runner.invoke(
+        app, ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "-j", "1", "--limits", "10", "--json"]
+    )
+    assert as_json.exit_code == 0, as_json.output
+    report = json.loads(as_json.stdout[as_json.stdout.index("{") :])
+    assert [r["limit_min"] for r in report["rows"]] == [10] and report["files"]["summary"].endswith("summary.md")
     bad = runner.invoke(app, ["experiment", "koala-c-nope", "-t", small_trace])
     assert bad.exit_code == 2 and "valid: koala-c-limits" in bad.output
     bad = runner.invoke(app, ["experiment", "koala-c-sets", "-t", small_trace, "--chains", "1-3"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -51,6 +52,9 @@ def experiment_command(
     limits: Annotated[
         str | None, typer.Option(help="Runtime limits in minutes, e.g. '5-180/5' (limits, sets).")
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print every simulation's row and the files as JSON.")
+    ] = False,
 ) -> None:
     """Run a KOALA-C experiment and write CSV, PNG figures and a Markdown summary beside the paper's numbers."""
     from isthmus.experiments.koala_c import DEFAULT_TRACES, EXPERIMENTS
@@ -80,7 +84,7 @@ def experiment_command(
         kwargs["limits_min"] = limit_values
     out_dir = out or Path("out/experiments") / name
     out_dir.mkdir(parents=True, exist_ok=True)
-    console = Console()
+    console = Console(stderr=as_json)
     console.print(f"[bold]{name}[/] on {len(paths)} trace(s) -> {out_dir}")
     with Progress(
         TextColumn("{task.description}"),
@@ -99,6 +103,10 @@ def experiment_command(
             result = run(paths, out_dir, workers=workers, progress=tick, **kwargs)
         except (ValueError, OSError) as exc:
             raise fail(str(exc)) from None
+    if as_json:
+        files = {k: str(v) for k, v in result.files.items()}
+        typer.echo(json.dumps({"experiment": name, "rows": result.rows, "files": files}, indent=1, default=str))
+        return
     console.print(f"{len(result.rows)} simulations; summary: [bold]{result.files['summary']}[/]")
     for key, path in result.files.items():
         console.print(f"  {key}: {path}")
