@@ -94,6 +94,10 @@ class Engine:
         # OrderedDict: O(1) removal anywhere and O(1) access to the head; a plain dict slows
         # iteration from the front once many jobs have left it.
         self.queues: list[OrderedDict[int, JobEntry]] = [OrderedDict() for _ in self.stage_sites]
+        # The same queues split by job size (size -> jobs in queue order), so that policies can
+        # visit only the jobs that fit in the processors left (see queue_fitting in the view).
+        self.buckets: list[dict[int, OrderedDict[int, JobEntry]]] = [{} for _ in self.stage_sites]
+        self._seq = 0
         self.entries: dict[int, JobEntry] = {}
         self.history: dict[str, deque[float]] = {}
         self.runtime_sum = 0.0
@@ -129,13 +133,34 @@ class Engine:
             )
             return None
         entry = JobEntry(job, now)
-        entry.stage = stage
         if self.predictor is not None:
             entry.predicted = self.predictor.predict(self.view, job)
         self.entries[job.id] = entry
-        self.queues[stage][job.id] = entry
+        self._enqueue(entry, stage)
         self._changed()
         return entry
+
+    def _enqueue(self, entry: JobEntry, stage: int) -> None:
+        """Append `entry` to queue `stage` (and to its size bucket)."""
+        entry.stage = stage
+        self._seq += 1
+        entry.seq = self._seq
+        job_id = entry.job.id
+        self.queues[stage][job_id] = entry
+        bucket = self.buckets[stage].get(entry.job.size)
+        if bucket is None:
+            bucket = self.buckets[stage][entry.job.size] = OrderedDict()
+        bucket[job_id] = entry
+
+    def _dequeue(self, entry: JobEntry) -> None:
+        """Remove `entry` from its queue (and its size bucket)."""
+        job_id = entry.job.id
+        del self.queues[entry.stage][job_id]
+        buckets = self.buckets[entry.stage]
+        bucket = buckets[entry.job.size]
+        del bucket[job_id]
+        if not bucket:
+            del buckets[entry.job.size]
 
     def handle(self, kind: int, a: int, b: int) -> None:
         """Apply one clock event (already due at `now`)."""
@@ -195,9 +220,8 @@ class Engine:
         entry.restarts = restarts
         stage = min(max(stage, 0), len(self.queues) - 1)
         if stage != entry.stage:
-            del self.queues[entry.stage][job.id]
-            entry.stage = stage
-            self.queues[stage][job.id] = entry
+            self._dequeue(entry)
+            self._enqueue(entry, stage)
         return entry
 
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
@@ -257,7 +281,7 @@ class Engine:
                 return
             entry.state = JobState.QUEUED
             entry.queued_at = now
-            self.queues[entry.stage][entry.job.id] = entry
+            self._enqueue(entry, entry.stage)
             self.log.append(now, _REQUEUE, entry.job.id, -1, -1, entry.stage)
         else:
             entry.state = JobState.FAILED
@@ -274,7 +298,7 @@ class Engine:
             self.backends[entry.site].stop(entry, self.now)
             self.log.append(self.now, _KILL, job_id, entry.site, -1, int(KillCause.CANCEL))
         else:
-            del self.queues[entry.stage][job_id]
+            self._dequeue(entry)
         entry.state = JobState.CANCELLED
         self.log.append(self.now, int(EventKind.CANCEL), job_id)
         del self.entries[job_id]
@@ -359,7 +383,7 @@ class Engine:
         now = self.now
         if not backend.available(now):
             raise DecisionRefusedError(f"site {backend.name} is not available now")
-        del self.queues[entry.stage][entry.job.id]
+        self._dequeue(entry)
         entry.state = JobState.RUNNING
         entry.site = d.site
         entry.started = now

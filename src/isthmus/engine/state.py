@@ -28,7 +28,8 @@ class JobEntry:
 
     `stage` is the queue the job waits in (0 unless a TAGS policy moved it on after a kill
     at a runtime limit). `run` counts the runs started (a restarted job has several);
-    `restarts` counts the killed ones. `predicted` is the runtime predicted at arrival
+    `restarts` counts the killed ones. `seq` orders jobs by when they entered their queue.
+    `predicted` is the runtime predicted at arrival
     (KOALA-C §III-B), filled in when the allocation policy uses predictions.
     """
 
@@ -40,6 +41,7 @@ class JobEntry:
         "queued_at",
         "restarts",
         "run",
+        "seq",
         "site",
         "stage",
         "started",
@@ -55,6 +57,7 @@ class JobEntry:
         self.run = 0
         self.restarts = 0
         self.queued_at = now
+        self.seq = 0
         self.predicted = job.requested_runtime if job.requested_runtime is not None else job.runtime
         self.limit: float | None = None
         self.alloc: tuple[tuple[int, int], ...] = ()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from isthmus.engine.backend import CloudBackend
@@ -45,9 +45,13 @@ class EngineView:
         """Jobs waiting in all queues."""
         return sum(len(q) for q in self._e.queues)
 
-    def queue(self, stage: int = 0) -> Iterable[JobEntry]:
+    def queue(self, stage: int = 0) -> Collection[JobEntry]:
         """Jobs waiting in queue `stage`, in the order they entered it."""
         return self._e.queues[stage].values()
+
+    def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobEntry]]:
+        """Jobs waiting in queue `stage` grouped by size: size -> {job id: entry} in queue order."""
+        return self._e.buckets[stage]
 
     def stage_sites(self, stage: int) -> Sequence[int]:
         """Indices of the sites jobs of queue `stage` may run on."""

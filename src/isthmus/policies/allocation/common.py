@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
@@ -25,6 +26,73 @@ def first_fit(free: list[int], order: Sequence[int], size: int) -> int:
         if free[i] >= size:
             return i
     return -1
+
+
+def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
+    """Jobs of queue `stage`, in queue order, that fit on some site of the queue when reached.
+
+    `free` is the caller's scratch copy of free processors, counted down as it places jobs; a
+    job larger than every site's free count is skipped, as a plain scan would skip it. Only
+    the jobs that fit are visited: the queue's size buckets are merged in queue order, and a
+    bucket is dropped once its size no longer fits (free processors only decrease in a round).
+    """
+    order = view.stage_sites(stage)
+    bound = max((free[i] for i in order), default=0)
+    if bound <= 0:
+        return
+    by_size = view.queue_by_size(stage)
+    queue = view.queue(stage)
+    if len(queue) <= 4 * len(by_size):
+        # A short queue: scanning it is cheaper than merging its size buckets.
+        for entry in queue:
+            if entry.job.size <= bound:
+                yield entry
+                bound = max(free[i] for i in order)
+                if bound <= 0:
+                    return
+        return
+    heap: list[tuple[int, int, JobInfo, Iterator[JobInfo]]] = []
+    for size, bucket in by_size.items():
+        if size <= bound and bucket:
+            jobs = iter(bucket.values())
+            first = next(jobs)
+            heap.append((first.seq, size, first, jobs))
+    heapq.heapify(heap)
+    while heap:
+        _, size, entry, jobs = heap[0]
+        bound = max(free[i] for i in order)
+        if size > bound:
+            heapq.heappop(heap)
+            continue
+        yield entry
+        following = next(jobs, None)
+        if following is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (following.seq, size, following, jobs))
+
+
+def first_fit_in_order(
+    view: View, name: str, stage: int = 0, free: list[int] | None = None, limit: float | None = None
+) -> list[Decision]:
+    """Start the jobs of queue `stage` in queue order, each on the first site where it fits
+    (jobs that fit nowhere stay queued): the placement step of FF and TAGS-sets."""
+    order = view.stage_sites(stage)
+    if free is None:
+        free = free_processors(view)
+    out: list[Decision] = []
+    for e in queue_fitting(view, stage, free):
+        i = first_fit(free, order, e.job.size)
+        if i >= 0:
+            free[i] -= e.job.size
+            out.append(StartJob(e.job.id, i, limit, by=name))
+    return out
+
+
+def fitting_candidates(view: View, stage: int = 0) -> list[JobInfo]:
+    """Queued jobs that fit on some site of queue `stage` now, in queue order (SJF and HSDF sort
+    these: a job larger than every site's free processors cannot start in this round)."""
+    return list(queue_fitting(view, stage, free_processors(view)))
 
 
 def list_schedule(

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision
-from isthmus.policies.allocation.common import SingleSetPolicy, list_schedule
+from isthmus.policies.allocation.common import SingleSetPolicy, first_fit_in_order
 from isthmus.policies.base import View
 
 
@@ -22,4 +22,4 @@ class FirstFit(SingleSetPolicy):
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Place queued jobs in arrival order on the first site with room."""
-        return list_schedule(view, view.queue(0), self.name)
+        return first_fit_in_order(view, self.name)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision
-from isthmus.policies.allocation.common import SingleSetPolicy, any_free, list_schedule
+from isthmus.policies.allocation.common import SingleSetPolicy, any_free, fitting_candidates, list_schedule
 from isthmus.policies.base import JobInfo, View
 from isthmus.policies.prediction.wait import AvailabilityProfile
 
@@ -41,4 +41,4 @@ class HighestSlowdownFirst(SingleSetPolicy):
             wait = max(0.0, start - e.job.submit)
             return -(wait + e.predicted) / e.predicted
 
-        return list_schedule(view, sorted(view.queue(0), key=key), self.name)
+        return list_schedule(view, sorted(fitting_candidates(view), key=key), self.name)

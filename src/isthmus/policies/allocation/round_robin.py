@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision, StartJob
-from isthmus.policies.allocation.common import SingleSetPolicy, free_processors
+from isthmus.policies.allocation.common import SingleSetPolicy, free_processors, queue_fitting
 from isthmus.policies.base import NoParams, View
 
 
@@ -28,20 +28,14 @@ class RoundRobin(SingleSetPolicy):
         order = view.stage_sites(0)
         n = len(order)
         free = free_processors(view)
-        total = sum(free[i] for i in order)
         out: list[Decision] = []
-        for e in view.queue(0):
-            if total <= 0:
-                break
+        for e in queue_fitting(view, 0, free):
             size = e.job.size
-            if size > total:
-                continue
             for k in range(n):
                 pos = (self._next + k) % n
                 i = order[pos]
                 if free[i] >= size:
                     free[i] -= size
-                    total -= size
                     self._next = (pos + 1) % n
                     out.append(StartJob(e.job.id, i, by=self.name))
                     break

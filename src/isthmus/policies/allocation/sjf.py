@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision
-from isthmus.policies.allocation.common import SingleSetPolicy, any_free, list_schedule
+from isthmus.policies.allocation.common import SingleSetPolicy, any_free, fitting_candidates, list_schedule
 from isthmus.policies.base import View
 
 
@@ -26,7 +26,7 @@ class ShortestJobFirst(SingleSetPolicy):
         """Place queued jobs shortest-predicted first."""
         if not view.queued or not any_free(view):
             return []
-        jobs = sorted(view.queue(0), key=lambda e: e.predicted)
+        jobs = sorted(fitting_candidates(view), key=lambda e: e.predicted)
         return list_schedule(view, jobs, self.name)
 
 
@@ -42,5 +42,5 @@ class ShortestJobFirstIdeal(SingleSetPolicy):
         """Place queued jobs shortest-actual-runtime first."""
         if not view.queued or not any_free(view):
             return []
-        jobs = sorted(view.queue(0), key=lambda e: e.job.runtime)
+        jobs = sorted(fitting_candidates(view), key=lambda e: e.job.runtime)
         return list_schedule(view, jobs, self.name)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
-from isthmus.policies.allocation.common import free_processors, list_schedule
+from isthmus.policies.allocation.common import first_fit_in_order, free_processors
 from isthmus.policies.base import View
 
 
@@ -170,5 +170,5 @@ class TagsSets:
         free = free_processors(view)
         out: list[Decision] = []
         for stage in range(view.stages):
-            out.extend(list_schedule(view, view.queue(stage), self.name, stage, free, self._limits[stage]))
+            out.extend(first_fit_in_order(view, self.name, stage, free, self._limits[stage]))
         return out
