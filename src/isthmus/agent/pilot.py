@@ -142,19 +142,30 @@ class Pilot:
                 time.sleep(0.2)
                 continue
             self._contact()
-            for cmd in r.json().get("commands", []):
-                seq = int(cmd.get("seq", 0))
-                if seq <= self.last_seq:
-                    continue
-                self.last_seq = seq
-                op = cmd.get("op")
-                if op == "start":
-                    self._start(cmd)
-                elif op == "kill":
-                    self._kill(int(cmd["job"]), int(cmd["run"]))
-                elif op == "exit":
-                    self._log(f"told to exit: {cmd.get('reason', '')}")
-                    return EXIT_OK
+            started: list[dict[str, Any]] = []  # reported together once every start is done
+            waiting: list[Task] = []
+            try:
+                for cmd in r.json().get("commands", []):
+                    seq = int(cmd.get("seq", 0))
+                    if seq <= self.last_seq:
+                        continue
+                    self.last_seq = seq
+                    op = cmd.get("op")
+                    if op == "start":
+                        reports, task = self._start(cmd)
+                        started.extend(reports)
+                        if task is not None:
+                            waiting.append(task)
+                    elif op == "kill":
+                        self._kill(int(cmd["job"]), int(cmd["run"]))
+                    elif op == "exit":
+                        self._log(f"told to exit: {cmd.get('reason', '')}")
+                        return EXIT_OK
+            finally:
+                if started:
+                    self._queue(*started)
+                for task in waiting:  # after the started reports: an end is never reported first
+                    threading.Thread(target=self._wait, args=(task,), daemon=True, name=f"wait-{task.job}").start()
 
     def _register(self) -> int | None:
         with self._lock:
@@ -200,10 +211,17 @@ class Pilot:
 
     # ------------------------------------------------------------------------------ runs
 
-    def _start(self, cmd: dict[str, Any]) -> None:
+    def _start(self, cmd: dict[str, Any]) -> tuple[list[dict[str, Any]], Task | None]:
+        """Start a run; returns the reports to send (started, and ended when it could not start)
+        and the task to wait for.
+
+        The caller queues the reports after the other commands of the same poll, then starts
+        the tasks' wait threads: a burst of starts is not slowed down by the reporter waking up
+        after each one, and a run's end is never reported before its start.
+        """
         job, run = int(cmd["job"]), int(cmd["run"])
         if (job, run) in self.tasks:
-            return
+            return [], None
         spool = Path(cmd["spool"])
         spool.mkdir(parents=True, exist_ok=True)
         nodefile = Path(cmd["nodefile"])
@@ -229,16 +247,14 @@ class Pilot:
                 err.write(f"isthmus pilot: cannot start {cmd['command']!r}: {exc}\n".encode())
                 err.flush()
                 code = 127 if isinstance(exc, FileNotFoundError) else 126
-                self._queue({"job": job, "run": run, "event": "started", "time": started})
-                self._queue(
-                    {"job": job, "run": run, "event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0}
-                )
-                return
+                return [
+                    {"job": job, "run": run, "event": "started", "time": started},
+                    {"job": job, "run": run, "event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0},
+                ], None
         task = Task(job, run, proc, t0)
         with self._lock:
             self.tasks[(job, run)] = task
-        self._queue({"job": job, "run": run, "event": "started", "time": started})
-        threading.Thread(target=self._wait, args=(task,), daemon=True, name=f"wait-{job}.{run}").start()
+        return [{"job": job, "run": run, "event": "started", "time": started}], task
 
     def _wait(self, task: Task) -> None:
         code = task.proc.wait()
@@ -275,9 +291,9 @@ class Pilot:
         timer.daemon = True
         timer.start()
 
-    def _queue(self, report: dict[str, Any]) -> None:
+    def _queue(self, *reports: dict[str, Any]) -> None:
         with self._cv:
-            self.pending.append(report)
+            self.pending.extend(reports)
             self._cv.notify()
 
     # --------------------------------------------------------------------------- reports

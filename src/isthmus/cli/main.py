@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from isthmus import __version__
-from isthmus.cli import env_cmd, experiment_cmd, live_cmd, simulate_cmd, workload_cmd
+from isthmus.cli import env_cmd, experiment_cmd, live_cmd, simulate_cmd, validate_cmd, workload_cmd
 
 app = typer.Typer(
     name="isthmus",
@@ -20,6 +20,7 @@ app.add_typer(workload_cmd.app, name="workload", help="Inspect, generate, conver
 simulate_cmd.register(app)
 experiment_cmd.register(app)
 live_cmd.register(app)
+validate_cmd.register(app)
 
 
 def _version(value: bool) -> None:

@@ -82,11 +82,22 @@ class Client:
         """Submit a job; its id."""
         return int(self.request("POST", "/jobs", json=spec)["id"])
 
+    def submit_many(self, specs: list[dict[str, Any]]) -> list[int]:
+        """Submit several jobs in one request (all or none); their ids, in order."""
+        return [int(r["id"]) for r in self.request("POST", "/jobs/batch", json=specs)]
+
     def jobs(
-        self, *, all_: bool = False, states: list[str] | None = None, user: str | None = None
+        self,
+        *,
+        all_: bool = False,
+        states: list[str] | None = None,
+        user: str | None = None,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Jobs visible to this token."""
+        """Jobs visible to this token (the newest `limit`, default the server's 1000)."""
         params: dict[str, Any] = {"all": all_}
+        if limit is not None:
+            params["limit"] = limit
         if states:
             params["state"] = states
         if user:
@@ -124,3 +135,11 @@ class Client:
     def create_token(self, user: str, admin: bool = False) -> dict[str, Any]:
         """A new token for `user` (admin only)."""
         return dict(self.request("POST", "/tokens", json={"user": user, "admin": admin}))
+
+    def pilots(self) -> list[dict[str, Any]]:
+        """Every pilot the manager recorded (admin only)."""
+        return list(self.request("GET", "/pilots"))
+
+    def events(self, since: int = 0) -> list[list[float]]:
+        """The persisted engine event log from row `since` (admin only): [time, kind, job, site, vm, value]."""
+        return list(self.request("GET", "/events", params={"since": since}))

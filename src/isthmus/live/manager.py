@@ -157,6 +157,12 @@ class Manager:
         self._started: deque[tuple[int, int, int, list[Slot], float | None]] = deque()
         self._ended: dict[tuple[int, int], dict[str, Any]] = {}
         self._persisted = 0
+        self._next_job_id = 1
+        #: Bumped whenever pilot tokens are deleted; the API's token cache is valid per generation.
+        self.token_generation = 0
+        self._new_jobs: list[dict[str, Any]] = []  # job rows submitted, not yet written
+        self._new_history: list[dict[str, Any]] = []
+        self._commit_future: asyncio.Future[None] | None = None
         self._lost_reasons: dict[tuple[int, int], str] = {}
         self._recovering = False
         self._wake: asyncio.Event | None = None
@@ -200,6 +206,7 @@ class Manager:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.store.create()
+        self._next_job_id = self.store.max_job_id() + 1
         self._first_start()
         self._wake = asyncio.Event()
         self._recover()
@@ -231,14 +238,15 @@ class Manager:
             await asyncio.sleep(0.3)
             deadline = time.time() + 3.0
             for node in self.nodes.values():
-                if node.pid is None:
+                if node.pid is None or not _still_pilot(node.pid, node.proc):
                     continue
                 kill_group(node.pid, signal.SIGTERM)
             while time.time() < deadline and any(n.pid is not None and _alive(n) for n in self.nodes.values()):
                 await asyncio.sleep(0.05)
             for node in self.nodes.values():
                 if node.pid is not None:
-                    kill_group(node.pid, signal.SIGKILL)
+                    if _still_pilot(node.pid, node.proc):
+                        kill_group(node.pid, signal.SIGKILL)
                     if node.proc is not None:
                         try:  # noqa: SIM105
                             node.proc.wait(timeout=2)
@@ -306,15 +314,85 @@ class Manager:
         self.advance()
 
     def _after(self) -> None:
-        """After an external event: persist and let the driver run the round it asked for."""
+        """After an external event: run what became due (with event-triggered rounds, the round it
+        asked for), persist it all in one transaction and wake the driver for the rest."""
+        self.advance()
         self._persist()
         self._wake_up()
 
     # ------------------------------------------------------------------------ submissions
 
     def submit(self, user: str, spec: dict[str, Any]) -> int:
-        """Store and submit a validated job request for `user`; returns the job id."""
+        """Submit a validated job request for `user`; returns the job id.
+
+        The job is in the engine at once; its rows are written by the next persist (await
+        `committed()` before acknowledging it).
+        """
         size = int(spec["size"])
+        self.check_size(size)
+        self._external()
+        now = self.engine.now
+        name = spec.get("name") or Path(spec["command"]).name
+        job_id = self._next_job_id  # ids are allocated here (one writer): one INSERT, no UPDATE
+        self._next_job_id += 1
+        self._new_jobs.append(
+            {
+                "id": job_id,
+                "user": user,
+                "name": name[:128],
+                "spec": json.dumps(spec),
+                "size": size,
+                "priority": spec.get("priority", "high"),
+                "requested_runtime": spec.get("requested_runtime"),
+                "state": "queued",
+                "stage": 0,
+                "run": 0,
+                "restarts": 0,
+                "submit_time": now,
+                "spool": str(self.spool / str(job_id)),
+            }
+        )
+        self._new_history.append({"job_id": job_id, "time": now, "state": "queued", "run": 0, "detail": "submitted"})
+        self.specs[job_id] = spec
+        self.users[job_id] = user
+        self.engine.submit(self._job(job_id, user, spec, now))
+        self._wake_up()
+        return job_id
+
+    async def committed(self) -> None:
+        """Wait until every job submitted so far is in the database (group commit).
+
+        `submit` only queues a job's rows; the first caller of `committed` in an event-loop turn
+        schedules one transaction for everything pending, and every caller waits for it. So N
+        concurrent submissions cost one commit, and a submission is acknowledged only once it is
+        stored. Any earlier persist (a driver step, a pilot report) writes pending rows too.
+        """
+        if not self._new_jobs and len(self.engine.log) == self._persisted:
+            return
+        fut = self._commit_future
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            fut = self._commit_future = loop.create_future()
+            loop.call_soon(self._group_commit)
+        await asyncio.shield(fut)
+
+    def _group_commit(self) -> None:
+        try:
+            self._persist()
+        except Exception:
+            log.exception("group commit failed")
+            self._resolve_commit(RuntimeError("the submission could not be stored"))
+
+    def _resolve_commit(self, exc: BaseException | None = None) -> None:
+        fut, self._commit_future = self._commit_future, None
+        if fut is not None and not fut.done():
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
+
+    def check_size(self, size: int) -> None:
+        """RequestError (400) when no site can ever offer `size` processors."""
         env = self.env
         if size > env.max_processors:
             largest = max(env.sites, key=lambda s: s.max_processors)
@@ -323,37 +401,6 @@ class Manager:
                 f"size {size} is larger than any site can offer: the largest ({largest.name}) has "
                 f"{largest.max_processors} processors",
             )
-        self._external()
-        now = self.engine.now
-        name = spec.get("name") or Path(spec["command"]).name
-        with self.store.begin() as conn:
-            job_id = conn.execute(
-                insert(db.jobs).values(
-                    user=user,
-                    name=name[:128],
-                    spec=json.dumps(spec),
-                    size=size,
-                    priority=spec.get("priority", "high"),
-                    requested_runtime=spec.get("requested_runtime"),
-                    state="queued",
-                    stage=0,
-                    run=0,
-                    restarts=0,
-                    submit_time=now,
-                    spool="",
-                )
-            ).inserted_primary_key[0]
-            spool = self.spool / str(job_id)
-            conn.execute(update(db.jobs).where(db.jobs.c.id == job_id).values(spool=str(spool)))
-            conn.execute(
-                insert(db.job_history).values(job_id=job_id, time=now, state="queued", run=0, detail="submitted")
-            )
-            self.specs[job_id] = spec
-            self.users[job_id] = user
-            self.engine.submit(self._job(job_id, user, spec, now))
-            self._persist(conn)  # one transaction: the job row and its SUBMIT event
-        self._wake_up()
-        return int(job_id)
 
     def _job(self, job_id: int, user: str, spec: dict[str, Any], submit: float) -> Job:
         req = spec.get("requested_runtime")
@@ -485,6 +532,7 @@ class Manager:
 
     def _spawn(self, node: Node) -> None:
         token = new_token()
+        self.token_generation += 1  # the API forgets cached pilot tokens
         with self.store.begin() as conn:
             conn.execute(delete(db.tokens).where(db.tokens.c.node == node.key))
             self.store.add_token(conn, hash_token(token), user=None, kind="pilot", node=node.key)
@@ -510,18 +558,20 @@ class Manager:
         node.state = "exiting"
         pid, proc = node.pid, node.proc
         self._later(2.0, self._terminate, pid, proc)
+        self.token_generation += 1  # the API forgets cached pilot tokens
         with self.store.begin() as conn:
             conn.execute(delete(db.tokens).where(db.tokens.c.node == node.key))
         self._set_pilot_row(node, "exited")
 
     def _terminate(self, pid: int | None, proc: subprocess.Popen[bytes] | None) -> None:
         """SIGTERM a pilot's group now (it kills its runs), SIGKILL it 3 s later; never blocks."""
-        if pid is None:
+        if pid is None or not _still_pilot(pid, proc):
             return
         kill_group(pid, signal.SIGTERM)
 
         def _hard() -> None:
-            kill_group(pid, signal.SIGKILL)
+            if _still_pilot(pid, proc):
+                kill_group(pid, signal.SIGKILL)
             if proc is not None:
                 proc.poll()
 
@@ -627,6 +677,7 @@ class Manager:
                 if node.waiter is ev:
                     node.waiter = None
         node = self._node_for(node_key, pilot_id)
+        self._persist()  # a command never reaches a pilot before what it implies is stored
         out = []
         for seq, cmd in node.outbox:
             out.append({"seq": seq, **cmd})
@@ -669,18 +720,15 @@ class Manager:
                 self.engine.job_ended(job, run, code)
         if started:
             with self.store.begin() as conn:
+                history = []
                 for job, run, t in started:
-                    res = conn.execute(
-                        update(db.jobs)
-                        .where(db.jobs.c.id == job, db.jobs.c.run == run, db.jobs.c.state == "starting")
-                        .values(state="running")
-                    )
+                    res = conn.execute(db.UPDATE_JOB_RUNNING, {"b_id": job, "b_run": run})
                     if res.rowcount:
-                        conn.execute(
-                            insert(db.job_history).values(
-                                job_id=job, time=t, state="running", run=run, detail=f"pilot {node.key}"
-                            )
+                        history.append(
+                            {"job_id": job, "time": t, "state": "running", "run": run, "detail": f"pilot {node.key}"}
                         )
+                if history:
+                    conn.execute(db.INSERT_HISTORY, history)
 
     def _lose(self, a: Assignment, why: str) -> None:
         """The run of `a` was lost (its pilot died or forgot it): kill it as LOST and requeue it."""
@@ -725,26 +773,28 @@ class Manager:
 
     # ----------------------------------------------------------------------- persistence
 
-    def _persist(self, conn: Any = None) -> None:
-        """Write the engine events since the last call (and what they imply) in one transaction."""
-        log_ = self.engine.log
-        n = len(log_)
-        if n == self._persisted:
+    def _persist(self) -> None:
+        """Write the submissions and engine events since the last call (and what they imply) in one transaction."""
+        n = len(self.engine.log)
+        if n == self._persisted and not self._new_jobs:
             return
-        if conn is None:
-            with self.store.begin() as c:
-                self._persist_in(c, n)
-        else:
+        with self.store.begin() as conn:
+            if self._new_jobs:  # before the events: their START updates need the rows
+                conn.execute(db.INSERT_JOB, self._new_jobs)
+                conn.execute(db.INSERT_HISTORY, self._new_history)
             self._persist_in(conn, n)
+        self._new_jobs = []
+        self._new_history = []
         self._persisted = n
+        self._resolve_commit()
 
     def _persist_in(self, conn: Any, n: int) -> None:
         log_ = self.engine.log
         cols = log_.columns()
         t_, k_, j_, s_, v_, x_ = (cols[c] for c in ("time", "kind", "job", "site", "vm", "value"))
         rows = []
+        history: list[dict[str, Any]] = []  # job history rows, inserted at once (in order) at the end
         J = db.jobs  # noqa: N806
-        H = db.job_history  # noqa: N806
         for i in range(self._persisted, n):
             t, kind, job, site, vm, value = t_[i], k_[i], j_[i], s_[i], v_[i], x_[i]
             rows.append({"time": t, "kind": kind, "job": job, "site": site, "vm": vm, "value": value})
@@ -752,30 +802,26 @@ class Manager:
                 sjob, run, _site, slots, limit = self._started.popleft()
                 assert sjob == job, (sjob, job)
                 conn.execute(
-                    update(J)
-                    .where(J.c.id == job)
-                    .values(
-                        state="starting",
-                        site=site,
-                        slots=json.dumps(slots),
-                        run=run,
-                        limit_s=limit,
-                        start_time=t,
-                        end_time=None,
-                        exit_code=None,
-                        runtime=None,
-                    )
+                    db.UPDATE_JOB_START,
+                    {
+                        "b_id": job,
+                        "b_site": site,
+                        "b_slots": json.dumps(slots),
+                        "b_run": run,
+                        "b_limit": limit,
+                        "b_time": t,
+                    },
                 )
                 where = self.env.sites[site].name
                 nodes = sorted({k for k, _ in slots})
-                conn.execute(
-                    insert(H).values(
-                        job_id=job,
-                        time=t,
-                        state="starting",
-                        run=run,
-                        detail=f"{where}: {len(slots)} slots on {', '.join(nodes)}",
-                    )
+                history.append(
+                    {
+                        "job_id": job,
+                        "time": t,
+                        "state": "starting",
+                        "run": run,
+                        "detail": f"{where}: {len(slots)} slots on {', '.join(nodes)}",
+                    }
                 )
             elif kind in (EventKind.END, EventKind.FAIL):
                 run = self._run_of(conn, job)
@@ -783,13 +829,12 @@ class Manager:
                 state = "completed" if kind == EventKind.END else "failed"
                 code = 0 if kind == EventKind.END else int(value)
                 conn.execute(
-                    update(J)
-                    .where(J.c.id == job)
-                    .values(state=state, exit_code=code, end_time=t, runtime=info.get("runtime"))
+                    db.UPDATE_JOB_END,
+                    {"b_id": job, "b_state": state, "b_code": code, "b_time": t, "b_runtime": info.get("runtime")},
                 )
                 self.specs.pop(job, None)
                 self.users.pop(job, None)
-                conn.execute(insert(H).values(job_id=job, time=t, state=state, run=run, detail=f"exit code {code}"))
+                history.append({"job_id": job, "time": t, "state": state, "run": run, "detail": f"exit code {code}"})
             elif kind == EventKind.KILL:
                 run = self._run_of(conn, job)
                 cause = _KILL_NAMES.get(int(value), str(value))
@@ -797,7 +842,7 @@ class Manager:
                 why = self._lost_reasons.pop((job, run), None)
                 if why:
                     detail += f": {why}"
-                conn.execute(insert(H).values(job_id=job, time=t, state="killed", run=run, detail=detail))
+                history.append({"job_id": job, "time": t, "state": "killed", "run": run, "detail": detail})
                 conn.execute(update(J).where(J.c.id == job).values(end_time=t))
             elif kind == EventKind.REQUEUE:
                 run = self._run_of(conn, job)
@@ -806,21 +851,25 @@ class Manager:
                     .where(J.c.id == job)
                     .values(state="queued", stage=int(value), site=None, slots=None, restarts=J.c.restarts + 1)
                 )
-                conn.execute(
-                    insert(H).values(
-                        job_id=job, time=t, state="queued", run=run, detail=f"requeued (queue {int(value)})"
-                    )
+                history.append(
+                    {
+                        "job_id": job,
+                        "time": t,
+                        "state": "queued",
+                        "run": run,
+                        "detail": f"requeued (queue {int(value)})",
+                    }
                 )
             elif kind == EventKind.CANCEL:
                 run = self._run_of(conn, job)
                 conn.execute(update(J).where(J.c.id == job).values(state="cancelled", end_time=t))
-                conn.execute(insert(H).values(job_id=job, time=t, state="cancelled", run=run, detail="cancelled"))
+                history.append({"job_id": job, "time": t, "state": "cancelled", "run": run, "detail": "cancelled"})
                 self.specs.pop(job, None)
                 self.users.pop(job, None)
             elif kind == EventKind.REJECT:
                 reason = log_.reasons.get(job, "rejected")
                 conn.execute(update(J).where(J.c.id == job).values(state="rejected", reason=reason, end_time=t))
-                conn.execute(insert(H).values(job_id=job, time=t, state="rejected", run=0, detail=reason))
+                history.append({"job_id": job, "time": t, "state": "rejected", "run": 0, "detail": reason})
             elif kind == EventKind.VM_LEASE:
                 backend = self.engine.backends[site]
                 cores = backend.site.cores_per_node
@@ -839,11 +888,13 @@ class Manager:
                 conn.execute(
                     update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(state="gone", gone_at=t)
                 )
+        if history:
+            conn.execute(db.INSERT_HISTORY, history)
         self.store.insert_events(conn, rows)
 
     @staticmethod
     def _run_of(conn: Any, job: int) -> int:
-        return int(conn.execute(select(db.jobs.c.run).where(db.jobs.c.id == job)).scalar() or 0)
+        return int(conn.execute(db.SELECT_RUN, {"b_id": job}).scalar() or 0)
 
     # -------------------------------------------------------------------------- recovery
 
@@ -938,6 +989,19 @@ class Manager:
                 self._spawn(node)
         engine.handle(EV_WAKE, -1, -1)  # a round at once (keeps clouds at their minimum)
         self._persist()
+
+
+def _still_pilot(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
+    """True while `pid` is still the pilot: signalling its group cannot hit an unrelated process.
+
+    A pilot this manager started is its child: its pid stays reserved until it is reaped, so
+    Popen.poll() (which reaps) tells whether it is still ours. A pilot of an earlier incarnation
+    is checked by its command line. Once a pid is reaped it can be reused at once, e.g. by a job
+    that is the leader of its own process group: a delayed SIGKILL must not reach it.
+    """
+    if proc is not None:
+        return proc.poll() is None
+    return pid_is_pilot(pid)
 
 
 def _alive(node: Node) -> bool:

@@ -7,6 +7,7 @@ only the /pilot endpoints.
 """
 
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -57,13 +58,18 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    token_cache: dict[str, tuple[Principal, float]] = {}
+    # hash -> (principal, expiry, pilot-token generation). User tokens are cached for 5 s; pilot
+    # tokens until the manager deletes any pilot token (a pilot replaced or retired), so the
+    # pilots' polls and reports do not read the database for their token each time.
+    token_cache: dict[str, tuple[Principal, float, int]] = {}
+    # The dependencies below are `async def`: FastAPI runs plain `def` dependencies in a thread
+    # pool, a round trip to another thread for every request (a third of a submission's cost).
 
     @app.exception_handler(RequestError)
     async def _request_error(_req: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse(status_code=exc.status, content={"detail": exc.message})
 
-    def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
+    async def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
         if not authorization:
             raise HTTPException(
                 401, "missing token: send 'Authorization: Bearer <token>'", headers={"WWW-Authenticate": "Bearer"}
@@ -75,7 +81,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             )
         h = hash_token(token.strip())
         hit = token_cache.get(h)
-        if hit is not None and hit[1] > time.monotonic():
+        if hit is not None and hit[1] > time.monotonic() and hit[2] == manager.token_generation:
             return hit[0]
         found = manager.store.lookup_token(h)
         if found is None:
@@ -83,21 +89,25 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             raise HTTPException(401, "invalid token", headers={"WWW-Authenticate": "Bearer"})
         user, kind, node, admin = found
         p = Principal(kind=kind, user=user, admin=admin, node=node)
-        if kind == "user":  # pilot tokens change when pilots are replaced: never cached
-            token_cache[h] = (p, time.monotonic() + 5.0)
+        if len(token_cache) > 10000:
+            token_cache.clear()
+        if kind == "user":
+            token_cache[h] = (p, time.monotonic() + 5.0, manager.token_generation)
+        else:
+            token_cache[h] = (p, math.inf, manager.token_generation)
         return p
 
-    def user_of(p: Annotated[Principal, Depends(principal)]) -> Principal:
+    async def user_of(p: Annotated[Principal, Depends(principal)]) -> Principal:
         if p.kind != "user":
             raise HTTPException(403, "pilot tokens may only use the /pilot endpoints")
         return p
 
-    def admin_of(p: Annotated[Principal, Depends(user_of)]) -> Principal:
+    async def admin_of(p: Annotated[Principal, Depends(user_of)]) -> Principal:
         if not p.admin:
             raise HTTPException(403, "this needs the admin token")
         return p
 
-    def pilot_of(p: Annotated[Principal, Depends(principal)]) -> Principal:
+    async def pilot_of(p: Annotated[Principal, Depends(principal)]) -> Principal:
         if p.kind != "pilot" or p.node is None:
             raise HTTPException(403, "only pilots may use the /pilot endpoints")
         return p
@@ -153,7 +163,20 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def submit(req: SubmitRequest, p: User) -> SubmitResponse:
         """Submit a job; answers its id."""
         assert p.user is not None
-        return SubmitResponse(id=manager.submit(p.user, req.model_dump(exclude_none=True)))
+        job_id = manager.submit(p.user, req.model_dump(exclude_none=True))
+        await manager.committed()
+        return SubmitResponse(id=job_id)
+
+    @app.post("/jobs/batch", status_code=201, response_model=list[SubmitResponse], tags=["jobs"])
+    async def submit_batch(reqs: list[SubmitRequest], p: User) -> list[SubmitResponse]:
+        """Submit several jobs at once (all or none are accepted); answers their ids, in order."""
+        assert p.user is not None
+        specs = [r.model_dump(exclude_none=True) for r in reqs]
+        for spec in specs:
+            manager.check_size(int(spec["size"]))
+        ids = [manager.submit(p.user, spec) for spec in specs]
+        await manager.committed()
+        return [SubmitResponse(id=i) for i in ids]
 
     @app.get("/jobs", response_model=list[JobInfo], tags=["jobs"])
     async def list_jobs(
@@ -285,6 +308,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         """The persisted engine event log (admin only): [time, kind, job, site, vm, value] rows."""
         return [list(r) for r in manager.store.event_rows()[since:]]
 
+    @app.get("/pilots", tags=["admin"])
+    async def pilot_list(p: Admin) -> list[dict[str, Any]]:
+        """Every pilot recorded (admin only): node, site, slots, pid, host, state and times."""
+        return manager.store.pilot_rows()
+
     # -------------------------------------------------------------------------- pilots
 
     @app.post("/pilot/register", tags=["pilot"])
@@ -299,11 +327,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         pilot_id: str,
         ack: Annotated[int, Query(ge=0)] = 0,
         wait: Annotated[float, Query(ge=0, le=60)] = 10.0,
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         """Long poll for commands (start, kill, exit) after sequence number `ack`; also the heartbeat."""
         assert p.node is not None
         cmds = await manager.poll(p.node, pilot_id, ack, wait)
-        return {"commands": cmds}
+        return JSONResponse({"commands": cmds})  # plain JSON: no jsonable_encoder walk of the commands
 
     @app.post("/pilot/report", tags=["pilot"])
     async def pilot_report(req: ReportRequest, p: Pilot) -> dict[str, Any]:

@@ -26,8 +26,10 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     create_engine,
     event,
+    func,
     insert,
     select,
     update,
@@ -133,6 +135,43 @@ pilots = Table(
 
 TERMINAL = ("completed", "failed", "cancelled", "rejected")
 """Job states a job never leaves."""
+
+# Statements built once: the hot paths (submission, start, end) execute them with parameters, so
+# SQLAlchemy neither rebuilds the expression nor recomputes its cache key per call.
+INSERT_JOB = insert(jobs)
+INSERT_HISTORY = insert(job_history)
+INSERT_EVENTS = insert(events)
+SELECT_RUN = select(jobs.c.run).where(jobs.c.id == bindparam("b_id"))
+UPDATE_JOB_START = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("b_id"))
+    .values(
+        state="starting",
+        site=bindparam("b_site"),
+        slots=bindparam("b_slots"),
+        run=bindparam("b_run"),
+        limit_s=bindparam("b_limit"),
+        start_time=bindparam("b_time"),
+        end_time=None,
+        exit_code=None,
+        runtime=None,
+    )
+)
+UPDATE_JOB_END = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("b_id"))
+    .values(
+        state=bindparam("b_state"),
+        exit_code=bindparam("b_code"),
+        end_time=bindparam("b_time"),
+        runtime=bindparam("b_runtime"),
+    )
+)
+UPDATE_JOB_RUNNING = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("b_id"), jobs.c.run == bindparam("b_run"), jobs.c.state == "starting")
+    .values(state="running")
+)
 
 
 def normalize_url(url: str) -> str:
@@ -294,7 +333,12 @@ class Store:
         """Append engine events."""
         rows = list(rows)
         if rows:
-            conn.execute(insert(events), rows)
+            conn.execute(INSERT_EVENTS, rows)
+
+    def max_job_id(self) -> int:
+        """The largest job id stored, 0 when there is none."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.max(jobs.c.id))).scalar() or 0)
 
 
 def _job_dict(row: Any) -> dict[str, Any]:

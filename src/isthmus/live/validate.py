@@ -1,0 +1,606 @@
+"""Simulation against live: one reduced workload run both ways with the same policies.
+
+KOALA-C checks its simulator against the real system with a reduced trace (KOALA-C Fig. 7,
+dissertation §6.6); this module does the same for isthmus. A workload is cut to its first N
+jobs, its submit times and runtimes are multiplied by a time scale F (F = 0.01: a 10-minute job
+sleeps 6 s), runtimes below a floor are raised to it, and jobs larger than the largest site are
+dropped. The result is
+
+* **simulated** with :func:`isthmus.sim.runner.simulate` (same environment, policies and round
+  interval), and
+* **run live**: a real manager (``python -m isthmus.live server``) on a fresh state directory
+  and free port, each job submitted through the REST API at its scaled submit time as
+  ``sleep RUNTIME``, run by real pilots; when every job has ended and every VM is gone, the
+  manager's persisted engine event log is fetched from ``/events``.
+
+Both event logs go through the same :func:`isthmus.metrics.run.compute_run_metrics`, so the
+figures differ only by what the live system adds: dispatch latency (decision → pilot → process
+start), process start-up, the report of the end reaching the manager, VM pilots registering
+after their boot delay, and submissions a few milliseconds late. A run that ends a few tens of
+milliseconds later than simulated can miss a scheduling round and wait one more round interval;
+that is why very short jobs differ most in slowdown and why the floor keeps runtimes >= 2 s.
+
+Live times are relative to an instant ``t0`` aligned to the round interval, so live rounds fall
+at the same offsets as simulated ones; the workload starts half a round after ``t0`` on both
+sides so that the first arrival does not race the first round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from isthmus.live.client import Client
+from isthmus.live.manager import free_port
+from isthmus.metrics.run import RunMetrics, compute_run_metrics, write_run
+from isthmus.model.environment import Environment, PolicyChoice
+from isthmus.model.events import EventKind, EventLog
+from isthmus.model.job import Job
+from isthmus.workloads import Workload, reduce_workload
+
+DEFAULT_SCALE = 0.01
+"""Default time scale: submit times and runtimes × 0.01 (a 10-minute job sleeps 6 s)."""
+
+DEFAULT_MIN_RUNTIME = 2.5
+"""Runtime floor (s) after scaling: shorter runs are dominated by dispatch and process start. Not a
+multiple of the round interval, so floored runs do not all end exactly on a round (see the module doc)."""
+
+COMPARED = ("wait_mean", "slowdown_mean", "bounded_slowdown_mean", "makespan", "utilization", "cost_charged")
+"""Summary figures compared side by side (docs/metrics.md)."""
+
+TERMINAL = ("completed", "failed", "cancelled", "rejected")
+MAX_LIST = 100000  # the API's largest page of jobs
+
+Progress = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------------- the case
+
+
+@dataclass(frozen=True)
+class ValidationCase:
+    """The workload both sides run: scaled, floored jobs (sorted by submit time) on `env`.
+
+    `dropped`: ids of jobs larger than the largest site (removed); `floored`/`capped`: how many
+    runtimes were raised to `min_runtime` / lowered to `max_runtime`; `lead_in`: seconds added
+    to every submit time (half a round interval).
+    """
+
+    env: Environment
+    jobs: tuple[Job, ...]
+    workload: str
+    scale: float
+    min_runtime: float
+    max_runtime: float | None
+    lead_in: float
+    dropped: tuple[int, ...] = ()
+    floored: int = 0
+    capped: int = 0
+
+    @property
+    def span(self) -> float:
+        """Seconds from t0 to the last submission."""
+        return self.jobs[-1].submit if self.jobs else 0.0
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able description of the case."""
+        return {
+            "environment": self.env.name,
+            "workload": self.workload,
+            "jobs": len(self.jobs),
+            "scale": self.scale,
+            "min_runtime": self.min_runtime,
+            "max_runtime": self.max_runtime,
+            "lead_in": self.lead_in,
+            "round_interval": self.env.round_interval,
+            "dropped_too_large": list(self.dropped),
+            "runtimes_floored": self.floored,
+            "runtimes_capped": self.capped,
+            "submit_span": self.span,
+            "total_runtime": sum(j.runtime for j in self.jobs),
+        }
+
+
+def prepare_case(
+    env: Environment,
+    workload: Workload,
+    *,
+    scale: float = DEFAULT_SCALE,
+    jobs: int | None = None,
+    min_runtime: float = DEFAULT_MIN_RUNTIME,
+    max_runtime: float | None = None,
+    name: str | None = None,
+) -> ValidationCase:
+    """Reduce `workload` for a validation run on `env`.
+
+    Keeps the first `jobs` jobs, scales submit times (from the first submission) and runtimes by
+    `scale` (`isthmus.workloads.reduce_workload`), drops jobs larger than the largest site,
+    rounds runtimes to 10 ms and clamps them to [`min_runtime`, `max_runtime`]; requested
+    runtimes are scaled and floored the same way. ValueError when nothing is left.
+    """
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive number, got {scale}")
+    if min_runtime < 0:
+        raise ValueError(f"min_runtime must be >= 0, got {min_runtime}")
+    if max_runtime is not None and max_runtime < max(min_runtime, 0.01):
+        raise ValueError(f"max_runtime ({max_runtime}) must be at least min_runtime ({min_runtime})")
+    w = workload.head(jobs) if jobs is not None else workload
+    if not w.jobs:
+        raise ValueError(f"workload {workload.name!r} has no jobs")
+    reduced, _report = reduce_workload(w, arrival_scale=scale, runtime_scale=scale)
+    interval = env.round_interval
+    lead_in = 0.5 * interval if interval else 0.5
+    largest = env.max_processors
+    kept: list[Job] = []
+    dropped: list[int] = []
+    floored = capped = 0
+    for job in reduced.jobs:
+        if job.size > largest or job.size <= 0:
+            dropped.append(job.id)
+            continue
+        runtime = round(job.runtime, 2)
+        if runtime < min_runtime:
+            runtime = min_runtime
+            floored += 1
+        if max_runtime is not None and runtime > max_runtime:
+            runtime = max_runtime
+            capped += 1
+        req = job.requested_runtime
+        if req is not None:
+            req = round(max(req, min_runtime), 2)
+        kept.append(
+            dataclasses.replace(job, submit=round(job.submit + lead_in, 3), runtime=runtime, requested_runtime=req)
+        )
+    if not kept:
+        raise ValueError(f"no job of {workload.name!r} fits the largest site of {env.name!r} ({largest} processors)")
+    return ValidationCase(
+        env=env,
+        jobs=tuple(kept),
+        workload=name or workload.source or workload.name,
+        scale=scale,
+        min_runtime=min_runtime,
+        max_runtime=max_runtime,
+        lead_in=lead_in,
+        dropped=tuple(dropped),
+        floored=floored,
+        capped=capped,
+    )
+
+
+def _with_policies(env: Environment, allocation: PolicyChoice, provisioning: PolicyChoice | None) -> Environment:
+    return dataclasses.replace(
+        env, allocation=allocation, provisioning=provisioning if provisioning is not None else env.provisioning
+    )
+
+
+# ------------------------------------------------------------------------------ simulation
+
+
+@dataclass
+class SimRun:
+    """The simulated side of one policy: its metrics and event log."""
+
+    metrics: RunMetrics
+    log: EventLog
+
+
+def simulate_case(case: ValidationCase, allocation: PolicyChoice, provisioning: PolicyChoice | None = None) -> SimRun:
+    """The simulated side: `simulate()` on the case's jobs, metrics from its event log."""
+    from isthmus.sim.runner import simulate
+
+    env = _with_policies(case.env, allocation, provisioning)
+    result = simulate(env, list(case.jobs), env.allocation, env.provisioning)
+    return SimRun(compute_run_metrics(result.log, result.jobs, env, result.end_time), result.log)
+
+
+def write_events(log: EventLog, path: Path) -> Path:
+    """Write an event log as CSV (time, kind name, job, site, vm, value) for inspection."""
+    lines = ["time,kind,job,site,vm,value"]
+    lines += [f"{e.time:.6f},{e.kind.name},{e.job},{e.site},{e.vm},{e.value:g}" for e in log]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# ------------------------------------------------------------------------------------ live
+
+
+@dataclass
+class LiveRun:
+    """The live side of one policy: metrics from the manager's event log, and what it cost.
+
+    `log`: the event log with times relative to t0 and workload job ids; `run_overhead_mean`:
+    mean over completed runs of (END − START) − runtime, i.e. dispatch + process start + end
+    report; `submit_lag_mean`: mean lateness of the SUBMIT events against the scaled submit
+    times; `wall_seconds`: the whole live run including start-up and shut-down.
+    """
+
+    metrics: RunMetrics
+    log: EventLog
+    wall_seconds: float
+    run_overhead_mean: float | None
+    run_overhead_max: float | None
+    submit_lag_mean: float | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _tagged_pids(tag: str) -> list[int]:
+    """Live (not zombie) processes whose environment carries ISTHMUS_TAG=tag."""
+    needle = f"ISTHMUS_TAG={tag}".encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read()
+        except (OSError, IndexError):
+            continue
+        if needle in env.split(b"\0"):
+            out.append(int(d))
+    return out
+
+
+def _kill_tagged(tag: str) -> int:
+    """SIGKILL whatever still carries `tag` (pilots or jobs that outlived the manager); how many."""
+    killed = 0
+    for _ in range(3):
+        pids = [p for p in _tagged_pids(tag) if p != os.getpid()]
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        time.sleep(0.2)
+    return killed
+
+
+@contextlib.contextmanager
+def live_manager(
+    env: Environment, work_dir: Path, *, poll_wait: float = 5.0, tag: str | None = None
+) -> Iterator[Client]:
+    """Run a manager for `env` (``python -m isthmus.live server``) in `work_dir`; yield an admin client.
+
+    The manager runs in its own session on a free port with a fresh SQLite state directory.
+    On exit it is stopped with SIGTERM (it tells its pilots to exit and kills them); whatever
+    still carries its ISTHMUS_TAG (`tag`, default a fresh unique one) afterwards is killed.
+    """
+    from isthmus.config import dump_environment
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    env_file = work_dir / "env.toml"
+    env_file.write_text(dump_environment(env, "toml"))
+    state = work_dir / "state"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    tag = tag or uuid.uuid4().hex
+    cmd = [
+        sys.executable,
+        "-m",
+        "isthmus.live",
+        "server",
+        "--env",
+        str(env_file),
+        "--state-dir",
+        str(state),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--poll-wait",
+        str(poll_wait),
+    ]
+    with open(work_dir / "server.log", "wb") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, ISTHMUS_TAG=tag),
+            start_new_session=True,
+        )
+    client: Client | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the manager exited ({proc.returncode}): {(work_dir / 'server.log').read_text()}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the manager did not answer /health within 60 s")
+            time.sleep(0.05)
+        client = Client(url, (state / "admin.token").read_text().strip())
+        yield client
+    finally:
+        if client is not None:
+            client.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        _kill_tagged(tag)
+
+
+def _wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def run_live(
+    case: ValidationCase,
+    allocation: PolicyChoice,
+    provisioning: PolicyChoice | None = None,
+    *,
+    work_dir: Path,
+    timeout: float | None = None,
+    progress: Progress | None = None,
+    tag: str | None = None,
+) -> LiveRun:
+    """The live side: submit the case's jobs as `sleep RUNTIME` to a real manager and read its event log.
+
+    Waits until every cluster pilot has registered, then picks t0 (a multiple of the round
+    interval, at least one second ahead) and submits each job at t0 + its submit time with a
+    token of its user (one token per workload user, so per-user predictions match). Waits until
+    every job is terminal and every VM is gone (or `timeout` seconds after t0, default 60 s + 3 ×
+    (submission span + total runtime / largest site)) and computes the metrics from the
+    persisted event log.
+    """
+    say = progress or (lambda _m: None)
+    env = _with_policies(case.env, allocation, provisioning)
+    wall0 = time.monotonic()
+    notes: list[str] = []
+    if timeout is None:
+        timeout = 60.0 + 3.0 * (case.span + sum(j.runtime for j in case.jobs) / max(1, env.max_processors))
+    with live_manager(env, work_dir, tag=tag) as admin:
+        n_pilots = sum(s.nodes for s in env.sites if not s.is_cloud)
+        _wait_for(
+            lambda: sum(p["state"] == "registered" for p in admin.pilots()) >= n_pilots,
+            60,
+            f"{n_pilots} cluster pilots to register",
+        )
+        users: dict[str, Client] = {}
+        for job in case.jobs:
+            if job.user not in users:
+                tok = admin.create_token(f"u{len(users)}")["token"]
+                users[job.user] = Client(admin.url, tok)
+        try:
+            interval = env.round_interval or 1.0
+            t0 = math.ceil((time.time() + 1.0) / interval) * interval
+            say(f"live: {len(case.jobs)} jobs over {case.span:.1f} s from t0")
+            ids: dict[int, int] = {}
+            for job in case.jobs:
+                delay = t0 + job.submit - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                spec: dict[str, Any] = {
+                    "command": "sleep",
+                    "args": [f"{job.runtime:.2f}"],
+                    "size": job.size,
+                    "name": f"validate-{job.id}",
+                }
+                if job.requested_runtime is not None:
+                    spec["requested_runtime"] = job.requested_runtime
+                ids[users[job.user].submit(**spec)] = job.id
+        finally:
+            for c in users.values():
+                c.close()
+        say("live: all submitted; waiting for the jobs to end and the VMs to go")
+
+        def deadline_left() -> float:
+            assert timeout is not None
+            return timeout - (time.time() - t0)
+
+        def all_done() -> bool:
+            rows = admin.jobs(all_=True, states=list(TERMINAL), limit=MAX_LIST)
+            return sum(r["id"] in ids for r in rows) >= len(ids)
+
+        try:
+            _wait_for(all_done, max(1.0, deadline_left()), "every job to end", 0.5)
+        except TimeoutError as exc:
+            notes.append(str(exc))
+        try:
+            _wait_for(lambda: not admin.vms(), max(1.0, deadline_left()), "every VM to be released", 0.5)
+        except TimeoutError as exc:
+            notes.append(str(exc))
+        horizon_wall = time.time()
+        rows = admin.events()
+        reasons = {
+            r["id"]: r["reason"] for r in admin.jobs(all_=True, limit=MAX_LIST) if r["id"] in ids and r.get("reason")
+        }
+    log = EventLog()
+    for t, kind, live_job, site, vm, value in rows:
+        jid = ids.get(int(live_job), -1) if live_job >= 0 else -1
+        if live_job >= 0 and jid < 0:
+            continue  # not one of ours
+        log.append(float(t) - t0, int(kind), jid, int(site), int(vm), float(value))
+    for live_id, reason in reasons.items():
+        log.reasons[ids[live_id]] = reason
+    jobs = {j.id: j for j in case.jobs}
+    all_gone = not any("VM" in n for n in notes)
+    horizon = (log.columns()["time"][-1] if len(log) else 0.0) if all_gone else horizon_wall - t0
+    metrics = compute_run_metrics(log, jobs, env, horizon)
+    overheads, lags = _overheads(log, jobs)
+    return LiveRun(
+        metrics=metrics,
+        log=log,
+        wall_seconds=time.monotonic() - wall0,
+        run_overhead_mean=sum(overheads) / len(overheads) if overheads else None,
+        run_overhead_max=max(overheads) if overheads else None,
+        submit_lag_mean=sum(lags) / len(lags) if lags else None,
+        notes=notes,
+    )
+
+
+def _overheads(log: EventLog, jobs: dict[int, Job]) -> tuple[list[float], list[float]]:
+    """(END − START − runtime of completed runs, SUBMIT time − scaled submit time), per job."""
+    started: dict[int, float] = {}
+    overheads: list[float] = []
+    lags: list[float] = []
+    for e in log:
+        job = jobs.get(e.job)
+        if job is None:
+            continue
+        if e.kind is EventKind.SUBMIT:
+            lags.append(e.time - job.submit)
+        elif e.kind is EventKind.START:
+            started[e.job] = e.time
+        elif e.kind is EventKind.END and e.job in started:
+            overheads.append(e.time - started[e.job] - job.runtime)
+    return overheads, lags
+
+
+# ------------------------------------------------------------------------------ comparison
+
+
+def compare_summaries(
+    sim: dict[str, Any], live: dict[str, Any], keys: Sequence[str] = COMPARED
+) -> list[dict[str, Any]]:
+    """One row per figure: simulated, live, absolute (live − sim) and relative ((live − sim) / sim) difference."""
+    rows = []
+    for k in keys:
+        s, v = sim.get(k), live.get(k)
+        absd = rel = None
+        if isinstance(s, int | float) and isinstance(v, int | float) and math.isfinite(s) and math.isfinite(v):
+            absd = v - s
+            rel = absd / abs(s) if s else (0.0 if v == 0 else None)
+        rows.append({"metric": k, "simulated": s, "live": v, "abs_diff": absd, "rel_diff": rel})
+    return rows
+
+
+@dataclass
+class PolicyValidation:
+    """Both sides of one policy and their comparison."""
+
+    policy: str
+    simulated: SimRun
+    live: LiveRun
+    rows: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the comparison rows, both sides' job counts and the live overheads."""
+        s, v = self.simulated.metrics.summary, self.live.metrics.summary
+        return {
+            "policy": self.policy,
+            "comparison": self.rows,
+            "simulated": {k: s.get(k) for k in ("jobs_total", "jobs_completed", "jobs_unfinished", "jobs_rejected")},
+            "live": {
+                **{k: v.get(k) for k in ("jobs_total", "jobs_completed", "jobs_unfinished", "jobs_rejected")},
+                "run_overhead_mean": self.live.run_overhead_mean,
+                "run_overhead_max": self.live.run_overhead_max,
+                "submit_lag_mean": self.live.submit_lag_mean,
+                "wall_seconds": self.live.wall_seconds,
+                "notes": self.live.notes,
+            },
+        }
+
+
+@dataclass
+class ValidationReport:
+    """Every policy of one validation run."""
+
+    case: ValidationCase
+    provisioning: str
+    policies: list[PolicyValidation]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able report (written as validation.json)."""
+        return {
+            "case": self.case.describe(),
+            "provisioning": self.provisioning,
+            "policies": [p.to_dict() for p in self.policies],
+        }
+
+
+def validate(
+    case: ValidationCase,
+    policies: Sequence[PolicyChoice],
+    provisioning: PolicyChoice | None = None,
+    *,
+    out: Path | None = None,
+    work_dir: Path | None = None,
+    timeout: float | None = None,
+    progress: Progress | None = None,
+    tag: str | None = None,
+) -> ValidationReport:
+    """Simulate and run live every policy of `policies` on `case`; write the files into `out` if given.
+
+    Files: ``validation.json`` and, per policy, ``LABEL.sim.*`` / ``LABEL.live.*`` per-job
+    records and summaries (`write_run`) and event logs (``.events.csv``, live times from t0).
+    Live state (database, job output, pilot logs) goes into `work_dir` (default: a temporary
+    directory removed afterwards). `tag` is set as
+    ISTHMUS_TAG in the managers, their pilots and jobs (default: a fresh one per manager).
+    """
+    from isthmus.cli.specs import policy_label
+
+    say = progress or (lambda _m: None)
+    prov = provisioning if provisioning is not None else case.env.provisioning
+    results: list[PolicyValidation] = []
+    with contextlib.ExitStack() as stack:
+        base = work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="isthmus-validate-")))
+        for choice in policies:
+            label = policy_label(choice)
+            if choice.name == "sjf-ideal":
+                raise ValueError("sjf-ideal knows actual runtimes: it exists in simulation only")
+            say(f"{label}: simulating")
+            sim = simulate_case(case, choice, prov)
+            say(f"{label}: running live")
+            safe = "".join(ch if ch.isalnum() or ch in "-_.=" else "_" for ch in label)
+            live = run_live(case, choice, prov, work_dir=base / safe, timeout=timeout, progress=progress, tag=tag)
+            rows = compare_summaries(sim.metrics.summary, live.metrics.summary)
+            results.append(PolicyValidation(label, sim, live, rows))
+            if out is not None:
+                out.mkdir(parents=True, exist_ok=True)
+                for side, metrics, log in (("sim", sim.metrics, sim.log), ("live", live.metrics, live.log)):
+                    write_run(metrics, out, f"{safe}.{side}")
+                    write_events(log, out / f"{safe}.{side}.events.csv")
+    report = ValidationReport(case, policy_label(prov), results)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "validation.json").write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    return report
+
+
+__all__ = [
+    "COMPARED",
+    "DEFAULT_MIN_RUNTIME",
+    "DEFAULT_SCALE",
+    "LiveRun",
+    "PolicyValidation",
+    "SimRun",
+    "ValidationCase",
+    "ValidationReport",
+    "compare_summaries",
+    "live_manager",
+    "prepare_case",
+    "run_live",
+    "simulate_case",
+    "validate",
+    "write_events",
+]
