@@ -23,6 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from isthmus.live.client import Client
+from isthmus.live.launch import tagged_pids
 from isthmus.live.manager import free_port
 
 PG_DSN = os.environ.get("ISTHMUS_TEST_PG")
@@ -69,26 +70,6 @@ def write_env(
         )
     )
     return path
-
-
-def tagged_pids(tag: str) -> list[int]:
-    """Processes whose environment carries ISTHMUS_TAG=tag."""
-    needle = f"ISTHMUS_TAG={tag}".encode()
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/environ", "rb") as f:
-                env = f.read()
-            with open(f"/proc/{d}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-        except OSError:
-            continue
-        if needle in env.split(b"\0"):
-            out.append(int(d))
-    return out
 
 
 @pytest.fixture

@@ -64,10 +64,10 @@ def test_small_case_live_agrees_with_simulation(tmp_path: Path, tag: str) -> Non
 def test_cli_runs_with_a_policy_and_drops_too_large_jobs(tmp_path: Path, tag: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import types
 
-    import isthmus.live.validate as v
+    import isthmus.live.launch as launch
 
     # the manager the CLI starts gets the test's tag, so leftovers would be found
-    monkeypatch.setattr(v, "uuid", types.SimpleNamespace(uuid4=lambda: types.SimpleNamespace(hex=tag)))
+    monkeypatch.setattr(launch, "uuid", types.SimpleNamespace(uuid4=lambda: types.SimpleNamespace(hex=tag)))
     trace = tmp_path / "t.swf"
     # id submit wait runtime procs cpu mem req_procs req_time req_mem status user group app queue part prev think
     trace.write_text(

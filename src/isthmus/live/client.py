@@ -42,6 +42,7 @@ class Client:
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:
         self.url = url or os.environ.get("ISTHMUS_URL", DEFAULT_URL)
+        self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
