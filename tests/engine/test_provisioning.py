@@ -61,3 +61,15 @@ def test_job_larger_than_cloud_maximum_is_rejected():
     env = cloud_env(cluster=1, max_vms=2)
     result = simulate(env, [job(1, 0, 3, 10)], "ff", "on-demand")
     assert "needs 3 processors" in result.log.reasons[1]
+
+
+def test_on_demand_waits_for_the_cloud_window_and_keeps_the_minimum_from_then():
+    from isthmus.model import Environment, Site, SiteKind
+
+    cloud = Site("cloud", kind=SiteKind.CLOUD, max_vms=2, min_vms=2, available_from=3000.0)
+    env = Environment("window", (Site("c", nodes=1), cloud), round_interval=None)
+    result = simulate(env, [job(1, 0, 1, 10), job(2, 0, 1, 10)], "ff", "on-demand")
+    leases = [t for t, k in vm_events(result) if k == "VM_LEASE"]
+    assert leases == [3000.0, 3000.0]  # exactly when the window opens, none refused before
+    assert result.rejected_decisions == 0
+    assert start_of(result) == {1: (0, 0), 2: (10, 0)}

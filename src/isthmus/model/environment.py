@@ -24,7 +24,8 @@ class PolicyChoice:
 class Environment:
     """Sites, sets of sites and policies: everything a run needs besides the workload.
 
-    `sets` is empty when the policies use all sites in the order given. `allocation` and
+    `sets` are the sets of sites that set-aware policies (TAGS-sets) read; other policies use
+    all sites in the order given and ignore them. `allocation` and
     `provisioning` name the default policies; a command line may override them.
     `round_interval` is the scheduling period in seconds (KOALA-C: 30 s); None makes rounds
     event-triggered (a round after every batch of simultaneous events).

@@ -38,6 +38,8 @@ class OnDemand:
     close to the end of its current billing increment (within `paid_release_window` seconds of
     it, "when they are close to reaching another hour of their lifetime"), so a VM is never
     given back while time already paid for remains and never starts a new increment idle.
+    A cloud outside its availability window (the IBM seed's cloud) is left alone; before the
+    window opens the policy asks to be woken when it does.
     """
 
     name: ClassVar[str] = "on-demand"
@@ -48,15 +50,20 @@ class OnDemand:
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Leases for unmet demand and the minimum; releases of idle VMs; the next wake-up."""
+        now = view.now
+        out: list[Decision] = []
         clouds: dict[int, CloudInfo] = {}
         for s in view.sites:
             c = view.cloud(s.index)
-            if c is not None:
+            if c is None:
+                continue
+            opens, closes = c.site.available_from, c.site.available_until
+            if opens is not None and now < opens:
+                out.append(WakeUp(opens, by=self.name))  # look again when the window opens
+            elif closes is None or now < closes:
                 clouds[s.index] = c
         if not clouds:
-            return []
-        now = view.now
-        out: list[Decision] = []
+            return out
         planned = dict.fromkeys(clouds, 0)
         for i, c in clouds.items():
             deficit = c.site.min_vms - c.leased
