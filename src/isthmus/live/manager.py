@@ -46,12 +46,12 @@ from isthmus.backends.local import (
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY, EV_WAKE, SimClock
 from isthmus.engine.engine import Engine
+from isthmus.engine.policies import build_policies
 from isthmus.engine.state import JobEntry, JobState
 from isthmus.model.decisions import StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, KillCause
 from isthmus.model.job import Job, PriorityClass, VmRequirements
-from isthmus.policies import registry
 from isthmus.server import store as db
 from isthmus.server.auth import hash_token, new_token
 
@@ -179,11 +179,7 @@ class Manager:
 
     def _build_engine(self) -> Engine:
         env = self.env
-        alloc = registry.create("allocation", env.allocation.name, env.allocation.params)
-        prov = registry.create("provisioning", env.provisioning.name, env.provisioning.params)
-        pred = None
-        if getattr(alloc, "uses_prediction", False):
-            pred = registry.create("prediction", "user-last-two")
+        policies = build_policies(env.allocation, env.provisioning)
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
             if site.is_cloud:
@@ -196,7 +192,13 @@ class Manager:
         interval = env.round_interval if self.config.round_interval == "env" else self.config.round_interval
         assert interval is None or isinstance(interval, (int, float))
         return Engine(
-            env, alloc, prov, pred, backends, self.clock.at, round_interval=float(interval) if interval else None
+            env,
+            policies.allocation,
+            policies.provisioning,
+            policies.predictor,
+            backends,
+            self.clock.at,
+            round_interval=float(interval) if interval else None,
         )
 
     # --------------------------------------------------------------------------- lifecycle

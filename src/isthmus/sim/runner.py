@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.clock import PRIO_WAKE, SimClock
 from isthmus.engine.engine import Engine
+from isthmus.engine.policies import DEFAULT_PREDICTOR, build_policies
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventLog
 from isthmus.model.job import Job
-from isthmus.policies import registry
 from isthmus.sim.backends import SimCloud, SimCluster
 
 # Arrivals sort after completions, VM changes and wake-ups of the same instant, before the round.
@@ -59,7 +59,7 @@ def simulate(
     jobs: Sequence[Job],
     allocation: str | PolicyChoice | None = None,
     provisioning: str | PolicyChoice | None = None,
-    predictor: str | PolicyChoice | None = "user-last-two",
+    predictor: str | PolicyChoice | None = DEFAULT_PREDICTOR,
     *,
     round_interval: float | object | None = _UNSET,
     label: str | None = None,
@@ -78,21 +78,17 @@ def simulate(
     """
     alloc = _choice(allocation) if allocation is not None else env.allocation
     prov = _choice(provisioning) if provisioning is not None else env.provisioning
-    alloc_policy = registry.create("allocation", alloc.name, alloc.params)
-    prov_policy = registry.create("provisioning", prov.name, prov.params)
     pred = _choice(predictor) if predictor is not None else None
-    pred_policy = None
-    if pred is not None and getattr(alloc_policy, "uses_prediction", False):
-        pred_policy = registry.create("prediction", pred.name, pred.params)
+    policies = build_policies(alloc, prov, pred)
     interval = env.round_interval if round_interval is _UNSET else round_interval
     assert interval is None or isinstance(interval, (int, float))
 
     clock = SimClock()
     engine = Engine(
         env,
-        alloc_policy,
-        prov_policy,
-        pred_policy,
+        policies.allocation,
+        policies.provisioning,
+        policies.predictor,
         build_backends(env, clock),
         clock.at,
         round_interval=float(interval) if interval else None,
@@ -150,7 +146,7 @@ def simulate(
         label=label or alloc.name,
         allocation=alloc,
         provisioning=prov,
-        predictor=pred if pred_policy is not None else None,
+        predictor=pred if policies.predictor is not None else None,
         log=engine.log,
         jobs={j.id: j for j in jobs},
         unfinished=unfinished,
