@@ -102,7 +102,6 @@ class Engine:
         self.history: dict[str, deque[float]] = {}
         self.runtime_sum = 0.0
         self.runtime_count = 0
-        self.completed = 0
         self.why_not: dict[int, str] = {}
         self.rejected_decisions = 0
         self.rounds = 0
@@ -242,7 +241,6 @@ class Engine:
             hist.append(runtime)
             self.runtime_sum += runtime
             self.runtime_count += 1
-            self.completed += 1
         else:
             entry.state = JobState.FAILED
             self.log.append(now, int(EventKind.FAIL), job_id, entry.site, -1, exit_code)
