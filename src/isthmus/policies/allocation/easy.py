@@ -8,26 +8,8 @@ from typing import ClassVar
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, free_processors
-from isthmus.policies.base import SiteInfo, View
-
-
-def shadow(
-    site: SiteInfo, free: int, now: float, size: int, started: list[tuple[float, int]]
-) -> tuple[float, int]:
-    """When `size` processors will be free on `site` if running jobs (and those `started` this
-    round, as (estimated end, size)) end at their estimated ends, and how many processors are
-    left over then ("extra"). (inf, 0) if never."""
-    if free >= size:
-        return now, free - size
-    running = site.running
-    ends = [(end, running[j].job.size) for end, j in site.by_estimated_end if j in running]
-    if started:
-        ends = sorted(ends + started)
-    for end, n in ends:
-        free += n
-        if free >= size:
-            return max(end, now), free - size
-    return math.inf, 0
+from isthmus.policies.base import View
+from isthmus.policies.prediction.wait import earliest_fit, profile_steps
 
 
 class EasyBackfilling(SingleSetPolicy):
@@ -69,7 +51,7 @@ class EasyBackfilling(SingleSetPolicy):
         res_site, res_time, extra = -1, math.inf, 0
         sites = view.sites
         for i in order:
-            t, x = shadow(sites[i], free[i], now, head.job.size, started.get(i, []))
+            t, x = earliest_fit(profile_steps(sites[i], free[i], now, started.get(i, ())), head.job.size)
             if t < res_time:
                 res_site, res_time, extra = i, t, x
         for e in queue:

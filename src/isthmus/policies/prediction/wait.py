@@ -10,43 +10,50 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
-from isthmus.policies.base import View
+from isthmus.policies.base import SiteInfo, View
+
+
+def profile_steps(
+    site: SiteInfo, free: int, now: float, started: Sequence[tuple[float, int]] = ()
+) -> Iterator[tuple[float, int]]:
+    """Free processors of `site` over time: `free` now, growing by each running job's size at
+    its estimated end (and by the (estimated end, size) pairs of runs `started` this round).
+
+    Yields (time, free processors) steps, one per ending run, in time order; free never decreases.
+    """
+    yield now, free
+    running = site.running
+    ends = [(end, running[j].job.size) for end, j in site.by_estimated_end if j in running]
+    if started:
+        ends = sorted(ends + list(started))
+    for end, size in ends:
+        free += size
+        yield (end if end > now else now), free
+
+
+def earliest_fit(steps: Iterable[tuple[float, int]], size: int) -> tuple[float, int]:
+    """The first step with `size` free processors and how many are left over then; (inf, 0) if none."""
+    for time, free in steps:
+        if free >= size:
+            return time, free - size
+    return math.inf, 0
 
 
 class AvailabilityProfile:
     """Per-site step functions of free processors over time, from estimated ends of running jobs."""
 
     def __init__(self, view: View, sites: Sequence[int]) -> None:
-        self.now = view.now
         self._profiles: list[tuple[list[float], list[int]]] = []
         for i in sites:
-            s = view.sites[i]
-            times = [view.now]
-            free = [s.free]
-            running = s.running
-            for end, job_id in s.by_estimated_end:
-                e = running.get(job_id)
-                if e is None:
-                    continue
-                t = max(end, view.now)
-                if t == times[-1]:
-                    free[-1] += e.job.size
-                else:
-                    times.append(t)
-                    free.append(free[-1] + e.job.size)
-            self._profiles.append((times, free))
+            steps = list(profile_steps(view.sites[i], view.sites[i].free, view.now))
+            self._profiles.append(([t for t, _ in steps], [f for _, f in steps]))
 
     def earliest_start(self, size: int) -> float:
         """Earliest time any of the sites has `size` free processors (inf if never)."""
         best = math.inf
         for times, free in self._profiles:
-            if free[-1] < size:
-                continue
-            # free is non-decreasing: binary search the first step with enough room
-            k = bisect.bisect_left(free, size)
-            best = min(best, times[k])
+            if free[-1] >= size:
+                best = min(best, times[bisect.bisect_left(free, size)])  # free is non-decreasing
         return best
-
-
