@@ -85,3 +85,16 @@ def test_cancel_queued_and_running():
     kinds = [e.kind for e in eng.log if e.job in (1, 2)]
     assert kinds.count(EventKind.CANCEL) == 2
     assert eng.backends[0].free == 1
+
+
+def test_size_index_is_kept_only_for_policies_that_declare_it():
+    import pytest
+
+    eng, _ = engine_for(clusters(4), "ff")
+    eng.submit(job(1, 0, 2, 10))
+    assert list(eng.view.queue_by_size(0)) == [2]
+    fcfs, _ = engine_for(clusters(4), "fcfs")
+    fcfs.submit(job(1, 0, 2, 10))
+    assert fcfs.buckets == [{}]  # not maintained: FCFS never reads it
+    with pytest.raises(RuntimeError, match="uses_size_index"):
+        fcfs.view.queue_by_size(0)

@@ -95,7 +95,9 @@ class Engine:
         # iteration from the front once many jobs have left it.
         self.queues: list[OrderedDict[int, JobEntry]] = [OrderedDict() for _ in self.stage_sites]
         # The same queues split by job size (size -> jobs in queue order), so that policies can
-        # visit only the jobs that fit in the processors left (see queue_fitting in the view).
+        # visit only the jobs that fit in the processors left (queue_by_size in the view). Kept
+        # only for allocation policies that declare they read it: it costs the others time.
+        self.size_index: bool = getattr(allocation, "uses_size_index", False)
         self.buckets: list[dict[int, OrderedDict[int, JobEntry]]] = [{} for _ in self.stage_sites]
         self._seq = 0
         self.entries: dict[int, JobEntry] = {}
@@ -142,10 +144,12 @@ class Engine:
     def _enqueue(self, entry: JobEntry, stage: int) -> None:
         """Append `entry` to queue `stage` (and to its size bucket)."""
         entry.stage = stage
-        self._seq += 1
-        entry.seq = self._seq
         job_id = entry.job.id
         self.queues[stage][job_id] = entry
+        if not self.size_index:
+            return
+        self._seq += 1
+        entry.seq = self._seq
         bucket = self.buckets[stage].get(entry.job.size)
         if bucket is None:
             bucket = self.buckets[stage][entry.job.size] = OrderedDict()
@@ -155,6 +159,8 @@ class Engine:
         """Remove `entry` from its queue (and its size bucket)."""
         job_id = entry.job.id
         del self.queues[entry.stage][job_id]
+        if not self.size_index:
+            return
         buckets = self.buckets[entry.stage]
         bucket = buckets[entry.job.size]
         del bucket[job_id]

@@ -28,7 +28,7 @@ class JobEntry:
 
     `stage` is the queue the job waits in (0 unless a TAGS policy moved it on after a kill
     at a runtime limit). `run` counts the runs started (a restarted job has several);
-    `restarts` counts the killed ones. `seq` orders jobs by when they entered their queue.
+    `restarts` counts the killed ones. `seq` orders jobs by when they entered their queue (kept with the size index).
     `predicted` is the runtime predicted at arrival
     (KOALA-C §III-B), filled in when the allocation policy uses predictions.
     """

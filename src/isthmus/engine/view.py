@@ -50,7 +50,13 @@ class EngineView:
         return self._e.queues[stage].values()
 
     def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobEntry]]:
-        """Jobs waiting in queue `stage` grouped by size: size -> {job id: entry} in queue order."""
+        """Jobs waiting in queue `stage` grouped by size: size -> {job id: entry} in queue order.
+
+        Kept only for an allocation policy that declares `uses_size_index = True`.
+        """
+        if not self._e.size_index:
+            name = getattr(self._e.allocation, "name", "?")
+            raise RuntimeError(f"policy {name!r} reads queue_by_size but does not declare uses_size_index = True")
         return self._e.buckets[stage]
 
     def stage_sites(self, stage: int) -> Sequence[int]:

@@ -31,6 +31,7 @@ def first_fit(free: list[int], order: Sequence[int], size: int) -> int:
 def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
     """Jobs of queue `stage`, in queue order, that fit on some site of the queue when reached.
 
+    The policy must declare `uses_size_index = True` (the engine keeps the index only then).
     `free` is the caller's scratch copy of free processors, counted down as it places jobs; a
     job larger than every site's free count is skipped, as a plain scan would skip it. Only
     the jobs that fit are visited: the queue's size buckets are merged in queue order, and a

@@ -19,6 +19,7 @@ class FirstFit(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "ff"
+    uses_size_index: ClassVar[bool] = True
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Place queued jobs in arrival order on the first site with room."""

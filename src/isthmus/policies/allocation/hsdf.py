@@ -24,6 +24,7 @@ class HighestSlowdownFirst(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "hsdf"
+    uses_size_index: ClassVar[bool] = True
     uses_prediction: ClassVar[bool] = True
 
     def decide(self, view: View) -> Iterable[Decision]:

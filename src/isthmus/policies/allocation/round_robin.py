@@ -18,6 +18,7 @@ class RoundRobin(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "rr"
+    uses_size_index: ClassVar[bool] = True
 
     def __init__(self, params: NoParams | None = None) -> None:
         super().__init__(params)

@@ -20,6 +20,7 @@ class ShortestJobFirst(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "sjf"
+    uses_size_index: ClassVar[bool] = True
     uses_prediction: ClassVar[bool] = True
 
     def decide(self, view: View) -> Iterable[Decision]:
@@ -37,6 +38,7 @@ class ShortestJobFirstIdeal(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "sjf-ideal"
+    uses_size_index: ClassVar[bool] = True
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Place queued jobs shortest-actual-runtime first."""

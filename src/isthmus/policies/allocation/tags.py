@@ -122,6 +122,7 @@ class TagsSets:
     """
 
     name: ClassVar[str] = "tags-sets"
+    uses_size_index: ClassVar[bool] = True
     Params = TagsSetsParams
 
     def __init__(self, params: TagsSetsParams | None = None) -> None:
