@@ -3,13 +3,19 @@
 Protocol (HTTP, JSON, `Authorization: Bearer <pilot token>`):
 
 * ``POST /pilot/register`` with the runs it is executing and its unacknowledged reports;
-  answers a registration id. Sent at start and again whenever the manager answers 409
-  (it restarted and forgot the registration).
+  answers a registration id and the spool directory. Sent at start and again whenever the
+  manager answers 409 (it restarted and forgot the registration).
 * ``GET /pilot/poll?pilot_id=..&ack=N&wait=W``: long poll, doubling as the heartbeat; answers
   the commands after sequence number N: ``start`` (a run: command, args, env, cwd, output
   files, nodefile, hosts), ``kill`` (a run), ``exit``.
 * ``POST /pilot/report``: ``started`` and ``ended`` (exit code, runtime) events, retried until
-  acknowledged.
+  acknowledged; the answer carries the commands after N too (the runs an end made room for),
+  which the pilot obeys at once: an end and the next start cost one round trip.
+
+The pilot runs next to the jobs on every node, so what it costs per run is kept small: it
+talks HTTP with the standard library's `http.client` over one kept-alive connection per thread,
+one thread waits for all its runs' exits (`reaper`), and the spool entries a run needs are
+made ahead of time and renamed into place (`fresh`).
 
 Each run is a child process in its own session (`start_new_session=True`), so killing it
 kills its whole process group. The pilot exits when told to, when its lifetime ends, on
@@ -20,6 +26,8 @@ SIGTERM/SIGINT, and when the manager has been unreachable for longer than `timeo
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
 import os
 import signal
 import socket
@@ -27,11 +35,13 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from isthmus.agent.fresh import FreshEntries
+from isthmus.agent.reaper import Reaper
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 3
@@ -40,6 +50,98 @@ EXIT_REFUSED = 4
 
 class _Stop(Exception):  # noqa: N818
     """Raised in the main thread by SIGTERM/SIGINT."""
+
+
+class HttpError(OSError):
+    """The manager could not be reached, or the connection broke before an answer."""
+
+
+@dataclass
+class Reply:
+    """An HTTP answer: status and body."""
+
+    status_code: int
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON (an empty dict when it is not JSON)."""
+        try:
+            return json.loads(self.body or b"{}")
+        except ValueError:
+            return {}
+
+    @property
+    def text(self) -> str:
+        """The body as text."""
+        return self.body.decode(errors="replace")
+
+
+class Connection:
+    """One kept-alive HTTP/1.1 connection to the manager, with the pilot's token on every request."""
+
+    def __init__(self, url: str, token: str, timeout: float) -> None:
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"manager URL {url!r}: expected http://HOST:PORT or https://HOST:PORT")
+        self._https = u.scheme == "https"
+        self._host = u.hostname
+        self._port = u.port
+        self._base = u.path.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self._timeout = timeout
+        self._conn: http.client.HTTPConnection | None = None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        timeout: float | None = None,
+    ) -> Reply:
+        """Send one request and read its answer; raises HttpError when there is none.
+
+        A kept-alive connection the manager closed meanwhile is replaced once (every pilot
+        request is safe to repeat: polls read, reports and registrations are idempotent).
+        """
+        target = self._base + path
+        if params:
+            target += "?" + urllib.parse.urlencode(params)
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        limit = self._timeout if timeout is None else timeout
+        for attempt in (0, 1):
+            conn = self._conn
+            reused = conn is not None
+            if conn is None:
+                cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+                conn = self._conn = cls(self._host, self._port, timeout=limit)
+            elif conn.sock is not None:
+                conn.sock.settimeout(limit)
+            try:
+                conn.request(method, target, body=data, headers=headers)
+                resp = conn.getresponse()
+                payload = resp.read()
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                stale = isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError))
+                if reused and stale and attempt == 0:
+                    continue
+                raise HttpError(f"{method} {path}: {exc}") from exc
+            if resp.will_close:
+                self.close()
+            return Reply(resp.status, payload)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close the connection (the next request opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 @dataclass
@@ -81,11 +183,16 @@ class Pilot:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
+        self._cmd_lock = threading.Lock()  # commands are obeyed one poll or report answer at a time
+        self._closing = False  # set (under _cmd_lock) by the shutdown: no run starts after it
         self._done = False
         self._born = time.monotonic()
-        headers = {"Authorization": f"Bearer {self.cfg.token}"}
-        self._http = httpx.Client(base_url=self.cfg.url, headers=headers, timeout=httpx.Timeout(10.0, read=70.0))
-        self._http_report = httpx.Client(base_url=self.cfg.url, headers=headers, timeout=10.0)
+        self._http = Connection(self.cfg.url, self.cfg.token, 10.0)  # registration and long polls
+        self._http_report = Connection(self.cfg.url, self.cfg.token, 10.0)  # reports (reporter thread)
+        self._reaper: Reaper[Task] = Reaper(self._ended)
+        self._fresh: FreshEntries | None = None  # once the manager has named its spool directory
+        # what every run's environment starts from: the pilot's own, less its token
+        self._base_env = {k: v for k, v in os.environ.items() if k != "ISTHMUS_PILOT_TOKEN"}
 
     # ------------------------------------------------------------------------- main loop
 
@@ -125,10 +232,13 @@ class Pilot:
                 wait = self.poll_wait
                 if self.cfg.lifetime is not None:
                     wait = max(0.0, min(wait, self.cfg.lifetime - (time.monotonic() - self._born)))
-                r = self._http.get(
-                    "/pilot/poll", params={"pilot_id": self.pilot_id, "ack": self.last_seq, "wait": wait}
+                r = self._http.request(
+                    "GET",
+                    "/pilot/poll",
+                    params={"pilot_id": self.pilot_id, "ack": self.last_seq, "wait": wait},
+                    timeout=wait + 60.0,
                 )
-            except httpx.HTTPError:
+            except HttpError:
                 time.sleep(0.2)
                 continue
             if r.status_code == 409:
@@ -142,15 +252,33 @@ class Pilot:
                 time.sleep(0.2)
                 continue
             self._contact()
-            started: list[dict[str, Any]] = []  # reported together once every start is done
-            waiting: list[Task] = []
+            code = self._obey(r.json().get("commands", []), self.pilot_id)
+            if code is not None:
+                return code
+
+    def _obey(self, commands: list[dict[str, Any]], pilot_id: str | None, *, exit_ok: bool = True) -> int | None:
+        """Carry out the commands not seen yet (from a poll or a report answer of registration
+        `pilot_id`); returns an exit status when told to exit.
+
+        Starts are reported together once every start of the batch is done, and their exits
+        watched after that, so a burst of starts is not slowed down by the reporter
+        waking up after each one and an end is never reported before its start. With `exit_ok`
+        false (a report answer), processing stops before an ``exit``: the long poll carries it.
+        """
+        started: list[dict[str, Any]] = []
+        waiting: list[Task] = []
+        with self._cmd_lock:
+            if self._closing:
+                return None
             try:
-                for cmd in r.json().get("commands", []):
+                for cmd in commands:
                     seq = int(cmd.get("seq", 0))
-                    if seq <= self.last_seq:
+                    if seq <= self.last_seq or pilot_id != self.pilot_id:
                         continue
-                    self.last_seq = seq
                     op = cmd.get("op")
+                    if op == "exit" and not exit_ok:
+                        break
+                    self.last_seq = seq
                     if op == "start":
                         reports, task = self._start(cmd)
                         started.extend(reports)
@@ -165,7 +293,8 @@ class Pilot:
                 if started:
                     self._queue(*started)
                 for task in waiting:  # after the started reports: an end is never reported first
-                    threading.Thread(target=self._wait, args=(task,), daemon=True, name=f"wait-{task.job}").start()
+                    self._reaper.watch(task.proc.pid, task)
+        return None
 
     def _register(self) -> int | None:
         with self._lock:
@@ -179,8 +308,8 @@ class Pilot:
             "reports": reports,
         }
         try:
-            r = self._http.post("/pilot/register", json=body)
-        except httpx.HTTPError:
+            r = self._http.request("POST", "/pilot/register", body=body)
+        except HttpError:
             time.sleep(0.2)
             return None
         if r.status_code in (401, 403, 410):
@@ -191,11 +320,18 @@ class Pilot:
             return None
         self._contact()
         data = r.json()
-        with self._lock:
+        with self._cmd_lock, self._lock:
             self.pilot_id = data["pilot_id"]
             self.last_seq = 0
             self.poll_wait = float(data.get("poll_wait", self.poll_wait))
             self.cfg.timeout = float(data.get("pilot_timeout", self.cfg.timeout))
+        if data.get("spool") and self._fresh is None:
+            try:  # each start takes a directory and three files: keep two bursts' worth ready
+                self._fresh = FreshEntries(
+                    str(data["spool"]), self.cfg.node, files=6 * self.cfg.slots, dirs=2 * self.cfg.slots
+                )
+            except OSError as exc:
+                self._log(f"cannot prepare spool entries in {data['spool']}: {exc}")
             sent = {(p["job"], p["run"], p["event"]) for p in reports}
             self.pending = [p for p in self.pending if (p["job"], p["run"], p["event"]) not in sent]
         self._log(f"registered as {self.pilot_id} for node {self.cfg.node}")
@@ -215,20 +351,26 @@ class Pilot:
         """Start a run; returns the reports to send (started, and ended when it could not start)
         and the task to wait for.
 
-        The caller queues the reports after the other commands of the same poll, then starts
-        the tasks' wait threads: a burst of starts is not slowed down by the reporter waking up
+        The caller queues the reports after the other commands of the same answer, then has the
+        reaper watch the tasks: a burst of starts is not slowed down by the reporter waking up
         after each one, and a run's end is never reported before its start.
         """
         job, run = int(cmd["job"]), int(cmd["run"])
         if (job, run) in self.tasks:
             return [], None
-        spool = Path(cmd["spool"])
-        spool.mkdir(parents=True, exist_ok=True)
-        nodefile = Path(cmd["nodefile"])
-        nodefile.write_text("".join(f"{h}\n" for h in cmd.get("hosts", [])))
-        env = {k: v for k, v in os.environ.items() if k != "ISTHMUS_PILOT_TOKEN"}
+        spool = str(cmd["spool"])
+        nodefile = str(cmd["nodefile"])
+        if self._fresh is not None:
+            self._fresh.dir(spool)
+            for path in (nodefile, cmd["stdout"], cmd["stderr"]):
+                self._fresh.file(path)
+        else:
+            os.makedirs(spool, exist_ok=True)
+        with open(nodefile, "w") as f:
+            f.write("".join(f"{h}\n" for h in cmd.get("hosts", [])))
+        env = dict(self._base_env)
         env.update(cmd.get("env", {}))
-        env["ISTHMUS_NODEFILE"] = str(nodefile)
+        env["ISTHMUS_NODEFILE"] = nodefile
         env["ISTHMUS_PILOT_NODE"] = self.cfg.node
         started = time.time()
         t0 = time.monotonic()
@@ -236,7 +378,7 @@ class Pilot:
             try:
                 proc = subprocess.Popen(
                     [cmd["command"], *cmd.get("args", [])],
-                    cwd=cmd.get("cwd") or str(spool),
+                    cwd=cmd.get("cwd") or spool,
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -256,7 +398,8 @@ class Pilot:
             self.tasks[(job, run)] = task
         return [{"job": job, "run": run, "event": "started", "time": started}], task
 
-    def _wait(self, task: Task) -> None:
+    def _ended(self, task: Task) -> None:
+        """The run's process has exited (or is about to): reap it and queue its end report."""
         code = task.proc.wait()
         runtime = time.monotonic() - task.started
         if code < 0:
@@ -312,8 +455,10 @@ class Pilot:
                 time.sleep(0.05)
                 continue
             try:
-                r = self._http_report.post("/pilot/report", json={"pilot_id": pilot_id, "ack": ack, "reports": batch})
-            except httpx.HTTPError:
+                r = self._http_report.request(
+                    "POST", "/pilot/report", body={"pilot_id": pilot_id, "ack": ack, "reports": batch}
+                )
+            except HttpError:
                 time.sleep(0.2)
                 if self._done:
                     return
@@ -322,6 +467,9 @@ class Pilot:
                 self._contact()
                 with self._lock:
                     self.pending = self.pending[len(batch) :]
+                commands = r.json().get("commands")
+                if commands and not self._done:
+                    self._obey(commands, pilot_id, exit_ok=False)
             else:
                 time.sleep(0.1)
                 if self._done:
@@ -330,6 +478,10 @@ class Pilot:
     # --------------------------------------------------------------------------- leaving
 
     def _shutdown(self) -> None:
+        with self._cmd_lock:
+            self._closing = True
+        if self._fresh is not None:
+            self._fresh.close()
         with self._lock:
             tasks = list(self.tasks.values())
         for t in tasks:

@@ -33,6 +33,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
+from isthmus.agent.fresh import remove_pools
 from isthmus.backends.local import (
     LocalCloud,
     LocalCluster,
@@ -59,6 +60,7 @@ log = logging.getLogger("isthmus.live")
 
 _KILL_NAMES = {int(c): c.name.lower() for c in KillCause}
 DEFAULT_ESTIMATE = 3600.0
+RESEND_AFTER = 2.0  # seconds a command handed out in a report answer may stay unacknowledged
 """Runtime assumed for a job submitted without a requested runtime (for backfilling and predictions)."""
 
 
@@ -130,6 +132,10 @@ class Node:
     outbox: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     waiter: asyncio.Event | None = None
     host: str = ""
+    # highest command sequence number handed out in a report answer, and when: the long poll
+    # does not repeat those commands unless they stay unacknowledged for RESEND_AFTER seconds
+    sent: int = 0
+    sent_at: float = 0.0
 
     def send(self, cmd: dict[str, Any]) -> int:
         """Queue a command for the pilot; returns its sequence number."""
@@ -520,9 +526,15 @@ class Manager:
         node = self.nodes.pop(key, None)
         if node is not None:
             self._retire(node, "VM released")
+            # the pilot removes its spool pool when it exits; this catches one that was killed
+            self._later(10.0, self._sweep_pools)
         self._external()
         self.engine.handle(EV_VM_GONE, site, vm_id)
         self._after()
+
+    def _sweep_pools(self) -> None:
+        """Remove the spool pools (see isthmus.agent.fresh) of nodes this manager no longer has."""
+        remove_pools(self.spool, set(self.nodes))
 
     def _later(self, delay: float, fn: Any, *args: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -616,6 +628,7 @@ class Manager:
         old = node.outbox
         node.outbox = []
         node.seq = 0
+        node.sent = 0
         for a in [a for a in self.assign.values() if a.launcher == node.key]:
             if (a.job, a.run) in running:
                 a.delivered = True
@@ -644,6 +657,7 @@ class Manager:
             "pilot_id": node.pilot_id,
             "poll_wait": self.config.poll_wait,
             "pilot_timeout": self.config.pilot_timeout,
+            "spool": str(self.spool),
         }
 
     def _history_note(self, job: int, run: int, detail: str) -> None:
@@ -665,23 +679,48 @@ class Manager:
         return node
 
     async def poll(self, node_key: str, pilot_id: str, ack: int, wait: float) -> list[dict[str, Any]]:
-        """Long poll: commands after `ack` for the pilot, waiting up to `wait` seconds for one."""
+        """Long poll: commands after `ack` for the pilot, waiting up to `wait` seconds for one.
+
+        Commands the pilot already got in a report answer (see `report`) do not end the wait
+        unless they stay unacknowledged for RESEND_AFTER seconds (that answer was lost).
+        """
         node = self._node_for(node_key, pilot_id)
         self._drop_acked(node, ack)
-        if not node.outbox and wait > 0:
+        deadline = time.monotonic() + wait
+        while not self._news(node, ack):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
             ev = asyncio.Event()
             node.waiter = ev
             try:
-                await asyncio.wait_for(ev.wait(), wait)
+                await asyncio.wait_for(ev.wait(), min(remaining, RESEND_AFTER))
             except TimeoutError:
                 pass
             finally:
                 if node.waiter is ev:
                     node.waiter = None
-        node = self._node_for(node_key, pilot_id)
+            node = self._node_for(node_key, pilot_id)
         self._persist()  # a command never reaches a pilot before what it implies is stored
+        return self._commands_after(node, ack)
+
+    @staticmethod
+    def _news(node: Node, ack: int) -> bool:
+        """Whether the pilot has commands after `ack` it has not been handed yet (or handed too long ago)."""
+        if not node.outbox or node.outbox[-1][0] <= ack:
+            return False
+        return node.outbox[-1][0] > node.sent or time.monotonic() - node.sent_at > RESEND_AFTER
+
+    @staticmethod
+    def _commands_after(node: Node, ack: int, *, upto_exit: bool = False) -> list[dict[str, Any]]:
+        """The outbox after `ack` as the pilot receives it; with `upto_exit`, only the commands
+        before the first ``exit`` (which is left to the long poll)."""
         out = []
         for seq, cmd in node.outbox:
+            if seq <= ack:
+                continue
+            if upto_exit and cmd.get("op") == "exit":
+                break
             out.append({"seq": seq, **cmd})
         return out
 
@@ -699,13 +738,25 @@ class Manager:
                 keep.append((seq, cmd))
         node.outbox = keep
 
-    def report(self, node_key: str, pilot_id: str, body: dict[str, Any]) -> None:
-        """A pilot reports task events (started, ended)."""
+    def report(self, node_key: str, pilot_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """A pilot reports task events (started, ended); answers its commands after its ack.
+
+        The answer carries the commands the reports led to (an end frees slots, the round it
+        triggers starts the next runs on them), so a pilot gets its next run without waiting for
+        its long poll to return and be sent again: one round trip per end instead of two. A
+        pilot that never reads them still gets them from its long poll after RESEND_AFTER seconds.
+        """
         node = self._node_for(node_key, pilot_id)
-        self._drop_acked(node, int(body.get("ack", 0)))
+        ack = int(body.get("ack", 0))
+        self._drop_acked(node, ack)
         self._external()
         self._reports(node, body.get("reports", []))
-        self._after()
+        self._after()  # persists: what the commands imply is stored before they are answered
+        cmds = self._commands_after(node, ack, upto_exit=True)
+        if cmds and cmds[-1]["seq"] > node.sent:
+            node.sent = cmds[-1]["seq"]
+            node.sent_at = time.monotonic()
+        return cmds
 
     def _reports(self, node: Node, reports: Sequence[dict[str, Any]]) -> None:
         started: list[tuple[int, int, float]] = []
@@ -989,6 +1040,7 @@ class Manager:
                 for a in [a for a in self.assign.values() if a.launcher == key]:
                     self._lose(a, f"pilot of {key} gone while the manager was down")
                 self._spawn(node)
+        self._sweep_pools()  # of VMs gone while the manager was down
         engine.handle(EV_WAKE, -1, -1)  # a round at once (keeps clouds at their minimum)
         self._persist()
 

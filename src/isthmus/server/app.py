@@ -334,10 +334,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         return JSONResponse({"commands": cmds})  # plain JSON: no jsonable_encoder walk of the commands
 
     @app.post("/pilot/report", tags=["pilot"])
-    async def pilot_report(req: ReportRequest, p: Pilot) -> dict[str, Any]:
-        """Task events (started, ended with exit code and runtime)."""
+    async def pilot_report(req: ReportRequest, p: Pilot) -> JSONResponse:
+        """Task events (started, ended with exit code and runtime); answers the pilot's commands
+        after its `ack` (the runs its reports freed slots for), as the long poll would."""
         assert p.node is not None
-        manager.report(p.node, req.pilot_id, req.model_dump())
-        return {"ok": True}
+        cmds = manager.report(p.node, req.pilot_id, req.model_dump())
+        return JSONResponse({"ok": True, "commands": cmds})
 
     return app
