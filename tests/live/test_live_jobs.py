@@ -223,7 +223,10 @@ def test_graceful_stop_leaves_no_process(live: LiveServer) -> None:
     jid = c.submit(command="sleep", args=["60"])
     wait_state(c, jid, ("running",))
     assert len(tagged_pids(live.tag)) >= 3  # manager, pilots, the job
+    spool = live.state_dir / "spool"
+    assert any(p.name.startswith(".fresh-") for p in spool.iterdir())  # pilots keep entries ready
     t0 = time.time()
     live.stop()
     assert time.time() - t0 < 10
     wait_for(lambda: not tagged_pids(live.tag), timeout=10, what="all processes gone")
+    assert not [p.name for p in spool.iterdir() if p.name.startswith(".fresh-")]  # pilots removed their pools

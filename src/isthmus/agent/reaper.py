@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import selectors
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -64,4 +65,7 @@ class Reaper(Generic[T]):
                     continue
                 self._sel.unregister(key.fd)
                 os.close(key.fd)
-                self._on_exit(key.data)
+                try:
+                    self._on_exit(key.data)
+                except Exception:  # one bad callback must not stop the reports of every later exit
+                    traceback.print_exc()

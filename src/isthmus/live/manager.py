@@ -60,8 +60,9 @@ log = logging.getLogger("isthmus.live")
 
 _KILL_NAMES = {int(c): c.name.lower() for c in KillCause}
 DEFAULT_ESTIMATE = 3600.0
-RESEND_AFTER = 2.0  # seconds a command handed out in a report answer may stay unacknowledged
 """Runtime assumed for a job submitted without a requested runtime (for backfilling and predictions)."""
+RESEND_AFTER = 2.0
+"""Seconds a command handed out in a report answer may stay unacknowledged before the long poll repeats it."""
 
 
 class RequestError(Exception):
