@@ -48,6 +48,14 @@ class SkipReport:
         if len(self.examples) < MAX_EXAMPLES:
             self.examples.append(str(error))
 
+    def reject(self, message: str, *, source: str, line: int | None, skip: bool) -> None:
+        """A bad line (or job): raise it as a WorkloadError naming `source` and `line`, or, when
+        invalid lines are skipped (`skip`), count it here instead."""
+        error = WorkloadError(message, source=source, line=line)
+        if not skip:
+            raise error from None
+        self.add(error)
+
     def merge(self, other: SkipReport) -> None:
         """Add the counts and examples of `other` to this report."""
         self.count += other.count

@@ -182,10 +182,7 @@ class GwfReader(TextFileReader):
                 try:
                     record = parse_gwf_tokens(tokens)
                 except ValueError as exc:
-                    error = WorkloadError(str(exc), source=self.name, line=self.line_number)
-                    if not self.skip_invalid:
-                        raise error from None
-                    self.skipped.add(error)
+                    self.skipped.reject(str(exc), source=self.name, line=self.line_number, skip=self.skip_invalid)
                     continue
                 yield record
         except READ_ERRORS as exc:

@@ -67,12 +67,12 @@ class TraceStream:
 
     def _check(self, seen: set[int], entry_id: int, line: int) -> bool:
         if entry_id in seen:
-            error = WorkloadError(
-                f"field 1 (job number): job number {entry_id} is used by an earlier job", source=self.source, line=line
+            self.result.skipped.reject(
+                f"field 1 (job number): job number {entry_id} is used by an earlier job",
+                source=self.source,
+                line=line,
+                skip=self.skip_invalid,
             )
-            if not self.skip_invalid:
-                raise error
-            self.result.skipped.add(error)
             return False
         seen.add(entry_id)
         return True
@@ -90,10 +90,9 @@ class TraceStream:
                     try:
                         job = converter.from_swf(record)
                     except ValueError as exc:
-                        error = WorkloadError(str(exc), source=self.source, line=reader.line_number)
-                        if not self.skip_invalid:
-                            raise error from None
-                        reader.skipped.add(error)
+                        reader.skipped.reject(
+                            str(exc), source=self.source, line=reader.line_number, skip=self.skip_invalid
+                        )
                         continue
                     if job is None or not self._check(seen, job.id, reader.line_number):
                         continue
@@ -129,10 +128,9 @@ class TraceStream:
                         gwf_record.group_id,
                     )
                 except ValueError as exc:
-                    error = WorkloadError(str(exc), source=self.source, line=reader.line_number)
-                    if not self.skip_invalid:
-                        raise error from None
-                    self.result.skipped.add(error)
+                    self.result.skipped.reject(
+                        str(exc), source=self.source, line=reader.line_number, skip=self.skip_invalid
+                    )
                     continue
                 if job is None or not self._check(seen, job.id, reader.line_number):
                     continue

@@ -383,10 +383,7 @@ class SwfReader(TextFileReader):
             return self.header
 
     def _fail(self, message: str) -> None:
-        error = WorkloadError(message, source=self.name, line=self.line_number)
-        if not self.skip_invalid:
-            raise error
-        self.skipped.add(error)
+        self.skipped.reject(message, source=self.name, line=self.line_number, skip=self.skip_invalid)
 
     def __iter__(self) -> Iterator[SwfRecord]:
         self.open()
