@@ -86,8 +86,8 @@ def run_bare(tasks: int, slots: int) -> float:
             started += 1
         last = t0
         for _ in range(tasks):
-            pid, _status = os.wait()
-            running.pop(pid).returncode = 0
+            pid, status = os.wait()
+            running.pop(pid).returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
             last = time.time()
             if started < tasks:
                 spawn(started)

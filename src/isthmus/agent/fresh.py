@@ -75,7 +75,7 @@ class FreshEntries:
             os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
 
     def dir(self, target: str) -> None:
-        """Make sure directory `target` exists (its parent must)."""
+        """Make sure directory `target` exists."""
         if os.path.isdir(target):
             return
         if not self._take("d", target):
@@ -113,13 +113,11 @@ class FreshEntries:
             try:
                 os.rename(src, target)
                 return True
-            except FileNotFoundError:
-                if not os.path.lexists(src):  # taken by another pilot of this node: try the next
-                    continue
-                with self._cv:  # the target's directory is missing: not the pool's business
-                    self._ready[kind].appendleft(src)
-                return False
-            except OSError:  # e.g. another file system, or the directory appeared meanwhile
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError) and not os.path.lexists(src):
+                    continue  # taken by another pilot of this node: try the next
+                # the target's directory is missing, another file system, the directory appeared
+                # meanwhile...: the entry stays ready and the caller creates the target itself
                 with self._cv:
                     self._ready[kind].appendleft(src)
                 return False
