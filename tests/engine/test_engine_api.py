@@ -4,26 +4,16 @@ from __future__ import annotations
 
 from helpers import clusters, job
 
-from isthmus.engine.clock import SimClock
-from isthmus.engine.engine import Engine
+from isthmus.engine.harness import Harness
 from isthmus.engine.state import JobState
 from isthmus.model.decisions import StartJob
 from isthmus.model.events import EventKind, KillCause
-from isthmus.policies import registry
-from isthmus.sim.runner import build_backends
+from isthmus.model.status import StatusCode
 
 
 def engine_for(env, allocation="fcfs"):
-    clock = SimClock()
-    eng = Engine(
-        env,
-        registry.create("allocation", allocation),
-        registry.create("provisioning", "none"),
-        None,
-        build_backends(env, clock),
-        clock.at,
-    )
-    return eng, clock
+    h = Harness(env, allocation, "none")
+    return h.engine, h.clock
 
 
 def test_why_a_job_waits():
@@ -35,9 +25,14 @@ def test_why_a_job_waits():
     assert eng.why(1).startswith("running on s0")
     assert eng.why(2) == "waiting in queue 0 behind 0 jobs; needs 4 processors, the most free on its sites is 1"
     assert "behind 1 jobs" in eng.why(3)  # strict FCFS: blocked behind job 2
-    refused = eng.apply(StartJob(2, 0))
-    assert refused == "needs 4 processors; site s0 has 1 free"
-    assert eng.why(2) == refused  # the last refusal is the answer
+    refused = eng.apply(StartJob(2, 0), "manual")
+    assert refused.code is StatusCode.NO_CAPACITY and refused.policy == "manual"
+    assert refused.reason == "needs 4 processors; site s0 has 1 free"
+    assert eng.why(2) == refused.reason  # the last refusal is the answer
+    assert eng.status(2) == refused
+    decisions = [e for e in eng.log if e.kind is EventKind.DECISION]
+    assert [(d.job, d.value, d.policy) for d in decisions] == [(2, StatusCode.NO_CAPACITY, "manual")]
+    assert eng.log.notes[len(eng.log) - 1] == refused.reason
     assert eng.why(99) == "job 99 is not in the system"
 
 
@@ -70,8 +65,9 @@ def test_restore_puts_a_job_back_in_its_stage_with_its_counts():
     entry = eng.restore(job(7, 0, 1, 50), stage=1, run=1, restarts=1)
     assert entry is not None and entry.stage == 1 and entry.run == 1 and entry.restarts == 1
     assert list(eng.queues[1]) == [7] and not eng.queues[0]
-    assert eng.apply(StartJob(7, 0)) == "site s0 is not among the sites of queue 1"
-    assert eng.apply(StartJob(7, 1)) is None
+    refused = eng.apply(StartJob(7, 0))
+    assert (refused.code, refused.reason) == (StatusCode.NOT_ALLOWED, "site s0 is not among the sites of queue 1")
+    assert eng.apply(StartJob(7, 1)).accepted
     assert entry.run == 2
 
 

@@ -130,6 +130,9 @@ def register(app: typer.Typer) -> None:
         heartbeat_timeout: float = typer.Option(20.0, help="A silent pilot is declared lost after this long."),
         reattach_timeout: float = typer.Option(15.0, help="After a restart, pilots must re-register within this."),
         poll_wait: float = typer.Option(10.0, help="Long-poll duration of pilots (their heartbeat period)."),
+        budget: float | None = typer.Option(
+            None, "--budget", min=0.0, help="Cap on the charged cost of cloud leases ($), as in `simulate --budget`."
+        ),
         tag: str | None = typer.Option(None, "--tag", envvar="ISTHMUS_TAG", hidden=True),
         log_level: str = typer.Option("warning", "--log-level"),
     ) -> None:
@@ -155,6 +158,7 @@ def register(app: typer.Typer) -> None:
                 heartbeat_timeout=heartbeat_timeout,
                 reattach_timeout=reattach_timeout,
                 poll_wait=poll_wait,
+                budget=budget,
                 tag=tag,
                 log_level=log_level,
             )

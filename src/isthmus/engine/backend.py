@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from enum import IntEnum
 
 from isthmus.engine.state import JobEntry
 from isthmus.model.site import Site
-
-# at(time, priority, kind, a, b): schedule an event on the engine's clock.
-Schedule = Callable[[float, int, int, int, int], None]
 
 
 class VmState(IntEnum):
@@ -51,7 +47,7 @@ class Vm:
 
 
 class SiteBackend(ABC):
-    """One site as the engine sees it. Policies see it read-only (as a SiteView).
+    """One site as the engine drives it. Policies never see it: they read a `SiteView` proxy.
 
     `free` is the number of processors usable now and not running anything; `online` the
     processors usable now (busy or not). `running` maps job id to its entry.
@@ -84,7 +80,8 @@ class SiteBackend(ABC):
         if i < len(self.by_estimated_end) and self.by_estimated_end[i] == key:
             del self.by_estimated_end[i]
         else:  # estimated end computed differently (float noise): fall back to a scan
-            self.by_estimated_end = [p for p in self.by_estimated_end if p[1] != entry.job.id]
+            # in place: the view holds a read-only window on this very list
+            self.by_estimated_end[:] = [p for p in self.by_estimated_end if p[1] != entry.job.id]
 
     @abstractmethod
     def start(self, entry: JobEntry, now: float) -> None:

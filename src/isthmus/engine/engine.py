@@ -1,15 +1,19 @@
 """The engine: one control loop (observe, decide, act) for both clocks.
 
 It owns the state (queues, sites, jobs, event log), hands policies a read-only view each
-round, validates their decisions and applies the accepted ones through the site backends.
-Time comes in as data (`now`), set by whoever drives the engine: the simulation runner from
-its event heap, the live manager from the wall clock.
+round, validates their decisions and applies the accepted ones through the site backends,
+recording a status (code, reason, deciding policy) for each refusal. Time is the clock's:
+the engine reads `clock.now` and schedules its events on the clock, which alone moves time
+(`isthmus.engine.clock`); the simulator and the live daemon drive the engine only through it.
 
 Rounds run when something changed (a job arrived or ended, a VM came up) or a policy asked
 for a wake-up: immediately after the events of an instant when `round_interval` is None, or
 at the next multiple of `round_interval` (KOALA-C's periodic scheduler, §IV-A: every 30 s).
 A round in which nothing changed would decide nothing new, so skipping it does not change
 the schedule; this is the contract policies keep (time-dependent policies ask for WakeUp).
+
+Decisions are dispatched on their class to a decision kind (`isthmus.engine.kinds`), one
+module per kind holding its validation and its application.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.clock import (
@@ -31,25 +34,31 @@ from isthmus.engine.clock import (
     PRIO_BILLING,
     PRIO_LIMIT,
     PRIO_ROUND,
+    Schedule,
+    SimClock,
 )
-from isthmus.engine.state import JobEntry, JobState
+from isthmus.engine.kinds import kinds
+from isthmus.engine.state import JobEntry
 from isthmus.engine.view import EngineView
-from isthmus.model.decisions import HoldJob, KillJob, LeaseVms, ReleaseVms, StartJob, WakeUp
+from isthmus.model.decisions import StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog, KillCause
 from isthmus.model.job import Job
-
-Schedule = Callable[[float, int, int, int, int], None]
+from isthmus.model.states import JobState
+from isthmus.model.status import ACCEPTED, Refused, Status, StatusCode
+from isthmus.policies.build import PolicySet
 
 _SUBMIT = int(EventKind.SUBMIT)
 _START = int(EventKind.START)
 _END = int(EventKind.END)
 _KILL = int(EventKind.KILL)
 _REQUEUE = int(EventKind.REQUEUE)
+_DECISION = int(EventKind.DECISION)
+_RUNNING = JobState.RUNNING
+_QUEUED = JobState.QUEUED
 
-
-class DecisionRefusedError(Exception):
-    """A decision the engine refused; the message says why."""
+BackendFactory = Callable[[Schedule], Sequence[SiteBackend]]
+"""Builds an engine's site backends, given the function that schedules events for that engine."""
 
 
 class Engine:
@@ -58,11 +67,9 @@ class Engine:
     def __init__(
         self,
         env: Environment,
-        allocation: Any,
-        provisioning: Any,
-        predictor: Any | None,
-        backends: Sequence[SiteBackend],
-        schedule: Schedule,
+        policies: PolicySet,
+        clock: SimClock,
+        backends: BackendFactory,
         *,
         round_interval: float | None = None,
         log: EventLog | None = None,
@@ -70,65 +77,85 @@ class Engine:
         budget: float | None = None,
     ) -> None:
         self.env = env
-        self.allocation = allocation
-        self.provisioning = provisioning
-        self.predictor = predictor
-        self.backends = list(backends)
-        self._at = schedule
+        self.policies = policies
+        self.allocation = policies.allocation
+        self.predictor = policies.predictor
+        self._deciders = policies.deciders
+        self.clock = clock
+        #: this engine's target number on the clock (several engines may share one clock)
+        self.target = clock.register(self.handle)
+        self.schedule: Schedule = clock.scheduler(self.target)
+        self.backends: list[SiteBackend] = list(backends(self.schedule))
         self.round_interval = round_interval
         self.log = log if log is not None else EventLog()
         self.check_purity = check_purity
-        if budget is not None and budget < 0:
-            raise ValueError(f"budget must be >= 0, got {budget}")
+        if budget is not None and (budget < 0 or math.isnan(budget)):
+            raise ValueError(f"budget must be a number >= 0, got {budget}")
         #: Cap on the charged cost of all leases ($); None: no cap.
         self.budget = budget
         #: Charged cost committed so far: every started billing increment of every lease.
         self.spent = 0.0
-        #: Billing-boundary events in the clock (only kept when there is a budget).
-        self.billing_pending = 0
-        self.now = 0.0
         self.view = EngineView(self)
+        allocation = self.allocation
         self.stage_sites: list[tuple[int, ...]] = allocation.stage_sites(env)
-        self._arrival_stage = getattr(allocation, "arrival_stage", None)
-        self._next_stage = getattr(allocation, "next_stage", None)
+        self._arrival_stage = allocation.arrival_stage if len(self.stage_sites) > 1 else None
         # OrderedDict: O(1) removal anywhere and O(1) access to the head; a plain dict slows
         # iteration from the front once many jobs have left it.
         self.queues: list[OrderedDict[int, JobEntry]] = [OrderedDict() for _ in self.stage_sites]
         # The same queues split by job size (size -> jobs in queue order), so that policies can
         # visit only the jobs that fit in the processors left (queue_by_size in the view). Kept
         # only for allocation policies that declare they read it: it costs the others time.
-        self.size_index: bool = getattr(allocation, "uses_size_index", False)
+        self.size_index: bool = allocation.uses_size_index
         self.buckets: list[dict[int, OrderedDict[int, JobEntry]]] = [{} for _ in self.stage_sites]
         self._seq = 0
         self.entries: dict[int, JobEntry] = {}
         self.history: dict[str, deque[float]] = {}
         self.runtime_sum = 0.0
         self.runtime_count = 0
-        self.why_not: dict[int, str] = {}
-        self.rejected_decisions = 0
+        #: latest refusal or hold status of each queued job (its answer to "why")
+        self.why_not: dict[int, Status] = {}
+        #: refusals per status code (holds included), for a run's summary
+        self.refusals: dict[StatusCode, int] = {}
         self.rounds = 0
+        self._kinds = kinds()
         self._round_at = math.inf
         self._last_round = -math.inf
         self._stage_max = [
-            max((self.backends[i].site.max_processors for i in sites), default=0)
-            for sites in self.stage_sites
+            max((self.backends[i].site.max_processors for i in sites), default=0) for sites in self.stage_sites
         ]
+
+    @property
+    def now(self) -> float:
+        """The clock's time (read-only: only the clock moves time)."""
+        return self.clock.now
+
+    @property
+    def rejected_decisions(self) -> int:
+        """Decisions refused so far (holds not counted)."""
+        return sum(n for code, n in self.refusals.items() if code is not StatusCode.HELD)
+
+    def idle(self) -> bool:
+        """True when no job is queued or running (only background events may remain)."""
+        return not self.entries
 
     # ----------------------------------------------------------------- arrivals and events
 
     def submit(self, job: Job) -> JobEntry | None:
         """A job arrives now. Returns its entry, or None when it can never run here."""
-        now = self.now
+        now = self.clock.now
         log = self.log
         if job.id in self.entries:
             raise ValueError(f"job {job.id} was already submitted")
         log.append(now, _SUBMIT, job.id, -1, -1, job.size)
+        return self._admit(job, now)
+
+    def _admit(self, job: Job, now: float) -> JobEntry | None:
         stage = self._arrival_stage(job) if self._arrival_stage is not None else 0
         if job.size > self._stage_max[stage] or job.size <= 0:
             sites = self.stage_sites[stage]
             largest = max((self.backends[i] for i in sites), key=lambda b: b.site.max_processors)
-            log.append(now, int(EventKind.REJECT), job.id)
-            log.reasons[job.id] = (
+            self.log.append(now, int(EventKind.REJECT), job.id)
+            self.log.reasons[job.id] = (
                 f"needs {job.size} processors; the largest site it may use ({largest.name}) offers at most "
                 f"{largest.site.max_processors}"
             )
@@ -155,7 +182,7 @@ class Engine:
             bucket = self.buckets[stage][entry.job.size] = OrderedDict()
         bucket[job_id] = entry
 
-    def _dequeue(self, entry: JobEntry) -> None:
+    def dequeue(self, entry: JobEntry) -> None:
         """Remove `entry` from its queue (and its size bucket)."""
         job_id = entry.job.id
         del self.queues[entry.stage][job_id]
@@ -168,36 +195,34 @@ class Engine:
             del buckets[entry.job.size]
 
     def handle(self, kind: int, a: int, b: int) -> None:
-        """Apply one clock event (already due at `now`)."""
+        """Apply one clock event (already due at the clock's `now`)."""
         if kind == EV_END:
             self._run_ended(a, b)
         elif kind == EV_ROUND:
-            if self.now == self._round_at:
+            if self.clock.now == self._round_at:
                 self.run_round()
         elif kind == EV_LIMIT:
             self._limit_reached(a, b)
         elif kind == EV_VM_READY:
-            backend = self.backends[a]
-            assert isinstance(backend, CloudBackend)
-            if backend.vm_ready(b, self.now):
-                self.log.append(self.now, int(EventKind.VM_READY), -1, a, b)
+            backend = self.cloud_backend(a)
+            if backend.vm_ready(b, self.clock.now):
+                self.log.append(self.clock.now, int(EventKind.VM_READY), -1, a, b)
                 self._changed()
         elif kind == EV_VM_GONE:
-            backend = self.backends[a]
-            assert isinstance(backend, CloudBackend)
-            if backend.vm_gone(b, self.now):
-                self.log.append(self.now, int(EventKind.VM_GONE), -1, a, b)
+            backend = self.cloud_backend(a)
+            if backend.vm_gone(b, self.clock.now):
+                self.log.append(self.clock.now, int(EventKind.VM_GONE), -1, a, b)
         elif kind == EV_WAKE:
             self._changed()
         elif kind == EV_BILLING:
-            self.billing_pending -= 1
+            self.clock.background -= 1
             self._billing_boundary(a, b)
 
     def job_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         """Run number `run` of job `job_id` ended now with `exit_code` (0: completed, else failed).
 
-        Live backends call this when a pilot reports; a report for a run that is no longer
-        current (killed and restarted meanwhile) is ignored.
+        A live manager calls this when a site reports the end of a run; a report for a run that
+        is no longer current (killed and restarted meanwhile) is ignored.
         """
         self._run_ended(job_id, run, exit_code)
 
@@ -207,38 +232,78 @@ class Engine:
         False when that run is no longer the current one.
         """
         entry = self.entries.get(job_id)
-        if entry is None or entry.state is not JobState.RUNNING or entry.run != run:
+        if entry is None or entry.state is not _RUNNING or entry.run != run:
             return False
-        self._kill(entry, KillCause.LOST, requeue=True)
+        self.kill(entry, KillCause.LOST, requeue=True)
         return True
 
-    def restore(self, job: Job, *, stage: int = 0, run: int = 0, restarts: int = 0) -> JobEntry | None:
+    def restore(
+        self, job: Job, *, stage: int = 0, run: int = 0, restarts: int = 0, queued_at: float | None = None
+    ) -> JobEntry | None:
         """Re-enter a job recorded before a manager restart, queued in `stage` with its run counts.
 
-        Call with `now` at the job's submit time; a recorded running job is then re-attached by
-        applying a StartJob for it. Returns None if the job can no longer run here.
+        The clock is not rewound and no SUBMIT is logged again: the job keeps its recorded
+        submit time (in `job.submit`) and `queued_at` (default: its submit time). A recorded
+        running job is then re-attached by applying a StartJob for it. Returns None if the job
+        can no longer run here.
         """
-        entry = self.submit(job)
+        if job.id in self.entries:
+            raise ValueError(f"job {job.id} was already submitted")
+        entry = self._admit(job, self.clock.now)
         if entry is None:
             return None
+        entry.queued_at = job.submit if queued_at is None else queued_at
         entry.run = run
         entry.restarts = restarts
         stage = min(max(stage, 0), len(self.queues) - 1)
         if stage != entry.stage:
-            self._dequeue(entry)
+            self.dequeue(entry)
             self._enqueue(entry, stage)
         return entry
 
+    def reattach(self, job_id: int, site: int, *, run: int, started: float, limit: float | None) -> Status:
+        """Re-attach run `run` of queued job `job_id`, recorded as started on `site` at `started`
+        before a manager restart: the same validation as a StartJob, no START logged again (it is
+        recorded), the limit counted from `started`."""
+        d = StartJob(job_id, site, limit, by="recovery")
+        kind = self._kinds[StartJob]
+        try:
+            entry, backend = kind.validate(self, d)
+        except Refused as r:
+            return self._refused(d, r, "recovery")
+        self.dequeue(entry)
+        entry.state = _RUNNING
+        entry.site = site
+        entry.started = started
+        entry.run = run
+        entry.limit = limit
+        backend.start(entry, started)
+        if limit is not None:
+            self.schedule(started + limit, PRIO_LIMIT, EV_LIMIT, job_id, run)
+        return ACCEPTED
+
+    def adopt_lease(self, site: int, vm_id: int, leased_at: float) -> None:
+        """Count the billing of a VM leased at `leased_at` and restored after a restart: every
+        increment started so far is charged, and the next boundary is scheduled (with a budget)."""
+        backend = self.cloud_backend(site)
+        if not backend.site.is_paid:
+            return
+        inc = backend.site.billing_increment
+        started = max(1, math.ceil((self.clock.now - leased_at) / inc - 1e-9))
+        self.spent += started * backend.site.price_per_increment
+        if self.budget is not None:
+            self.schedule_billing(leased_at + started * inc, site, vm_id)
+
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         entry = self.entries.get(job_id)
-        if entry is None or entry.state is not JobState.RUNNING or entry.run != run:
+        if entry is None or entry.state is not _RUNNING or entry.run != run:
             return  # a completion of a run that was killed meanwhile
-        now = self.now
+        now = self.clock.now
         backend = self.backends[entry.site]
         backend.finished(entry, now)
         if exit_code == 0:
-            entry.state = JobState.DONE
-            self.log.append(now, _END, job_id, entry.site, -1, 0)
+            entry.state = JobState.COMPLETED
+            self.log.append(now, _END, job_id, entry.site, -1, 0, run)
             runtime = now - entry.started
             user = entry.job.user
             hist = self.history.get(user)
@@ -249,33 +314,33 @@ class Engine:
             self.runtime_count += 1
         else:
             entry.state = JobState.FAILED
-            self.log.append(now, int(EventKind.FAIL), job_id, entry.site, -1, exit_code)
+            self.log.append(now, int(EventKind.FAIL), job_id, entry.site, -1, exit_code, run)
         del self.entries[job_id]
         self.why_not.pop(job_id, None)
         self._changed()
 
     def _limit_reached(self, job_id: int, run: int) -> None:
         entry = self.entries.get(job_id)
-        if entry is None or entry.state is not JobState.RUNNING or entry.run != run:
+        if entry is None or entry.state is not _RUNNING or entry.run != run:
             return
-        self._kill(entry, KillCause.LIMIT, requeue=True, next_stage=True)
+        self.kill(entry, KillCause.LIMIT, requeue=True, next_stage=True)
 
-    def _kill(self, entry: JobEntry, cause: KillCause, *, requeue: bool, next_stage: bool = False) -> None:
-        now = self.now
+    def kill(self, entry: JobEntry, cause: KillCause, *, requeue: bool, next_stage: bool = False) -> None:
+        """Kill the current run of `entry` for `cause`; requeue it (in the next stage after a
+        limit) or end it as failed."""
+        now = self.clock.now
         site = entry.site
+        run = entry.run
         self.backends[site].stop(entry, now)
-        self.log.append(now, _KILL, entry.job.id, site, -1, int(cause))
+        self.log.append(now, _KILL, entry.job.id, site, -1, int(cause), run)
         if requeue:
             entry.restarts += 1
             if next_stage:
-                if self._next_stage is not None:
-                    entry.stage = self._next_stage(entry.stage)
-                elif entry.stage + 1 < len(self.queues):
-                    entry.stage += 1
+                entry.stage = min(self.allocation.next_stage(entry.stage), len(self.queues) - 1)
             entry.site = -1
             if entry.job.size > self._stage_max[entry.stage]:
                 entry.state = JobState.REJECTED
-                self.log.append(now, int(EventKind.REJECT), entry.job.id)
+                self.log.append(now, int(EventKind.REJECT), entry.job.id, -1, -1, 0.0, run)
                 self.log.reasons[entry.job.id] = (
                     f"killed at the runtime limit; needs {entry.job.size} processors, more than any site "
                     f"of queue {entry.stage} offers"
@@ -283,13 +348,13 @@ class Engine:
                 del self.entries[entry.job.id]
                 self._changed()
                 return
-            entry.state = JobState.QUEUED
+            entry.state = _QUEUED
             entry.queued_at = now
             self._enqueue(entry, entry.stage)
-            self.log.append(now, _REQUEUE, entry.job.id, -1, -1, entry.stage)
+            self.log.append(now, _REQUEUE, entry.job.id, -1, -1, entry.stage, run)
         else:
             entry.state = JobState.FAILED
-            self.log.append(now, int(EventKind.FAIL), entry.job.id, site, -1, -9)
+            self.log.append(now, int(EventKind.FAIL), entry.job.id, site, -1, -9, run)
             del self.entries[entry.job.id]
         self._changed()
 
@@ -298,24 +363,49 @@ class Engine:
         entry = self.entries.get(job_id)
         if entry is None:
             return False
-        if entry.state is JobState.RUNNING:
-            self.backends[entry.site].stop(entry, self.now)
-            self.log.append(self.now, _KILL, job_id, entry.site, -1, int(KillCause.CANCEL))
+        now = self.clock.now
+        if entry.state is _RUNNING:
+            self.backends[entry.site].stop(entry, now)
+            self.log.append(now, _KILL, job_id, entry.site, -1, int(KillCause.CANCEL), entry.run)
         else:
-            self._dequeue(entry)
+            self.dequeue(entry)
         entry.state = JobState.CANCELLED
-        self.log.append(self.now, int(EventKind.CANCEL), job_id)
+        self.log.append(now, int(EventKind.CANCEL), job_id, -1, -1, 0.0, entry.run)
         del self.entries[job_id]
+        self.why_not.pop(job_id, None)
         self._changed()
         return True
+
+    # ------------------------------------------------------------------ used by decision kinds
+
+    def log_start(self, entry: JobEntry, site: int, policy: str) -> None:
+        """Record the start of the current run of `entry` on `site`, decided by `policy`."""
+        log = self.log
+        size = entry.job.size
+        log.append(self.clock.now, _START, entry.job.id, site, -1, size, entry.run, size, log.policy_index(policy))
+
+    def cloud_backend(self, index: int) -> CloudBackend:
+        """The cloud backend at `index`; Refused (UNKNOWN_TARGET / INVALID) otherwise."""
+        if not 0 <= index < len(self.backends):
+            raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {index} does not exist")
+        backend = self.backends[index]
+        if not isinstance(backend, CloudBackend):
+            raise Refused(StatusCode.INVALID, f"site {backend.name} is not a cloud")
+        return backend
+
+    def schedule_billing(self, time: float, site: int, vm_id: int) -> None:
+        """Schedule the next billing boundary of a paid VM (a background event on the clock)."""
+        self.clock.background += 1
+        self.schedule(time, PRIO_BILLING, EV_BILLING, site, vm_id)
 
     # ----------------------------------------------------------------------------- rounds
 
     def _changed(self) -> None:
         """Something changed now: make sure a round follows."""
-        self._request_round(self.now)
+        self.request_round(self.clock.now)
 
-    def _request_round(self, t: float) -> None:
+    def request_round(self, t: float) -> None:
+        """Make sure a round runs at `t` (at the next period boundary with periodic rounds)."""
         interval = self.round_interval
         if interval:
             t = math.ceil(t / interval - 1e-9) * interval
@@ -325,159 +415,80 @@ class Engine:
             t = self._last_round
         if t < self._round_at:
             self._round_at = t
-            self._at(t, PRIO_ROUND, EV_ROUND, -1, -1)
+            self.schedule(t, PRIO_ROUND, EV_ROUND, -1, -1)
 
     def run_round(self) -> None:
-        """Ask the policies for decisions and apply them."""
+        """Ask the deciding policies (in their families' order) for decisions and apply them."""
         self._round_at = math.inf
-        self._last_round = self.now
+        self._last_round = self.clock.now
         self.rounds += 1
         view = self.view
-        for policy in (self.provisioning, self.allocation):
-            before = self._fingerprint() if self.check_purity else None
+        for policy in self._deciders:
+            before = self.fingerprint() if self.check_purity else None
             decisions = list(policy.decide(view))
-            if before is not None and self._fingerprint() != before:
+            if before is not None and self.fingerprint() != before:
                 raise AssertionError(f"policy {policy.name!r} changed the engine state while deciding")
             for d in decisions:
-                self.apply(d)
+                self.apply(d, policy.name)
 
-    def apply(self, d: object) -> str | None:
-        """Validate and apply one decision; return None if applied, else the reason it was refused."""
+    def apply(self, d: object, policy: str = "") -> Status:
+        """Validate and apply one decision; return its status (ACCEPTED, or a refusal with its
+        code and reason, recorded in the event log and as the job's answer to "why")."""
+        kind = self._kinds.get(type(d))
+        by = getattr(d, "by", "") or policy
         try:
-            if type(d) is StartJob:
-                self._start(d)
-            elif type(d) is LeaseVms:
-                self._lease(d)
-            elif type(d) is ReleaseVms:
-                self._release(d)
-            elif type(d) is WakeUp:
-                if d.time > self.now:
-                    self._request_round(d.time)
-            elif type(d) is HoldJob:
-                self.why_not[d.job_id] = d.reason
-            elif type(d) is KillJob:
-                entry = self.entries.get(d.job_id)
-                if entry is None or entry.state is not JobState.RUNNING:
-                    raise DecisionRefusedError(f"job {d.job_id} is not running")
-                self._kill(entry, KillCause.POLICY, requeue=d.requeue)
-            else:
-                raise DecisionRefusedError(f"unknown decision {d!r}")
-        except DecisionRefusedError as exc:
-            self.rejected_decisions += 1
-            job_id = getattr(d, "job_id", None)
-            if job_id is not None:
-                self.why_not[job_id] = str(exc)
-            return str(exc)
-        return None
+            if kind is None:
+                raise Refused(StatusCode.INVALID, f"unknown decision {d!r}")
+            ctx = kind.validate(self, d)
+            kind.apply(self, d, ctx)
+        except Refused as r:
+            return self._refused(d, r, by)
+        return ACCEPTED
 
-    def _start(self, d: StartJob) -> None:
-        entry = self.entries.get(d.job_id)
-        if entry is None or entry.state is not JobState.QUEUED:
-            raise DecisionRefusedError(f"job {d.job_id} is not queued")
-        if not 0 <= d.site < len(self.backends):
-            raise DecisionRefusedError(f"site index {d.site} does not exist")
-        backend = self.backends[d.site]
-        if d.site not in self.stage_sites[entry.stage]:
-            raise DecisionRefusedError(f"site {backend.name} is not among the sites of queue {entry.stage}")
-        size = entry.job.size
-        if size > backend.free:
-            raise DecisionRefusedError(
-                f"needs {size} processors; site {backend.name} has {backend.free} free"
-            )
-        now = self.now
-        if not backend.available(now):
-            raise DecisionRefusedError(f"site {backend.name} is not available now")
-        self._dequeue(entry)
-        entry.state = JobState.RUNNING
-        entry.site = d.site
-        entry.started = now
-        entry.run += 1
-        entry.limit = d.limit
-        backend.start(entry, now)
-        self.log.append(now, _START, entry.job.id, d.site, -1, size)
-        if d.limit is not None:
-            self._at(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
-        if self.why_not:
-            self.why_not.pop(entry.job.id, None)
-
-    def _cloud(self, index: int) -> CloudBackend:
-        if not 0 <= index < len(self.backends):
-            raise DecisionRefusedError(f"site index {index} does not exist")
-        backend = self.backends[index]
-        if not isinstance(backend, CloudBackend):
-            raise DecisionRefusedError(f"site {backend.name} is not a cloud")
-        return backend
-
-    def _lease(self, d: LeaseVms) -> None:
-        backend = self._cloud(d.site)
-        if d.count <= 0:
-            raise DecisionRefusedError(f"lease of {d.count} VMs")
-        room = backend.site.max_vms - backend.leased
-        if d.count > room:
-            raise DecisionRefusedError(
-                f"lease of {d.count} VMs on {backend.name} exceeds its maximum ({backend.site.max_vms}, "
-                f"{backend.leased} leased)"
-            )
-        if not backend.available(self.now):
-            raise DecisionRefusedError(f"site {backend.name} is not available now")
-        price = backend.site.price_per_increment if backend.site.is_paid else 0.0
-        if self.budget is not None and self.spent + d.count * price > self.budget + 1e-9:
-            raise DecisionRefusedError(
-                f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
-                f"exceeds the budget: ${self.spent:.4f} of ${self.budget:.4f} committed"
-            )
-        for vm_id in backend.lease(d.count, self.now):
-            self.log.append(self.now, int(EventKind.VM_LEASE), -1, d.site, vm_id)
-            self.spent += price
-            if price and self.budget is not None:
-                self.billing_pending += 1
-                self._at(self.now + backend.site.billing_increment, PRIO_BILLING, EV_BILLING, d.site, vm_id)
-
-    def _release(self, d: ReleaseVms) -> None:
-        backend = self._cloud(d.site)
-        ids = tuple(dict.fromkeys(d.vm_ids))
-        for vm_id in ids:
-            vm = backend.vms.get(vm_id)
-            if vm is None or vm.state is not VmState.READY:
-                raise DecisionRefusedError(f"VM {vm_id} of {backend.name} is not a ready VM")
-            if vm.free != vm.cores:
-                raise DecisionRefusedError(f"VM {vm_id} of {backend.name} is running a job")
-        if backend.leased - len(ids) < backend.site.min_vms:
-            raise DecisionRefusedError(
-                f"releasing {len(ids)} VMs would leave {backend.name} below its minimum of "
-                f"{backend.site.min_vms}"
-            )
-        backend.release(ids, self.now)
-        for vm_id in ids:
-            self.log.append(self.now, int(EventKind.VM_RELEASE), -1, d.site, vm_id)
+    def _refused(self, d: object, r: Refused, by: str) -> Status:
+        status = Status(r.code, r.reason, by)
+        self.refusals[r.code] = self.refusals.get(r.code, 0) + 1
+        job_id = getattr(d, "job_id", -1)
+        site = getattr(d, "site", -1)
+        log = self.log
+        i = log.append(self.clock.now, _DECISION, job_id, site, -1, int(r.code), -1, 0, log.policy_index(by))
+        log.notes[i] = r.reason
+        if job_id in self.entries:
+            self.why_not[job_id] = status
+        return status
 
     def _billing_boundary(self, site: int, vm_id: int) -> None:
         """A paid VM reached the end of a billing increment: pay the next one or release it."""
-        backend = self.backends[site]
-        assert isinstance(backend, CloudBackend)
+        backend = self.cloud_backend(site)
         vm = backend.vms.get(vm_id)
         if vm is None or vm.state not in (VmState.BOOTING, VmState.READY):
             return  # released meanwhile
         price = backend.site.price_per_increment
         assert self.budget is not None
+        now = self.clock.now
         if self.spent + price <= self.budget + 1e-9:
             self.spent += price
-            self.billing_pending += 1
-            self._at(self.now + backend.site.billing_increment, PRIO_BILLING, EV_BILLING, site, vm_id)
+            self.schedule_billing(now + backend.site.billing_increment, site, vm_id)
             return
         for entry in [e for e in backend.running.values() if any(v == vm_id for v, _ in e.alloc)]:
-            self._kill(entry, KillCause.BUDGET, requeue=True)
-            self.why_not[entry.job.id] = f"its VM on {backend.name} was released: the budget is spent"
+            self.kill(entry, KillCause.BUDGET, requeue=True)
+            self.why_not[entry.job.id] = Status(
+                StatusCode.OVER_BUDGET, f"its VM on {backend.name} was released: the budget is spent", "budget"
+            )
         if vm.state is VmState.BOOTING:
             backend.booting -= 1
             vm.state = VmState.READY  # release() expects a ready VM; it never became usable
             backend.online += vm.cores
             backend.free += vm.cores
-        backend.release((vm_id,), self.now)
-        self.log.append(self.now, int(EventKind.VM_RELEASE), -1, site, vm_id)
+        backend.release((vm_id,), now)
+        self.log.append(now, int(EventKind.VM_RELEASE), -1, site, vm_id, 0.0, -1, 0, self.log.policy_index("budget"))
         self._changed()
 
     # ------------------------------------------------------------------------- answers
+
+    def status(self, job_id: int) -> Status | None:
+        """The latest refusal or hold status of queued job `job_id` (None if there is none)."""
+        return self.why_not.get(job_id)
 
     def why(self, job_id: int) -> str:
         """Why job `job_id` is where it is (for queued jobs: why it is still waiting)."""
@@ -485,16 +496,14 @@ class Engine:
         if entry is None:
             reason = self.log.reasons.get(job_id)
             return reason if reason is not None else f"job {job_id} is not in the system"
-        if entry.state is JobState.RUNNING:
+        if entry.state is _RUNNING:
             return f"running on {self.backends[entry.site].name} since {entry.started:g}"
         explicit = self.why_not.get(job_id)
-        if explicit:
-            return explicit
-        explain = getattr(self.allocation, "explain", None)
-        if explain is not None:
-            text: str = explain(self.view, entry)
-            if text:
-                return text
+        if explicit is not None:
+            return explicit.reason
+        text = self.allocation.explain(self.view, entry)
+        if text:
+            return text
         queue = self.queues[entry.stage]
         ahead = 0
         for other in queue:
@@ -508,14 +517,20 @@ class Engine:
             f"the most free on its sites is {most_free}"
         )
 
-    def _fingerprint(self) -> tuple[object, ...]:
+    def fingerprint(self) -> tuple[object, ...]:
+        """Everything a policy could change if it broke its contract (for the purity check)."""
         return (
             tuple(tuple(q) for q in self.queues),
+            tuple(tuple(b) for stage in self.buckets for b in stage.values()),
             tuple(tuple(getattr(e, f) for f in JobEntry.__slots__) for e in self.entries.values()),
-            tuple((b.free, b.online, len(b.running)) for b in self.backends),
+            tuple(
+                (b.free, b.online, len(b.running), tuple(b.by_estimated_end), tuple(b.running)) for b in self.backends
+            ),
             tuple(
                 tuple(tuple(getattr(v, f) for f in Vm.__slots__) for v in b.vms.values())
                 for b in self.backends
                 if isinstance(b, CloudBackend)
             ),
+            tuple((u, tuple(h)) for u, h in self.history.items()),
+            (self.spent, self.runtime_sum, self.runtime_count, len(self.log)),
         )

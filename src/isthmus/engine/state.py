@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from isthmus.model.job import Job
+from isthmus.model.states import JobState
 
-
-class JobState(IntEnum):
-    """Where a job is in its life. DONE, FAILED, CANCELLED and REJECTED are terminal."""
-
-    QUEUED = 0
-    RUNNING = 1
-    DONE = 2
-    FAILED = 3
-    CANCELLED = 4
-    REJECTED = 5
-
-    @property
-    def terminal(self) -> bool:
-        """True once the job will never run again."""
-        return self >= JobState.DONE
+__all__ = ["JobEntry", "JobState"]
 
 
 class JobEntry:

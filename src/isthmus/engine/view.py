@@ -1,34 +1,183 @@
-"""The read-only view of the engine's state handed to policies each round."""
+"""The read-only view of an engine's state that policies decide on.
+
+The view hands out no backend object and no mutable container of the engine: sites are
+`SiteView`/`CloudView` proxies exposing only what the `isthmus.policies.api` protocols list,
+mappings are `MappingProxyType`s, sequences are read-only wrappers. The proxies read the live
+state (no copy per round), so a policy sees the state as of the moment it decides.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, overload
 
-from isthmus.engine.backend import CloudBackend
+from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
+from isthmus.model.site import Site
 
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
     from isthmus.engine.state import JobEntry
 
 
+class ReadOnlyList(Sequence["tuple[float, int]"]):
+    """A read-only window on a list the engine keeps (iteration at list speed)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[tuple[float, int]]) -> None:
+        self._items = items
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[float, int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[float, int]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[float, int] | Sequence[tuple[float, int]]:
+        if isinstance(i, slice):
+            return tuple(self._items[i])
+        return self._items[i]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[tuple[float, int]]:
+        return iter(self._items)
+
+
+class VmView:
+    """One leased VM, read-only."""
+
+    __slots__ = ("_vm",)
+
+    def __init__(self, vm: Vm) -> None:
+        self._vm = vm
+
+    @property
+    def id(self) -> int:
+        """The VM's id on its site."""
+        return self._vm.id
+
+    @property
+    def cores(self) -> int:
+        """Processors of the VM."""
+        return self._vm.cores
+
+    @property
+    def free(self) -> int:
+        """Processors not running anything."""
+        return self._vm.free
+
+    @property
+    def leased_at(self) -> float:
+        """When billing started."""
+        return self._vm.leased_at
+
+    @property
+    def idle_since(self) -> float:
+        """When the VM last became idle (-1 while busy)."""
+        return self._vm.idle_since
+
+    @property
+    def idle(self) -> bool:
+        """Ready and running nothing."""
+        return self._vm.idle
+
+
+class SiteView:
+    """A site's current state, read-only: capacity, running jobs and their estimated ends."""
+
+    __slots__ = ("_b", "by_estimated_end", "index", "name", "running", "site")
+
+    def __init__(self, backend: SiteBackend) -> None:
+        self._b = backend
+        self.index = backend.index
+        self.site: Site = backend.site
+        self.name = backend.name
+        #: running job id -> its entry
+        self.running: Mapping[int, JobEntry] = MappingProxyType(backend.running)
+        #: (estimated end, job id) of running jobs, in order
+        self.by_estimated_end: Sequence[tuple[float, int]] = ReadOnlyList(backend.by_estimated_end)
+
+    @property
+    def free(self) -> int:
+        """Processors usable now and running nothing."""
+        return self._b.free
+
+    @property
+    def online(self) -> int:
+        """Processors usable now (busy or not)."""
+        return self._b.online
+
+    @property
+    def busy(self) -> int:
+        """Processors running jobs now."""
+        return self._b.online - self._b.free
+
+    def available(self, now: float) -> bool:
+        """Whether the site may be used at `now` (its availability window)."""
+        return self._b.available(now)
+
+
+class CloudView(SiteView):
+    """A cloud site's current state, read-only: also its leased and booting VMs."""
+
+    __slots__ = ()
+    _b: CloudBackend
+
+    @property
+    def booting(self) -> int:
+        """VMs leased and still booting."""
+        return self._b.booting
+
+    @property
+    def leased(self) -> int:
+        """VMs leased and not being released (booting or ready)."""
+        return self._b.leased
+
+    def idle_vms(self) -> Sequence[VmView]:
+        """Ready VMs running nothing, longest idle first."""
+        return [VmView(vm) for vm in self._b.idle_vms()]
+
+
+class _BucketsView(Mapping[int, Mapping[int, "JobEntry"]]):
+    """size -> {job id: entry} of one queue, read-only at both levels."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: Mapping[int, Mapping[int, JobEntry]]) -> None:
+        self._d = d
+
+    def __getitem__(self, size: int) -> Mapping[int, JobEntry]:
+        return MappingProxyType(self._d[size])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
 class EngineView:
     """What policies may read of an engine. It holds no state of its own."""
 
-    __slots__ = ("_e",)
+    __slots__ = ("_clouds", "_e", "_sites")
 
     def __init__(self, engine: Engine) -> None:
         self._e = engine
+        self._sites: tuple[SiteView, ...] = tuple(
+            CloudView(b) if isinstance(b, CloudBackend) else SiteView(b) for b in engine.backends
+        )
+        self._clouds: tuple[CloudView | None, ...] = tuple(s if isinstance(s, CloudView) else None for s in self._sites)
 
     @property
     def now(self) -> float:
         """The current time (simulated or wall), given as data."""
-        return self._e.now
+        return self._e.clock.now
 
     @property
-    def sites(self) -> Sequence[object]:
-        """The site backends, by index, read-only."""
-        return self._e.backends
+    def sites(self) -> Sequence[SiteView]:
+        """Every site, by index."""
+        return self._sites
 
     @property
     def stages(self) -> int:
@@ -55,25 +204,32 @@ class EngineView:
         Kept only for an allocation policy that declares `uses_size_index = True`.
         """
         if not self._e.size_index:
-            name = getattr(self._e.allocation, "name", "?")
-            raise RuntimeError(f"policy {name!r} reads queue_by_size but does not declare uses_size_index = True")
-        return self._e.buckets[stage]
+            raise RuntimeError(
+                f"policy {self._e.allocation.name!r} reads queue_by_size but does not declare uses_size_index = True"
+            )
+        return _BucketsView(self._e.buckets[stage])
 
     def stage_sites(self, stage: int) -> Sequence[int]:
         """Indices of the sites jobs of queue `stage` may run on."""
         return self._e.stage_sites[stage]
 
-    def cloud(self, index: int) -> CloudBackend | None:
-        """The cloud backend at `index`, None for a cluster."""
-        b = self._e.backends[index]
-        return b if isinstance(b, CloudBackend) else None
+    def cloud(self, index: int) -> CloudView | None:
+        """The cloud site at `index`, None for a cluster."""
+        return self._clouds[index]
 
     def user_runtimes(self, user: str) -> Sequence[float]:
         """Runtimes of the user's last (up to two) completed jobs, oldest first."""
-        return self._e.history.get(user, ())
+        hist = self._e.history.get(user)
+        return tuple(hist) if hist else ()
 
     @property
     def mean_runtime(self) -> float | None:
         """Mean runtime of all completed jobs so far, None before the first completes."""
         e = self._e
         return e.runtime_sum / e.runtime_count if e.runtime_count else None
+
+    @property
+    def budget_left(self) -> float | None:
+        """Charged cost the budget cap still allows ($), None without a cap."""
+        e = self._e
+        return None if e.budget is None else max(0.0, e.budget - e.spent)

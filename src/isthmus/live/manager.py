@@ -15,7 +15,6 @@ what pilots were told, which is what recovery (`_recover`) relies on.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import json
 import logging
 import math
@@ -45,14 +44,13 @@ from isthmus.backends.local import (
     vm_node_key,
 )
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
-from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY, EV_WAKE, SimClock
+from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY, EV_WAKE, RealtimeClock
 from isthmus.engine.engine import Engine
-from isthmus.engine.policies import build_policies
 from isthmus.engine.state import JobEntry, JobState
-from isthmus.model.decisions import StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, KillCause
 from isthmus.model.job import Job, PriorityClass, VmRequirements
+from isthmus.policies.build import build_policies
 from isthmus.server import store as db
 from isthmus.server.auth import hash_token, new_token
 
@@ -92,6 +90,7 @@ class ManagerConfig:
     default_estimate: float = DEFAULT_ESTIMATE
     stop_pilots_on_exit: bool = True
     tag: str | None = None  # copied to ISTHMUS_TAG in pilots and jobs (lets tests find leftovers)
+    budget: float | None = None  # cap on the charged cost of all cloud leases ($), as in simulation
 
     @property
     def url(self) -> str:
@@ -156,7 +155,7 @@ class Manager:
         self.store = db.Store(config.db_url)
         self.state_dir = Path(config.state_dir)
         self.spool = self.state_dir / "spool"
-        self.clock = SimClock(time.time())
+        self.clock = RealtimeClock()
         self.nodes: dict[str, Node] = {}
         self.assign: dict[int, Assignment] = {}
         self.specs: dict[int, dict[str, Any]] = {}
@@ -172,7 +171,6 @@ class Manager:
         self._commit_future: asyncio.Future[None] | None = None
         self._lost_reasons: dict[tuple[int, int], str] = {}
         self._recovering = False
-        self._wake: asyncio.Event | None = None
         self._driver_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._incarnation = secrets.token_hex(3)
@@ -186,7 +184,7 @@ class Manager:
 
     def _build_engine(self) -> Engine:
         env = self.env
-        policies = build_policies(env.allocation, env.provisioning)
+        policies = build_policies(env.allocation, env.provisioning, true_runtimes_known=False)
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
             if site.is_cloud:
@@ -200,12 +198,11 @@ class Manager:
         assert interval is None or isinstance(interval, (int, float))
         return Engine(
             env,
-            policies.allocation,
-            policies.provisioning,
-            policies.predictor,
-            backends,
-            self.clock.at,
+            policies,
+            self.clock,
+            lambda _schedule: backends,
             round_interval=float(interval) if interval else None,
+            budget=self.config.budget,
         )
 
     # --------------------------------------------------------------------------- lifecycle
@@ -217,7 +214,6 @@ class Manager:
         self.store.create()
         self._next_job_id = self.store.max_job_id() + 1
         self._first_start()
-        self._wake = asyncio.Event()
         self._recover()
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
 
@@ -235,6 +231,7 @@ class Manager:
         self._stopping = True
         for t in self._timers:
             t.cancel()
+        self.clock.stop()
         if self._driver_task is not None:
             self._wake_up()
             self._driver_task.cancel()
@@ -283,40 +280,18 @@ class Manager:
     # -------------------------------------------------------------------------- the driver
 
     def _wake_up(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
+        self.clock.wake()
 
     def advance(self) -> None:
-        """Handle every clock event due by now (at its own time), then bring `now` to the wall clock."""
-        heap = self.clock.heap
-        engine = self.engine
-        while heap and heap[0][0] <= time.time():
-            t, _prio, _seq, kind, a, b = heapq.heappop(heap)
-            self.clock.now = engine.now = t
-            engine.handle(kind, a, b)
-        w = time.time()
-        if w > engine.now:
-            self.clock.now = engine.now = w
+        """Let the clock handle every event due by now (at its own time) and reach the wall time."""
+        self.clock.catch_up()
+
+    def _step(self) -> None:
+        self._persist()
+        self._housekeeping()
 
     async def _driver(self) -> None:
-        assert self._wake is not None
-        while not self._stopping:
-            try:
-                self.advance()
-                self._persist()
-                self._housekeeping()
-            except Exception:  # keep the manager alive; the failure is logged
-                log.exception("driver step failed")
-            nxt = self.clock.next_time()
-            delay = min(nxt - time.time(), 0.5)
-            self._wake.clear()
-            if delay > 0:
-                try:  # noqa: SIM105
-                    await asyncio.wait_for(self._wake.wait(), delay)
-                except TimeoutError:
-                    pass
-            else:
-                await asyncio.sleep(0)
+        await self.clock.run_forever(self._step, lambda exc: log.exception("driver step failed", exc_info=exc))
 
     def _external(self) -> None:
         """Before an external event: handle due events, set now to the wall clock."""
@@ -975,6 +950,8 @@ class Manager:
             state = {"booting": VmState.BOOTING, "ready": VmState.READY, "releasing": VmState.RELEASING}[row["state"]]
             vm = backend.restore_vm(row["vm"], state, row["leased_at"], row["ready_at"], row["released_at"])
             key = vm_node_key(row["site"], vm.id)
+            if state is not VmState.RELEASING:
+                engine.adopt_lease(row["site"], vm.id, row["leased_at"])
             if state is VmState.RELEASING:
                 old = pilot_rows.get(key)
                 if old and old.get("pid") and pid_is_pilot(old["pid"]):
@@ -986,13 +963,12 @@ class Manager:
         for i, b in enumerate(engine.backends):
             if isinstance(b, CloudBackend):  # VM ids are never reused (they key VM rows and pilots)
                 b.reserve_vm_ids(max_vm.get(i, -1) + 1)
-        # jobs
+        # jobs: back in their queues with their recorded times; the clock is not rewound
         active = self.store.active_jobs()
         for row in active:
             job_id = row["id"]
             self.specs[job_id] = row["spec"]
             self.users[job_id] = row["user"]
-            engine.now = self.clock.now = row["submit_time"]
             engine.restore(
                 self._job(job_id, row["user"], row["spec"], row["submit_time"]),
                 stage=row["stage"] or 0,
@@ -1017,15 +993,13 @@ class Manager:
                     vm_id = int(str(key).split("/vm", 1)[1])
                     alloc[vm_id] = alloc.get(vm_id, 0) + 1
                 backend.reattach[job_id] = tuple(alloc.items())
-            entry.run = row["run"] - 1
-            engine.now = self.clock.now = row["start_time"] or now
-            why = engine.apply(StartJob(job_id, row["site"], limit=row["limit_s"]))
-            if why is not None:
-                log.error("could not re-attach job %s: %s", job_id, why)
+            status = engine.reattach(
+                job_id, row["site"], run=row["run"], started=min(row["start_time"] or now, now), limit=row["limit_s"]
+            )
+            if not status.accepted:
+                log.error("could not re-attach job %s: %s", job_id, status.reason)
         self._started.clear()
-        self._persisted = len(engine.log)
         self._recovering = False
-        engine.now = self.clock.now = max(now, engine.now)
         # pilots: wait for live ones to re-register, start the others
         for key, node in self.nodes.items():
             old = pilot_rows.get(key)

@@ -1,7 +1,11 @@
 """The event log: every change the engine applies, in order, as compact columns.
 
 Metrics and reports are computed from this log alone (DESIGN: "metrics come from the event
-log"), in simulation and live alike.
+log"), in simulation and live alike. Besides what happened (time, kind, job, site, vm, value)
+each event carries the run number, the slots (processors) it concerns, the deciding policy,
+the origin manager of a forwarded job and the task of a bag of tasks, so that a database
+projection or a report needs no side channel. Policy and origin names are interned: the
+columns hold indices into `policies` and `origins` (-1: none).
 """
 
 from __future__ import annotations
@@ -16,17 +20,19 @@ class EventKind(IntEnum):
     """What happened. Columns used: job, site, vm, value (see each member)."""
 
     SUBMIT = 0  # job arrived; value = size
-    START = 1  # job run started on site; value = size
+    START = 1  # job run started on site; value = size; run, slots, policy set
     END = 2  # job run completed on site; value = exit code (0 in simulation)
     KILL = 3  # job run killed on site; value = KillCause
     REQUEUE = 4  # job back in a queue; value = stage it is queued in
     CANCEL = 5  # job cancelled by its user while queued or running
     FAIL = 6  # job run failed on site; value = exit code
-    REJECT = 7  # job can never run here (too large, ...); reason kept beside the log
-    VM_LEASE = 8  # VM leased (billing starts) on site; vm = id
+    REJECT = 7  # job can never run here (too large, ...); reason in `reasons`
+    VM_LEASE = 8  # VM leased (billing starts) on site; vm = id; policy set
     VM_READY = 9  # VM booted and usable
-    VM_RELEASE = 10  # VM release requested (billing stops)
+    VM_RELEASE = 10  # VM release requested (billing stops); policy set
     VM_GONE = 11  # VM shut down
+    DECISION = 12  # a decision refused or held; value = StatusCode; reason in `notes`; policy set
+    VM_FAILED = 13  # a VM failed (boot timeout, error state); reason in `notes`
 
 
 class KillCause(IntEnum):
@@ -37,6 +43,12 @@ class KillCause(IntEnum):
     CANCEL = 2  # the user cancelled it
     LOST = 3  # its node or pilot was lost
     BUDGET = 4  # its VM was released because the budget could not pay another billing increment
+    TIMEOUT = 5  # it reached its requested runtime
+
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+"""Job ids (and other integer columns) must fit a signed 64-bit integer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +61,38 @@ class Event:
     site: int
     vm: int
     value: float
+    run: int = -1
+    slots: int = 0
+    policy: str = ""
+    origin: str = ""
+    task: int = -1
 
 
 class EventLog:
-    """Append-only columns: time, kind, job, site, vm, value (-1 where a column does not apply).
+    """Append-only columns (-1 where a column does not apply).
 
-    Stored in `array` columns so that a million events take about 30 MB.
+    Stored in `array` columns so that a million events take about 45 MB. `reasons` holds the
+    reason a job was rejected (by job id); `notes` the reason of a DECISION or VM_FAILED event
+    (by event index).
     """
 
-    __slots__ = ("_job", "_kind", "_site", "_time", "_value", "_vm", "reasons")
+    __slots__ = (
+        "_job",
+        "_kind",
+        "_origin",
+        "_policy",
+        "_run",
+        "_site",
+        "_slots",
+        "_task",
+        "_time",
+        "_value",
+        "_vm",
+        "notes",
+        "origins",
+        "policies",
+        "reasons",
+    )
 
     def __init__(self) -> None:
         self._time = array("d")
@@ -66,32 +101,88 @@ class EventLog:
         self._site = array("h")
         self._vm = array("i")
         self._value = array("d")
+        self._run = array("i")
+        self._slots = array("i")
+        self._policy = array("h")
+        self._origin = array("h")
+        self._task = array("q")
         self.reasons: dict[int, str] = {}
+        self.notes: dict[int, str] = {}
+        self.policies: list[str] = []
+        self.origins: list[str] = []
 
     def append(
-        self, time: float, kind: int, job: int = -1, site: int = -1, vm: int = -1, value: float = 0.0
-    ) -> None:
-        """Record one event."""
+        self,
+        time: float,
+        kind: int,
+        job: int = -1,
+        site: int = -1,
+        vm: int = -1,
+        value: float = 0.0,
+        run: int = -1,
+        slots: int = 0,
+        policy: int = -1,
+        origin: int = -1,
+        task: int = -1,
+    ) -> int:
+        """Record one event; returns its index. `policy` and `origin` are interned indices
+        (see `policy_index`)."""
         self._time.append(time)
         self._kind.append(kind)
         self._job.append(job)
         self._site.append(site)
         self._vm.append(vm)
         self._value.append(value)
+        self._run.append(run)
+        self._slots.append(slots)
+        self._policy.append(policy)
+        self._origin.append(origin)
+        self._task.append(task)
+        return len(self._time) - 1
+
+    def policy_index(self, name: str) -> int:
+        """The interned index of policy `name` (-1 for an empty name)."""
+        if not name:
+            return -1
+        try:
+            return self.policies.index(name)
+        except ValueError:
+            self.policies.append(name)
+            return len(self.policies) - 1
+
+    def origin_index(self, name: str) -> int:
+        """The interned index of origin manager `name` (-1 for a local job)."""
+        if not name:
+            return -1
+        try:
+            return self.origins.index(name)
+        except ValueError:
+            self.origins.append(name)
+            return len(self.origins) - 1
 
     def __len__(self) -> int:
         return len(self._time)
 
+    def event(self, i: int) -> Event:
+        """Event number `i`."""
+        p, o = self._policy[i], self._origin[i]
+        return Event(
+            self._time[i],
+            EventKind(self._kind[i]),
+            self._job[i],
+            self._site[i],
+            self._vm[i],
+            self._value[i],
+            self._run[i],
+            self._slots[i],
+            self.policies[p] if p >= 0 else "",
+            self.origins[o] if o >= 0 else "",
+            self._task[i],
+        )
+
     def __iter__(self) -> Iterator[Event]:
         for i in range(len(self._time)):
-            yield Event(
-                self._time[i],
-                EventKind(self._kind[i]),
-                self._job[i],
-                self._site[i],
-                self._vm[i],
-                self._value[i],
-            )
+            yield self.event(i)
 
     def columns(self) -> dict[str, array]:  # type: ignore[type-arg]
         """The raw columns by name (zero-copy; wrap with numpy.frombuffer for vector math)."""
@@ -102,8 +193,13 @@ class EventLog:
             "site": self._site,
             "vm": self._vm,
             "value": self._value,
+            "run": self._run,
+            "slots": self._slots,
+            "policy": self._policy,
+            "origin": self._origin,
+            "task": self._task,
         }
 
     def rows(self) -> list[tuple[float, int, int, int, int, float]]:
-        """All events as plain tuples (for comparing two logs exactly)."""
+        """All events as (time, kind, job, site, vm, value) tuples (for comparing two logs exactly)."""
         return list(zip(self._time, self._kind, self._job, self._site, self._vm, self._value, strict=True))

@@ -14,7 +14,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-FAMILIES = ("allocation", "provisioning", "prediction")
+#: Families and the order in which their policies decide in a round (None: not consulted each
+#: round). Provisioning looks first (VMs leased this round count as capacity for allocation),
+#: then selection (where a job goes), fair share (malleable jobs), allocation last.
+_FAMILIES: dict[str, int | None] = {
+    "provisioning": 0,
+    "selection": 10,
+    "fairshare": 20,
+    "allocation": 30,
+    "prediction": None,
+}
 
 _TABLE: dict[str, dict[str, str]] = {
     "allocation": {
@@ -38,7 +47,28 @@ _TABLE: dict[str, dict[str, str]] = {
         "requested": "isthmus.policies.prediction.runtime:RequestedRuntime",
         "exact": "isthmus.policies.prediction.runtime:ExactRuntime",
     },
+    "selection": {},
+    "fairshare": {},
 }
+
+
+def families() -> tuple[str, ...]:
+    """The policy families, in the order they decide in a round (non-deciding families last)."""
+    return tuple(sorted(_FAMILIES, key=lambda f: (_FAMILIES[f] is None, _FAMILIES[f] or 0, f)))
+
+
+def round_order(family: str) -> int | None:
+    """Where `family` decides in a round (lower first); None for a family not consulted each round."""
+    _family(family)
+    return _FAMILIES[family]
+
+
+def register_family(family: str, order: int | None) -> None:
+    """Add a policy family deciding at `order` in each round (None: not consulted each round)."""
+    if family in _FAMILIES:
+        raise PolicyError(f"policy family {family!r} already exists")
+    _FAMILIES[family] = order
+    _TABLE[family] = {}
 
 
 class PolicyError(ValueError):
@@ -67,7 +97,7 @@ def _family(family: str) -> dict[str, str]:
     try:
         return _TABLE[family]
     except KeyError:
-        valid = ", ".join(FAMILIES)
+        valid = ", ".join(families())
         raise PolicyError(f"unknown policy family {family!r}; expected one of: {valid}") from None
 
 

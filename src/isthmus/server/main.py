@@ -57,6 +57,7 @@ def serve(
     heartbeat_timeout: float = 20.0,
     reattach_timeout: float = 15.0,
     poll_wait: float = 10.0,
+    budget: float | None = None,
     tag: str | None = None,
     log_level: str = "warning",
 ) -> None:
@@ -76,6 +77,7 @@ def serve(
         heartbeat_timeout=heartbeat_timeout,
         reattach_timeout=reattach_timeout,
         poll_wait=poll_wait,
+        budget=budget,
         tag=tag,
     )
     manager = Manager(cfg)

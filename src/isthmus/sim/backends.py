@@ -7,8 +7,8 @@ simulated clock. Everything else (capacity, VMs, idle times) is the shared bookk
 
 from __future__ import annotations
 
-from isthmus.engine.backend import CloudBackend, Schedule, SiteBackend, Vm
-from isthmus.engine.clock import EV_END, EV_VM_GONE, EV_VM_READY, PRIO_END, PRIO_VM
+from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
+from isthmus.engine.clock import EV_END, EV_VM_GONE, EV_VM_READY, PRIO_END, PRIO_VM, Schedule
 from isthmus.engine.state import JobEntry
 from isthmus.model.site import Site
 

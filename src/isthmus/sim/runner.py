@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from isthmus.engine.backend import SiteBackend
-from isthmus.engine.clock import PRIO_WAKE, SimClock
+from isthmus.engine.clock import PRIO_SUBMIT, Schedule, SimClock
 from isthmus.engine.engine import Engine
-from isthmus.engine.policies import DEFAULT_PREDICTOR, build_policies
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventLog
 from isthmus.model.job import Job
+from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.sim.backends import SimCloud, SimCluster
-
-# Arrivals sort after completions, VM changes and wake-ups of the same instant, before the round.
-PRIO_SUBMIT = PRIO_WAKE + 1
 
 _UNSET = object()
 
@@ -37,20 +33,26 @@ class SimulationResult:
     unfinished: dict[int, str] = field(default_factory=dict)
     rounds: int = 0
     rejected_decisions: int = 0
+    #: refused (and held) decisions per status code label, e.g. {'no capacity': 3}
+    refusals: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
     end_time: float = 0.0
+
+
+def _submit_time(job: Job) -> float:
+    return job.submit
 
 
 def _choice(value: str | PolicyChoice) -> PolicyChoice:
     return value if isinstance(value, PolicyChoice) else PolicyChoice(value)
 
 
-def build_backends(env: Environment, clock: SimClock) -> list[SiteBackend]:
-    """Simulated backends for every site of `env`, by index."""
+def build_backends(env: Environment, schedule: Schedule) -> list[SiteBackend]:
+    """Simulated backends for every site of `env`, by index, scheduling their events with `schedule`."""
     backends: list[SiteBackend] = []
     for i, site in enumerate(env.sites):
         cls = SimCloud if site.is_cloud else SimCluster
-        backends.append(cls(i, site, clock.at))
+        backends.append(cls(i, site, schedule))
     return backends
 
 
@@ -67,6 +69,7 @@ def simulate(
     until: float = math.inf,
     budget: float | None = None,
     progress: Callable[[int], None] | None = None,
+    clock: SimClock | None = None,
 ) -> SimulationResult:
     """Simulate `jobs` (sorted by submit time) on `env` with the given policies.
 
@@ -75,6 +78,7 @@ def simulate(
     `budget` caps the charged cost of cloud leases ($): leases it cannot pay are refused and a
     paid VM whose next billing increment it cannot pay is released at the boundary.
     `progress` is called with the number of jobs submitted so far, now and then.
+    The run is driven by `clock` (a new simulated clock by default) through its `run()`.
     """
     alloc = _choice(allocation) if allocation is not None else env.allocation
     prov = _choice(provisioning) if provisioning is not None else env.provisioning
@@ -83,59 +87,20 @@ def simulate(
     interval = env.round_interval if round_interval is _UNSET else round_interval
     assert interval is None or isinstance(interval, (int, float))
 
-    clock = SimClock()
+    clock = clock if clock is not None else SimClock()
     engine = Engine(
         env,
-        policies.allocation,
-        policies.provisioning,
-        policies.predictor,
-        build_backends(env, clock),
-        clock.at,
+        policies,
+        clock,
+        lambda schedule: build_backends(env, schedule),
         round_interval=float(interval) if interval else None,
         check_purity=check_purity,
         budget=budget,
     )
     t0 = time.perf_counter()
-    heap = clock.heap
-    handle = engine.handle
-    submit = engine.submit
-    pop = heapq.heappop
+    clock.feed(jobs, _submit_time, engine.submit, PRIO_SUBMIT)
+    clock.run(until, engine.idle, progress)
     n = len(jobs)
-    i = 0
-    inf = math.inf
-    next_submit = jobs[0].submit if n else inf
-    last_submit = -inf
-    step = max(1, n // 200)
-    while True:
-        if heap:
-            top = heap[0]
-            ht = top[0]
-        else:
-            top = None
-            ht = inf
-        if next_submit < ht or (next_submit == ht and top is not None and top[1] > PRIO_SUBMIT):
-            if next_submit > until:
-                break
-            job = jobs[i]
-            if next_submit < last_submit:
-                raise ValueError(f"jobs are not sorted by submit time (job {job.id} at {job.submit})")
-            last_submit = next_submit
-            clock.now = engine.now = next_submit
-            submit(job)
-            i += 1
-            next_submit = jobs[i].submit if i < n else inf
-            if progress is not None and i % step == 0:
-                progress(i)
-        elif top is not None:
-            if ht > until:
-                break
-            if engine.billing_pending == len(heap) and i >= n and not engine.entries:
-                break  # only billing boundaries of idle leases remain: the workload is done
-            pop(heap)
-            clock.now = engine.now = ht
-            handle(top[3], top[4], top[5])
-        else:
-            break
     wall = time.perf_counter() - t0
     if progress is not None:
         progress(n)
@@ -152,7 +117,8 @@ def simulate(
         unfinished=unfinished,
         rounds=engine.rounds,
         rejected_decisions=engine.rejected_decisions,
+        refusals={code.label: n for code, n in sorted(engine.refusals.items())},
         wall_seconds=wall,
-        end_time=engine.now,
+        end_time=clock.now,
     )
     return result

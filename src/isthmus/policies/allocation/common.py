@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
-from isthmus.policies.base import JobInfo, NoParams, View
+from isthmus.policies.api import AllocationDefaults, JobInfo, NoParams, View
 
 
 def all_sites(env: Environment) -> list[tuple[int, ...]]:
@@ -130,7 +130,7 @@ def list_schedule(
     return out
 
 
-class SingleSetPolicy:
+class SingleSetPolicy(AllocationDefaults):
     """Base of policies over one set of all sites, without parameters."""
 
     Params = NoParams

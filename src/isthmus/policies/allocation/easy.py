@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, free_processors
-from isthmus.policies.base import View
+from isthmus.policies.api import View
 from isthmus.policies.prediction.wait import earliest_fit, profile_steps
 
 

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from isthmus.model.decisions import Decision
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit_in_order
-from isthmus.policies.base import View
+from isthmus.policies.api import View
 
 
 class FirstFit(SingleSetPolicy):

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from isthmus.model.decisions import Decision
 from isthmus.policies.allocation.common import SingleSetPolicy, any_free, fitting_candidates, list_schedule
-from isthmus.policies.base import JobInfo, View
+from isthmus.policies.api import JobInfo, View
 from isthmus.policies.prediction.wait import AvailabilityProfile
 
 

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.policies.allocation.common import SingleSetPolicy, free_processors, queue_fitting
-from isthmus.policies.base import NoParams, View
+from isthmus.policies.api import NoParams, View
 
 
 class RoundRobin(SingleSetPolicy):

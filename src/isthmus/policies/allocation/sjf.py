@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from isthmus.model.decisions import Decision
 from isthmus.policies.allocation.common import SingleSetPolicy, any_free, fitting_candidates, list_schedule
-from isthmus.policies.base import View
+from isthmus.policies.api import View
 
 
 class ShortestJobFirst(SingleSetPolicy):
@@ -39,6 +39,7 @@ class ShortestJobFirstIdeal(SingleSetPolicy):
 
     name: ClassVar[str] = "sjf-ideal"
     uses_size_index: ClassVar[bool] = True
+    needs_true_runtimes: ClassVar[bool] = True
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Place queued jobs shortest-actual-runtime first."""

@@ -13,7 +13,7 @@ from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.policies.allocation.common import first_fit_in_order, free_processors
-from isthmus.policies.base import View
+from isthmus.policies.api import AllocationDefaults, View
 
 
 def one_or_many(value: object) -> object:
@@ -34,7 +34,7 @@ class TagsChainParams(BaseModel):
     _one_limit = field_validator("limits", mode="before")(one_or_many)
 
 
-class TagsChain:
+class TagsChain(AllocationDefaults):
     """TAGS-chain (KOALA-C §IV-B): identical chains of sites with increasing runtime limits.
 
     The sites of the environment, in order, form chains of len(limits) + 1 sites each (KOALA-C
@@ -110,7 +110,7 @@ class TagsSetsParams(BaseModel):
     _one_limit = field_validator("limits", mode="before")(one_or_many)
 
 
-class TagsSets:
+class TagsSets(AllocationDefaults):
     """TAGS-sets (KOALA-C §IV-C): decreasing sets of sites with increasing runtime limits.
 
     The environment's sets, in order: set 1 holds every site, each next set is a proper subset

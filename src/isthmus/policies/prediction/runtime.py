@@ -13,7 +13,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.job import Job
-from isthmus.policies.base import NoParams, View
+from isthmus.policies.api import NoParams, View
 
 
 class UserLastTwoParams(BaseModel):
@@ -27,6 +27,7 @@ class UserLastTwo:
     """Mean runtime of the user's last two finished jobs; then requested runtime; then global mean."""
 
     name: ClassVar[str] = "user-last-two"
+    needs_true_runtimes: ClassVar[bool] = False
     Params = UserLastTwoParams
 
     def __init__(self, params: UserLastTwoParams | None = None) -> None:
@@ -49,6 +50,7 @@ class RequestedRuntime:
     """The user's requested runtime (the estimate batch schedulers use); else the default."""
 
     name: ClassVar[str] = "requested"
+    needs_true_runtimes: ClassVar[bool] = False
     Params = UserLastTwoParams
 
     def __init__(self, params: UserLastTwoParams | None = None) -> None:
@@ -64,6 +66,7 @@ class ExactRuntime:
     """The job's actual runtime (perfect knowledge; simulation only, as SJF-ideal assumes)."""
 
     name: ClassVar[str] = "exact"
+    needs_true_runtimes: ClassVar[bool] = True
     Params = NoParams
 
     def __init__(self, params: NoParams | None = None) -> None:

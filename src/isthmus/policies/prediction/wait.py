@@ -12,7 +12,7 @@ import bisect
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
-from isthmus.policies.base import SiteInfo, View
+from isthmus.policies.api import SiteInfo, View
 
 
 def profile_steps(

@@ -9,7 +9,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
-from isthmus.policies.base import CloudInfo, View
+from isthmus.policies.api import CloudInfo, View
 
 
 class OnDemandParams(BaseModel):

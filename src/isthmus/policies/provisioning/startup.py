@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision, LeaseVms
-from isthmus.policies.base import NoParams, View
+from isthmus.policies.api import NoParams, View
 
 
 class Startup:

@@ -1,0 +1,111 @@
+"""A test harness: one policy on a hand-built state, its decisions and their statuses.
+
+As Nomad's scheduler Harness, it runs a policy without a simulation: build a state (queued
+jobs, running jobs with their start times, leased VMs) at a chosen time, call `decide()`,
+and get back every decision with the status the engine gave it. The state is an ordinary
+engine on a simulated clock that is never run, so validation and application are the real
+ones; per-policy unit tests use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.clock import SimClock
+from isthmus.engine.engine import Engine
+from isthmus.engine.state import JobEntry
+from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.environment import Environment, PolicyChoice
+from isthmus.model.job import Job
+from isthmus.model.status import Status
+from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
+from isthmus.sim.backends import SimCloud, SimCluster
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One decision of the policy and what the engine made of it."""
+
+    decision: Decision
+    status: Status
+
+
+class Harness:
+    """An engine holding a hand-built state at time `now`, for running one policy on it."""
+
+    def __init__(
+        self,
+        env: Environment,
+        allocation: str | PolicyChoice = "fcfs",
+        provisioning: str | PolicyChoice = "none",
+        *,
+        now: float = 0.0,
+        predictor: PolicyChoice | None = DEFAULT_PREDICTOR,
+        others: Mapping[str, PolicyChoice] | None = None,
+        budget: float | None = None,
+    ) -> None:
+        alloc = allocation if isinstance(allocation, PolicyChoice) else PolicyChoice(allocation)
+        prov = provisioning if isinstance(provisioning, PolicyChoice) else PolicyChoice(provisioning)
+        self.policies = build_policies(alloc, prov, predictor, others)
+        self.clock = SimClock(now)
+
+        def backends(schedule: Any) -> list[Any]:
+            return [(SimCloud if s.is_cloud else SimCluster)(i, s, schedule) for i, s in enumerate(env.sites)]
+
+        self.engine = Engine(env, self.policies, self.clock, backends, budget=budget)
+
+    @property
+    def view(self) -> Any:
+        """The read-only view the policies see."""
+        return self.engine.view
+
+    def queue(self, job: Job, *, stage: int | None = None, queued_at: float | None = None) -> JobEntry:
+        """Put `job` in a queue (its arrival stage, or `stage`) as if it had arrived at `queued_at`."""
+        engine = self.engine
+        if stage is None:
+            stage = engine.allocation.arrival_stage(job) if len(engine.queues) > 1 else 0
+        entry = engine.restore(job, stage=stage, queued_at=queued_at)
+        if entry is None:
+            raise ValueError(f"job {job.id} can never run in this environment: {engine.why(job.id)}")
+        return entry
+
+    def running(self, job: Job, site: int, started: float, *, limit: float | None = None) -> JobEntry:
+        """Make `job` run on `site` since `started` (at or before now)."""
+        entry = self.queue(job)
+        status = self.engine.apply(StartJob(job.id, site, limit))
+        if not status.accepted:
+            raise ValueError(f"job {job.id} cannot run on site {site}: {status.reason}")
+        backend = self.engine.backends[site]
+        backend._track_stop(entry)
+        entry.started = started
+        backend._track_start(entry, started)
+        return entry
+
+    def vms(self, site: int, count: int, *, leased_at: float | None = None, ready: bool = True) -> list[int]:
+        """Lease `count` VMs on cloud `site` (leased at `leased_at`, default now), ready unless told."""
+        backend = self.engine.backends[site]
+        if not isinstance(backend, CloudBackend):
+            raise ValueError(f"site {site} is not a cloud")
+        t = self.clock.now if leased_at is None else leased_at
+        ids = []
+        for _ in range(count):
+            vm = backend.restore_vm(
+                backend._next_vm, VmState.READY if ready else VmState.BOOTING, t, t if ready else None, None
+            )
+            ids.append(vm.id)
+        return ids
+
+    def decide(self, family: str = "allocation") -> list[Outcome]:
+        """Run the policy of `family` once on the current state and apply its decisions in order."""
+        policy = {
+            "allocation": self.policies.allocation,
+            "provisioning": self.policies.provisioning,
+            **self.policies.others,
+        }[family]
+        out = []
+        for d in list(policy.decide(self.engine.view)):
+            out.append(Outcome(d, self.engine.apply(d, policy.name)))
+        return out

@@ -1,0 +1,49 @@
+"""ReleaseVms: release idle VMs of a cloud site (billing stops), never below its minimum."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.kinds import register
+from isthmus.model.decisions import ReleaseVms
+from isthmus.model.events import EventKind
+from isthmus.model.status import Refused, StatusCode
+
+if TYPE_CHECKING:
+    from isthmus.engine.engine import Engine
+
+
+class ReleaseKind:
+    """Valid when every VM is ready and idle and the site stays at or above its minimum."""
+
+    decision = ReleaseVms
+
+    def validate(self, engine: Engine, d: ReleaseVms) -> tuple[CloudBackend, tuple[int, ...]]:
+        """The cloud's backend and the distinct VM ids, or Refused."""
+        backend = engine.cloud_backend(d.site)
+        ids = tuple(dict.fromkeys(d.vm_ids))
+        for vm_id in ids:
+            vm = backend.vms.get(vm_id)
+            if vm is None or vm.state is not VmState.READY:
+                raise Refused(StatusCode.WRONG_STATE, f"VM {vm_id} of {backend.name} is not a ready VM")
+            if vm.free != vm.cores:
+                raise Refused(StatusCode.WRONG_STATE, f"VM {vm_id} of {backend.name} is running a job")
+        if backend.leased - len(ids) < backend.site.min_vms:
+            raise Refused(
+                StatusCode.OVER_LIMIT,
+                f"releasing {len(ids)} VMs would leave {backend.name} below its minimum of {backend.site.min_vms}",
+            )
+        return backend, ids
+
+    def apply(self, engine: Engine, d: ReleaseVms, ctx: tuple[CloudBackend, tuple[int, ...]]) -> None:
+        """Release the VMs now."""
+        backend, ids = ctx
+        now = engine.clock.now
+        backend.release(ids, now)
+        policy = engine.log.policy_index(d.by)
+        for vm_id in ids:
+            engine.log.append(now, int(EventKind.VM_RELEASE), -1, d.site, vm_id, 0.0, -1, 0, policy)
+
+
+register(ReleaseKind())

@@ -1,0 +1,65 @@
+"""StartJob: start a queued job on a site now (optionally with a runtime limit, TAGS)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from isthmus.engine.backend import SiteBackend
+from isthmus.engine.clock import EV_LIMIT, PRIO_LIMIT
+from isthmus.engine.kinds import register
+from isthmus.engine.state import JobEntry
+from isthmus.model.decisions import StartJob
+from isthmus.model.states import JobState
+from isthmus.model.status import Refused, StatusCode
+
+if TYPE_CHECKING:
+    from isthmus.engine.engine import Engine
+
+_QUEUED = JobState.QUEUED
+
+
+class StartKind:
+    """Valid when the job is queued, the site exists, belongs to the job's queue, is in its
+    availability window and has enough free processors."""
+
+    decision = StartJob
+
+    def validate(self, engine: Engine, d: StartJob) -> tuple[JobEntry, SiteBackend]:
+        """The job's entry and the site's backend, or Refused."""
+        entry = engine.entries.get(d.job_id)
+        if entry is None or entry.state is not _QUEUED:
+            raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not queued")
+        backends = engine.backends
+        if not 0 <= d.site < len(backends):
+            raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {d.site} does not exist")
+        backend = backends[d.site]
+        if d.site not in engine.stage_sites[entry.stage]:
+            raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} is not among the sites of queue {entry.stage}")
+        size = entry.job.size
+        if size > backend.free:
+            raise Refused(
+                StatusCode.NO_CAPACITY, f"needs {size} processors; site {backend.name} has {backend.free} free"
+            )
+        if not backend.available(engine.clock.now):
+            raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
+        return entry, backend
+
+    def apply(self, engine: Engine, d: StartJob, ctx: tuple[JobEntry, SiteBackend]) -> None:
+        """Dequeue the job, start its next run on the site, schedule its limit."""
+        entry, backend = ctx
+        now = engine.clock.now
+        engine.dequeue(entry)
+        entry.state = JobState.RUNNING
+        entry.site = d.site
+        entry.started = now
+        entry.run += 1
+        entry.limit = d.limit
+        backend.start(entry, now)
+        engine.log_start(entry, d.site, d.by)
+        if d.limit is not None:
+            engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
+        if engine.why_not:
+            engine.why_not.pop(entry.job.id, None)
+
+
+register(StartKind())

@@ -1,0 +1,245 @@
+"""What a policy sees and returns: the read-only View and one protocol per policy family.
+
+A policy is an object with a `name` and, for the families that decide each round, a
+`decide(view)` method returning decisions. The view is read-only: the Protocols below list
+everything a policy may read, and mypy checks policies against them (no capability probes at
+run time). A policy keeps at most small private memory (a round-robin pointer); it never reads
+a clock, never mutates what it sees and does no I/O.
+
+Families: allocation (which queued job starts where), provisioning (when to lease and release
+VMs), selection (which site or peer manager gets a job), fair share (how idle nodes are split
+among malleable jobs) and prediction (runtimes). Each is a folder of `isthmus.policies` with one
+module a policy; the registry (`isthmus.policies.registry`) lists them, and `build.py` decides
+the order in which the deciding families run each round. Adding a family or a policy touches
+no engine code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from isthmus.model.decisions import Decision
+from isthmus.model.environment import Environment
+from isthmus.model.job import Job
+from isthmus.model.site import Site
+
+
+class NoParams(BaseModel):
+    """A policy without parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JobInfo(Protocol):
+    """A job in the engine, read-only."""
+
+    @property
+    def job(self) -> Job: ...
+    @property
+    def stage(self) -> int: ...
+    @property
+    def site(self) -> int: ...
+    @property
+    def started(self) -> float: ...
+    @property
+    def queued_at(self) -> float: ...
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def predicted(self) -> float: ...
+    @property
+    def estimated_runtime(self) -> float: ...
+
+
+class VmInfo(Protocol):
+    """A leased VM, read-only."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def cores(self) -> int: ...
+    @property
+    def free(self) -> int: ...
+    @property
+    def leased_at(self) -> float: ...
+    @property
+    def idle_since(self) -> float: ...
+    @property
+    def idle(self) -> bool: ...
+
+
+class SiteInfo(Protocol):
+    """A site's current state, read-only."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def site(self) -> Site: ...
+    @property
+    def free(self) -> int: ...
+    @property
+    def online(self) -> int: ...
+    @property
+    def running(self) -> Mapping[int, JobInfo]: ...
+    @property
+    def by_estimated_end(self) -> Sequence[tuple[float, int]]: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def busy(self) -> int: ...
+    def available(self, now: float) -> bool: ...
+
+
+class CloudInfo(SiteInfo, Protocol):
+    """A cloud site's current state, read-only."""
+
+    @property
+    def booting(self) -> int: ...
+    @property
+    def leased(self) -> int: ...
+    def idle_vms(self) -> Sequence[VmInfo]: ...
+
+
+class View(Protocol):
+    """The engine's state as policies see it."""
+
+    @property
+    def now(self) -> float: ...
+    @property
+    def sites(self) -> Sequence[SiteInfo]: ...
+    @property
+    def stages(self) -> int: ...
+    @property
+    def round_interval(self) -> float | None: ...
+    @property
+    def queued(self) -> int: ...
+    def queue(self, stage: int = 0) -> Collection[JobInfo]: ...
+    def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobInfo]]: ...
+    def stage_sites(self, stage: int) -> Sequence[int]: ...
+    def cloud(self, index: int) -> CloudInfo | None: ...
+    def user_runtimes(self, user: str) -> Sequence[float]: ...
+    @property
+    def mean_runtime(self) -> float | None: ...
+    @property
+    def budget_left(self) -> float | None: ...
+
+
+class DecidingPolicy(Protocol):
+    """A policy consulted every scheduling round (any family but prediction)."""
+
+    name: ClassVar[str]
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """This round's decisions."""
+        ...
+
+
+class AllocationPolicy(Protocol):
+    """Decides which queued jobs start where.
+
+    Besides `decide`, it tells the engine the structure it needs: the sites each queue may use
+    (`stage_sites`), where arriving and killed jobs go (`arrival_stage`, `next_stage`), which
+    indexes it reads (`uses_size_index`), whether it needs runtime predictions
+    (`uses_prediction`) or the real runtimes a live system cannot know (`needs_true_runtimes`).
+    `AllocationDefaults` gives the common answers.
+    """
+
+    name: ClassVar[str]
+    uses_size_index: ClassVar[bool]
+    uses_prediction: ClassVar[bool]
+    needs_true_runtimes: ClassVar[bool]
+
+    def stage_sites(self, env: Environment) -> list[tuple[int, ...]]:
+        """The sites each queue (stage) may use; one stage with every site for most policies.
+
+        Raise ValueError when `env` does not have the structure the policy needs.
+        """
+        ...
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """This round's decisions."""
+        ...
+
+    def arrival_stage(self, job: Job) -> int:
+        """The queue a newly arrived job joins."""
+        ...
+
+    def next_stage(self, stage: int) -> int:
+        """The queue a job killed at the runtime limit of queue `stage` joins (the engine keeps it
+        within the queues that exist)."""
+        ...
+
+    def explain(self, view: View, job: JobInfo) -> str:
+        """Why queued `job` is still waiting, in words; empty to let the engine say it."""
+        ...
+
+
+class AllocationDefaults:
+    """The answers most allocation policies give: one queue entered on arrival, the next queue
+    after a kill at a limit, no index, no prediction, no explanation of their own."""
+
+    uses_size_index: ClassVar[bool] = False
+    uses_prediction: ClassVar[bool] = False
+    needs_true_runtimes: ClassVar[bool] = False
+
+    def arrival_stage(self, job: Job) -> int:
+        """Every job arrives in queue 0."""
+        return 0
+
+    def next_stage(self, stage: int) -> int:
+        """A job killed at a limit moves to the following queue."""
+        return stage + 1
+
+    def explain(self, view: View, job: JobInfo) -> str:
+        """No policy-specific explanation."""
+        return ""
+
+
+class ProvisioningPolicy(Protocol):
+    """Decides when to lease and release cloud VMs."""
+
+    name: ClassVar[str]
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """This round's decisions."""
+        ...
+
+
+class SelectionPolicy(Protocol):
+    """Chooses the site or peer manager a job goes to (site selection and forwarding family)."""
+
+    name: ClassVar[str]
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """This round's decisions."""
+        ...
+
+
+class FairSharePolicy(Protocol):
+    """Splits idle nodes among malleable jobs (grow and shrink decisions)."""
+
+    name: ClassVar[str]
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """This round's decisions."""
+        ...
+
+
+class RuntimePredictor(Protocol):
+    """Predicts a job's runtime when it arrives.
+
+    `needs_true_runtimes` is True for a predictor that reads the job's actual runtime (an
+    oracle): usable in simulation only.
+    """
+
+    name: ClassVar[str]
+    needs_true_runtimes: ClassVar[bool]
+
+    def predict(self, view: View, job: Job) -> float:
+        """Predicted runtime of `job` in seconds."""
+        ...

@@ -1,0 +1,72 @@
+"""Building the policies an engine runs, the same way for the simulator and the live manager."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from isthmus.model.environment import PolicyChoice
+from isthmus.policies import registry
+from isthmus.policies.api import AllocationPolicy, DecidingPolicy, ProvisioningPolicy, RuntimePredictor
+
+#: The runtime predictor of KOALA-C §III-B, used when a policy needs predictions.
+DEFAULT_PREDICTOR = PolicyChoice("user-last-two")
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """The policies of one engine: allocation, provisioning, the runtime predictor if one is
+    used, and policies of other deciding families (selection, fair share, ...) by family."""
+
+    allocation: AllocationPolicy
+    provisioning: ProvisioningPolicy
+    predictor: RuntimePredictor | None = None
+    others: Mapping[str, DecidingPolicy] = field(default_factory=dict)
+
+    @property
+    def deciders(self) -> tuple[DecidingPolicy, ...]:
+        """The policies consulted each round, in their families' round order."""
+        by_family: dict[str, DecidingPolicy] = {
+            "allocation": self.allocation,
+            "provisioning": self.provisioning,
+            **self.others,
+        }
+        ordered = [f for f in registry.families() if f in by_family and registry.round_order(f) is not None]
+        return tuple(by_family[f] for f in ordered)
+
+
+def build_policies(
+    allocation: PolicyChoice,
+    provisioning: PolicyChoice,
+    predictor: PolicyChoice | None = DEFAULT_PREDICTOR,
+    others: Mapping[str, PolicyChoice] | None = None,
+    *,
+    true_runtimes_known: bool = True,
+) -> PolicySet:
+    """Create the named policies with validated parameters (PolicyError otherwise).
+
+    A predictor is created only for an allocation policy that uses predictions (SJF, HSDF),
+    so runs of other policies do not pay for predicting. Where real runtimes are unknown (a
+    live manager: `true_runtimes_known=False`), a policy or predictor that reads them
+    (SJF-ideal, the exact predictor) is refused rather than silently fed estimates.
+    """
+    alloc: AllocationPolicy = registry.create("allocation", allocation.name, allocation.params)
+    prov: ProvisioningPolicy = registry.create("provisioning", provisioning.name, provisioning.params)
+    pred: RuntimePredictor | None = None
+    if predictor is not None and alloc.uses_prediction:
+        pred = registry.create("prediction", predictor.name, predictor.params)
+    if not true_runtimes_known:
+        for family, policy in (("allocation", alloc), ("prediction", pred)):
+            if policy is not None and policy.needs_true_runtimes:
+                raise registry.PolicyError(
+                    f"{family} policy {policy.name!r} needs every job's actual runtime, which is known only in "
+                    "simulation; a live manager cannot use it (choose e.g. 'sjf' with the 'user-last-two' predictor)"
+                )
+    built: dict[str, DecidingPolicy] = {}
+    for family, choice in (others or {}).items():
+        if registry.round_order(family) is None or family in ("allocation", "provisioning"):
+            raise registry.PolicyError(
+                f"{family!r} is not a family of policies consulted each round besides allocation and provisioning"
+            )
+        built[family] = registry.create(family, choice.name, choice.params)
+    return PolicySet(alloc, prov, pred, built)
