@@ -351,6 +351,9 @@ def filter_command(
         bool, typer.Option("--drop-unknown-runtime", help="Drop jobs with runtime -1 or 0.")
     ] = False,
     oversize: Annotated[str, typer.Option(help="Jobs larger than the machine: keep, clip or reject.")] = "keep",
+    cancelled: Annotated[
+        str, typer.Option(help=CANCELLED_HELP + " Default keep: the output has every record unless asked.")
+    ] = "keep",
     seed: Annotated[int, typer.Option(help="Seed, when IN is a model.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Skip (and count) malformed lines.")] = False,
@@ -373,7 +376,7 @@ def filter_command(
         filters.append(FirstJobs(first))
     if max_size is not None:
         filters.append(MaxSize(max_size))
-    conversion = _conversion(oversize)
+    conversion = conversion_options(oversize, cancelled)
     if looks_like_path(source):
         result = filter_trace(source, out, filters, conversion=conversion, skip_invalid=skip_invalid)
         read, written, skipped = result.read, result.written, result.skipped

@@ -303,7 +303,8 @@ def describe_cancelled(report: dict[str, object]) -> str:
     jobs = report.get("jobs", 0)
     count = f"{jobs:,}" if isinstance(jobs, int) else str(jobs)
     treatment = f"--cancelled {report['treatment']}: {report['meaning']}"
-    return f"cancelled before start (status 5): {count} jobs in the trace, {treatment}"
+    noun = "job" if jobs == 1 else "jobs"
+    return f"cancelled before start (status 5): {count} {noun} in the trace, {treatment}"
 
 
 def cancelled_before_start(status: int, allocated: int, run_time: float) -> bool:
