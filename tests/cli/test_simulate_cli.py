@@ -89,3 +89,89 @@ def test_errors_are_one_clear_line(tmp_path):
         "simulate", "--cluster", "4", "-w", str(trace), "--skip-invalid", "--no-plots", "--out", str(tmp_path)
     )
     assert skipped.exit_code == 0, skipped.output
+
+
+SWF_HEAD = "; Version: 2.2\n; MaxProcs: 64\n"
+
+
+def _line(job_id, submit, run, alloc, req_procs=-1, status=1):
+    fields = [job_id, submit, -1, run, alloc, -1, -1, req_procs, 3600, -1, status, 1, 1, 1, 1, -1, -1, -1]
+    return " ".join(str(f) for f in fields)
+
+
+def _trace(tmp_path):
+    lines = [
+        _line(1, 0, 100, 4),
+        _line(2, 10, 100, 32),  # larger than a 16-processor cluster
+        _line(3, 20, -1, -1, req_procs=8, status=5),  # cancelled before it started
+        _line(4, 30, 100, 64),  # larger too
+        _line(5, 40, 50, 2),
+    ]
+    path = tmp_path / "t.swf"
+    path.write_text(SWF_HEAD + "\n".join(lines) + "\n")
+    return path
+
+
+def test_rejected_jobs_are_counted_with_their_reason(tmp_path):
+    trace = _trace(tmp_path)
+    out = tmp_path / "out"
+    args = ["simulate", "-w", str(trace), "--cluster", "16", "-p", "fcfs", "--no-plots", "--out", str(out)]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "fcfs: 2 of 4 jobs rejected, never run" in text
+    assert "larger than the largest site it may use (cluster, 16 processors)" in text
+    report = json.loads((out / "comparison.json").read_text())
+    (row,) = report["policies"]
+    assert row["jobs_rejected"] == 2
+    assert row["rejected"] == {
+        "count": 2,
+        "reasons": {"larger than the largest site it may use (cluster, 16 processors)": 2},
+        "sizes": [32, 64],
+    }
+    summary = json.loads((out / "fcfs.summary.json").read_text())
+    assert summary["rejected"]["count"] == 2
+    assert summary["workload_preparation"]["cancelled_before_start"]["treatment"] == "drop"
+
+
+def test_cancelled_treatment_is_an_option_and_shown(tmp_path):
+    trace = _trace(tmp_path)
+    base = ["simulate", "-w", str(trace), "--cluster", "64", "-p", "fcfs", "--no-plots", "--json"]
+    outputs = {}
+    for treatment in ("keep", "drop", "short"):
+        result = invoke(*base, "--out", str(tmp_path / treatment), "--cancelled", treatment)
+        assert result.exit_code == 0, result.output
+        outputs[treatment] = json.loads(result.stdout[result.stdout.index("{") :])
+    assert outputs["drop"]["jobs"] == 4
+    assert outputs["keep"]["jobs"] == outputs["short"]["jobs"] == 5
+    prep = outputs["drop"]["workload_preparation"]
+    assert prep["cancelled_before_start"] == {
+        "treatment": "drop",
+        "meaning": "dropped (never run)",
+        "jobs": 1,
+        "dropped": 1,
+        "run_as_1s": 0,
+    }
+    assert outputs["short"]["workload_preparation"]["cancelled_before_start"]["run_as_1s"] == 1
+    # the default is drop, and the table's footer says so
+    result = invoke(
+        "simulate", "-w", str(trace), "--cluster", "64", "-p", "fcfs", "--no-plots", "-o", str(tmp_path / "d")
+    )
+    text = " ".join(result.output.split())
+    assert "cancelled before start (status 5): 1 job in the trace, --cancelled drop: dropped (never run)" in text
+    assert "4 jobs of" in text
+    bad = invoke(*base, "--out", str(tmp_path / "bad"), "--cancelled", "maybe")
+    assert bad.exit_code == 2
+    assert "--cancelled" in bad.output
+
+
+def test_max_size_drops_are_reported(tmp_path):
+    trace = _trace(tmp_path)
+    result = invoke(
+        "simulate", "-w", str(trace), "--cluster", "64", "-p", "fcfs", "--max-size", "16", "--no-plots",
+        "-o", str(tmp_path / "o"), "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    assert report["workload_preparation"]["dropped_max_size"] == 2
+    assert report["jobs"] == 2

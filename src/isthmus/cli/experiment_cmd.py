@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from isthmus.cli.simulate_cmd import fail
+from isthmus.cli.simulate_cmd import CANCELLED_HELP, fail
+from isthmus.workloads.conversion import CANCELLED_CHOICES, CANCELLED_MEANINGS, RUN_CANCELLED
 
 SHARED_TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
 
@@ -52,6 +53,7 @@ def experiment_command(
     limits: Annotated[
         str | None, typer.Option(help="Runtime limits in minutes, e.g. '5-180/5' (limits, sets).")
     ] = None,
+    cancelled: Annotated[str, typer.Option("--cancelled", help=CANCELLED_HELP)] = RUN_CANCELLED,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every simulation's row and the files as JSON.")
     ] = False,
@@ -71,7 +73,9 @@ def experiment_command(
         paths = [str(SHARED_TRACES / t) for t in DEFAULT_TRACES if (SHARED_TRACES / t).exists()]
         if not paths:
             raise fail(f"no --trace given and none of the paper's traces found in {SHARED_TRACES}")
-    kwargs: dict[str, object] = {}
+    if cancelled not in CANCELLED_CHOICES:
+        raise fail(f"--cancelled: expected one of {', '.join(CANCELLED_CHOICES)}, got {cancelled!r}")
+    kwargs: dict[str, object] = {"cancelled": cancelled}
     chain_values = _ints(chains, "--chains")
     limit_values = _ints(limits, "--limits")
     if chain_values is not None:
@@ -86,6 +90,7 @@ def experiment_command(
     out_dir.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=as_json)
     console.print(f"[bold]{name}[/] on {len(paths)} trace(s) -> {out_dir}")
+    console.print(f"Jobs cancelled before they started: --cancelled {cancelled} ({CANCELLED_MEANINGS[cancelled]})")
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.console import Console
@@ -13,7 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from isthmus.cli.specs import parse_policy, policy_label
+from isthmus.metrics.records import JobRecords, JobStatus
 from isthmus.model.environment import Environment
+from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED, Cancelled
 
 DEFAULT_POLICIES = ("ff", "rr", "sjf", "hsdf")
 CLUSTER_POLICIES = ("fcfs", "easy")
@@ -78,6 +80,45 @@ def default_workload(env: Environment) -> str:
     return f"lublin:procs={procs},max_size={max(sizes)},load=0.9"
 
 
+CANCELLED_HELP = (
+    "Jobs cancelled before they started (SWF status 5, no processors or runtime): "
+    + "; ".join(f"{k} = {v}" for k, v in CANCELLED_MEANINGS.items())
+    + "."
+)
+_TOO_LARGE = re.compile(r"^needs \d+ processors; the largest site it may use \((.*)\) offers at most (\d+)$")
+_NEEDS = re.compile(r"needs \d+ processors")
+
+
+def _reason_key(text: object) -> str:
+    """An engine reason without the job's own size, so equal causes group together."""
+    if not text:
+        return "no reason recorded"
+    match = _TOO_LARGE.match(str(text))
+    if match:
+        return f"larger than the largest site it may use ({match.group(1)}, {match.group(2)} processors)"
+    return _NEEDS.sub("needs more processors", str(text))
+
+
+def rejected_jobs(records: JobRecords) -> dict[str, object]:
+    """The jobs the engine rejected (REJECT events: they can never run in the environment).
+
+    Returns {"count": n, "reasons": {reason: jobs}, "sizes": [smallest, largest] or None}.
+    Reasons are the engine's texts (``EventLog.reasons``) with the job's own size left out,
+    so that e.g. every job too large for the largest site counts under one reason.
+    """
+    mask = records.status == int(JobStatus.REJECTED)
+    reasons: dict[str, int] = {}
+    for text in records.reason[mask]:
+        key = _reason_key(text)
+        reasons[key] = reasons.get(key, 0) + 1
+    sizes = records.size[mask]
+    return {
+        "count": int(mask.sum()),
+        "reasons": reasons,
+        "sizes": [int(sizes.min()), int(sizes.max())] if sizes.size else None,
+    }
+
+
 def _safe(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
 
@@ -125,6 +166,7 @@ def simulate_command(
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip malformed workload lines (counted and reported).")
     ] = False,
+    cancelled: Annotated[str, typer.Option("--cancelled", help=CANCELLED_HELP)] = RUN_CANCELLED,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
@@ -133,7 +175,7 @@ def simulate_command(
     from isthmus.metrics.run import compare_table, compute_run_metrics, write_run
     from isthmus.policies.registry import PolicyError, check_policy
     from isthmus.sim.runner import simulate
-    from isthmus.workloads import WorkloadError, resolve_workload
+    from isthmus.workloads import SwfConversion, WorkloadError, cancelled_report, describe_cancelled, resolve_workload
 
     if cluster is not None and env is not None:
         raise fail("give either --env or --cluster, not both")
@@ -165,14 +207,29 @@ def simulate_command(
     if workload is None:
         workload = default_workload(environment)
     try:
-        wl = resolve_workload(workload, seed=seed, skip_invalid=skip_invalid)
+        conversion = SwfConversion(cancelled=cast(Cancelled, cancelled))
+    except ValueError as exc:
+        raise fail(f"--cancelled: {exc}") from None
+    try:
+        wl = resolve_workload(workload, seed=seed, skip_invalid=skip_invalid, conversion=conversion)
     except (WorkloadError, ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     job_list = wl.jobs
+    dropped_max_size = 0
     if max_size is not None:
         job_list = [j for j in job_list if j.size <= max_size]
+        dropped_max_size = len(wl.jobs) - len(job_list)
     if jobs is not None:
         job_list = job_list[:jobs]
+    cancelled_info = cancelled_report(wl.conversion)
+    preparation: dict[str, object] = {
+        "jobs_read": len(wl.jobs),
+        "cancelled_before_start": cancelled_info,
+        "dropped_max_size": dropped_max_size,
+        "max_size": max_size,
+        "first": jobs,
+        "skipped_invalid_lines": wl.skipped.count,
+    }
     if not job_list:
         raise fail(f"workload {workload!r} has no jobs left after filtering")
 
@@ -184,6 +241,9 @@ def simulate_command(
         f"({len(environment.sites)} sites), provisioning [cyan]{policy_label(prov)}[/]",
         highlight=False,
     )
+    console.print(describe_cancelled(cancelled_info), highlight=False, markup=False)
+    if dropped_max_size:
+        console.print(f"--max-size {max_size}: dropped {dropped_max_size:,} larger jobs", highlight=False)
     runs = {}
     results = {}
     with Progress(
@@ -216,20 +276,25 @@ def simulate_command(
                 raise fail(f"{label}: {exc}") from None
             results[label] = result
             runs[label] = compute_run_metrics(result.log, result.jobs, environment, result.end_time)
+    rejected = {label: rejected_jobs(metrics.records) for label, metrics in runs.items()}
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     for label, metrics in runs.items():
+        metrics.summary["workload_preparation"] = preparation
+        metrics.summary["rejected"] = rejected[label]
         written[label] = {k: str(v) for k, v in write_run(metrics, out, _safe(label)).items()}
     plot_paths = {k: str(v) for k, v in plot_all(runs, out).items()} if plots else {}
     rows = compare_table(runs)
     for row in rows:
         r = results[str(row["policy"])]
         row["simulated_seconds_per_run"] = round(r.wall_seconds, 3)
+        row["rejected"] = rejected[str(row["policy"])]
     report = {
         "environment": environment.name,
         "workload": wl.name,
         "workload_spec": workload,
         "jobs": len(job_list),
+        "workload_preparation": preparation,
         "provisioning": policy_label(prov),
         "policies": rows,
         "files": written,
@@ -240,11 +305,23 @@ def simulate_command(
         typer.echo(json.dumps(report, indent=2, default=str))
         return
     console.print(comparison_table(rows, f"{wl.name} on {environment.name}"))
+    for label, info in rejected.items():
+        count = info["count"]
+        if not count:
+            continue
+        reasons = info["reasons"]
+        assert isinstance(reasons, dict) and isinstance(count, int)
+        why = "; ".join(f"{n:,}: {text}" for text, n in reasons.items())
+        console.print(
+            f"[yellow]{label}: {count:,} of {len(job_list):,} jobs rejected, never run[/] ({why})",
+            highlight=False,
+        )
     for label, r in results.items():
         if r.unfinished:
             first = next(iter(r.unfinished.items()))
             console.print(f"[yellow]{label}: {len(r.unfinished)} jobs unfinished[/] (e.g. job {first[0]}: {first[1]})")
     console.print("sld: mean slowdown; bsld: mean bounded slowdown (10 s); p95: 95th percentile of delay")
+    console.print(f"Jobs {describe_cancelled(cancelled_info)}", highlight=False, markup=False)
     console.print(f"Per-job records, summaries and plots in [bold]{out}[/]")
 
 

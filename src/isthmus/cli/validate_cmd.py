@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from isthmus.cli.simulate_cmd import CANCELLED_HELP
+from isthmus.workloads.conversion import RUN_CANCELLED, Cancelled
 
 err = Console(stderr=True)
 
@@ -87,6 +90,7 @@ def validate_command(
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="Give up on the live run this many seconds after it starts.")
     ] = None,
+    cancelled: Annotated[str, typer.Option("--cancelled", help=CANCELLED_HELP)] = RUN_CANCELLED,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run a time-scaled, reduced workload as sleep jobs live and in simulation; compare them side by side."""
@@ -94,7 +98,7 @@ def validate_command(
     from isthmus.config import ConfigError, load_environment
     from isthmus.live.validate import prepare_case, validate
     from isthmus.policies.registry import PolicyError, check_policy
-    from isthmus.workloads import WorkloadError, resolve_workload
+    from isthmus.workloads import SwfConversion, WorkloadError, cancelled_report, describe_cancelled, resolve_workload
 
     def fail(message: str) -> typer.Exit:
         err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
@@ -115,7 +119,11 @@ def validate_command(
     except (PolicyError, ValueError) as exc:
         raise fail(str(exc)) from None
     try:
-        wl = resolve_workload(workload, seed=seed)
+        conversion = SwfConversion(cancelled=cast(Cancelled, cancelled))
+    except ValueError as exc:
+        raise fail(f"--cancelled: {exc}") from None
+    try:
+        wl = resolve_workload(workload, seed=seed, conversion=conversion)
         case = prepare_case(
             environment, wl, scale=scale, jobs=jobs, min_runtime=min_runtime, max_runtime=max_runtime, name=workload
         )
@@ -133,6 +141,8 @@ def validate_command(
         + (f", capped to {max_runtime:g} s: {case.capped}" if max_runtime is not None else ""),
         highlight=False,
     )
+    cancelled_info = cancelled_report(wl.conversion)
+    console.print(describe_cancelled(cancelled_info), highlight=False, markup=False)
     if case.dropped:
         console.print(
             f"[yellow]dropped {len(case.dropped)} jobs larger than the largest site "
@@ -147,6 +157,8 @@ def validate_command(
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise fail(str(exc)) from None
     doc = report.to_dict()
+    doc["cancelled_before_start"] = cancelled_info
+    (out / "validation.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     if as_json:
         typer.echo(json.dumps(doc, indent=2, default=str))
         return

@@ -35,7 +35,7 @@ from isthmus.workloads import (
     summarize,
     write_swf,
 )
-from isthmus.workloads.conversion import Oversize
+from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED, Cancelled, Oversize, describe_cancelled
 from isthmus.workloads.filters import describe_filters
 from isthmus.workloads.generators.params import describe_params
 from isthmus.workloads.pipeline import convert_trace, filter_trace
@@ -122,11 +122,27 @@ def parse_factor(text: str, what: str) -> float:
     return value
 
 
+CANCELLED_HELP = (
+    "Jobs cancelled before they started (SWF status 5, no processors or runtime): "
+    + "; ".join(f"{k} = {v}" for k, v in CANCELLED_MEANINGS.items())
+    + "."
+)
+
+
 def _conversion(oversize: str) -> SwfConversion:
     try:
         return SwfConversion(oversize=cast(Oversize, oversize))
     except ValueError as exc:
         raise WorkloadError(f"--oversize: {exc}") from None
+
+
+def conversion_options(oversize: str = "keep", cancelled: str = RUN_CANCELLED) -> SwfConversion:
+    """The SwfConversion for --oversize and --cancelled, or WorkloadError naming the bad option."""
+    base = _conversion(oversize)
+    try:
+        return SwfConversion(oversize=base.oversize, cancelled=cast(Cancelled, cancelled))
+    except ValueError as exc:
+        raise WorkloadError(f"--cancelled: {exc}") from None
 
 
 # --------------------------------------------------------------------------- info
@@ -162,6 +178,8 @@ def print_summary(summary: WorkloadSummary, console: Console, *, total: int | No
     overview.add_row("offered load", _fmt(summary.offered_load, 3))
     overview.add_row("users", f"{summary.users:,}")
     overview.add_row("requested runtime known", f"{summary.requested_runtime_known:,}")
+    if summary.cancelled:
+        overview.add_row("cancelled before start", Text(describe_cancelled(summary.cancelled).partition(": ")[2]))
     console.print(overview)
 
     runtime = Table(title="Job runtime", title_justify="left")
@@ -219,11 +237,13 @@ def info(
         int | None, typer.Option(min=1, help="Drop jobs larger than N processors (KOALA-C: 32).")
     ] = None,
     oversize: Annotated[str, typer.Option(help="Jobs larger than the machine: keep, clip or reject.")] = "keep",
+    cancelled: Annotated[str, typer.Option(help=CANCELLED_HELP)] = RUN_CANCELLED,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Skip (and count) malformed lines.")] = False,
 ) -> None:
     """Job count, runtime statistics (KOALA-C Table II), size distribution, span and header."""
-    workload = resolve_workload(spec, seed=seed, jobs=jobs, skip_invalid=skip_invalid, conversion=_conversion(oversize))
+    conversion = conversion_options(oversize, cancelled)
+    workload = resolve_workload(spec, seed=seed, jobs=jobs, skip_invalid=skip_invalid, conversion=conversion)
     total: int = len(workload)
     filters: list[Filter] = []
     if first is not None:
@@ -331,6 +351,9 @@ def filter_command(
         bool, typer.Option("--drop-unknown-runtime", help="Drop jobs with runtime -1 or 0.")
     ] = False,
     oversize: Annotated[str, typer.Option(help="Jobs larger than the machine: keep, clip or reject.")] = "keep",
+    cancelled: Annotated[
+        str, typer.Option(help=CANCELLED_HELP + " Default keep: the output has every record unless asked.")
+    ] = "keep",
     seed: Annotated[int, typer.Option(help="Seed, when IN is a model.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Skip (and count) malformed lines.")] = False,
@@ -353,7 +376,7 @@ def filter_command(
         filters.append(FirstJobs(first))
     if max_size is not None:
         filters.append(MaxSize(max_size))
-    conversion = _conversion(oversize)
+    conversion = conversion_options(oversize, cancelled)
     if looks_like_path(source):
         result = filter_trace(source, out, filters, conversion=conversion, skip_invalid=skip_invalid)
         read, written, skipped = result.read, result.written, result.skipped

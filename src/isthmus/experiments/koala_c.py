@@ -27,6 +27,7 @@ from typing import Any
 from isthmus.experiments.output import figure, fmt, markdown_table, save, write_csv
 from isthmus.experiments.paper import KOALA_C, TAGS_SETS_COST_FACTOR, TAGS_SETS_LIMIT_MIN, TraceFacts, facts_for
 from isthmus.experiments.runner import Point, policy, run_points
+from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED
 
 GRID_FIRST_JOBS = 50_000
 MAX_NODES = 32
@@ -42,15 +43,17 @@ class Trace:
     label: str
     facts: TraceFacts | None
     first: int | None
+    cancelled: str = RUN_CANCELLED
 
     @classmethod
-    def from_path(cls, path: str) -> Trace:
-        """Label and preparation from the file name (grid traces: first 50,000 jobs)."""
+    def from_path(cls, path: str, cancelled: str = RUN_CANCELLED) -> Trace:
+        """Label and preparation from the file name (grid traces: first 50,000 jobs); `cancelled`
+        is the treatment of jobs cancelled before they started (SwfConversion.cancelled)."""
         facts = facts_for(path)
         base = Path(path).name
         label = facts.name if facts else base.split(".swf")[0].split(".gwf")[0]
         grid = facts.grid if facts else base.lower().endswith(".gwf") or base.lower().endswith(".gwf.gz")
-        return cls(path, label, facts, GRID_FIRST_JOBS if grid else None)
+        return cls(path, label, facts, GRID_FIRST_JOBS if grid else None, cancelled)
 
     def point(self, env: str, alloc: Any, labels: dict[str, Any], **kw: Any) -> Point:
         """A sweep point on this trace."""
@@ -60,6 +63,7 @@ class Trace:
             allocation=alloc,
             max_size=MAX_NODES,
             first=self.first,
+            cancelled=self.cancelled,
             labels=tuple({"trace": self.label, **labels}.items()),
             **kw,
         )
@@ -87,6 +91,19 @@ def _select(rows: list[dict[str, Any]], **where: Any) -> list[dict[str, Any]]:
 def _finish(result: ExperimentResult, title: str, body: list[str]) -> ExperimentResult:
     result.files["csv"] = write_csv(result.rows, result.out_dir / f"{result.name}.csv")
     figs = [f"![{k}]({p.name})" for k, p in result.files.items() if p.suffix == ".png"]
+    treatments = sorted({str(r["cancelled"]) for r in result.rows if "cancelled" in r})
+    if treatments:
+        body = [
+            *body,
+            "Jobs cancelled before they started (SWF status 5 without processors or runtime): "
+            + ", ".join(f"`--cancelled {t}` ({CANCELLED_MEANINGS.get(t, t)})" for t in treatments)
+            + "; dropped per trace: "
+            + ", ".join(
+                f"{label} {n:,}"
+                for label, n in sorted({(str(r.get("trace")), r.get("cancelled_dropped", 0)) for r in result.rows})
+            )
+            + ".",
+        ]
     result.markdown = "\n\n".join([f"# {title}", *body, "## Figures", *figs]) + "\n"
     path = result.out_dir / "summary.md"
     path.write_text(result.markdown)
@@ -116,13 +133,14 @@ def koala_c_limits(
     table_chains: int = 4,
     workers: int | None = None,
     progress: Progress | None = None,
+    cancelled: str = RUN_CANCELLED,
 ) -> ExperimentResult:
     """TAGS-chain runtime-limit sweep (Fig. 3) and the optimal limit per trace (Table III).
 
     The optimum is the limit with the lowest average slowdown with `table_chains` chains and RR
     dispatch (Figs. 3c/d use four chains), rounded to 5 minutes by the grid itself.
     """
-    ts = [Trace.from_path(t) for t in traces]
+    ts = [Trace.from_path(t, cancelled) for t in traces]
     points = [
         t.point(
             f"koala-c-multicluster:k={k}",
@@ -229,9 +247,10 @@ def koala_c_sets(
     limits_min: Sequence[int] = tuple(range(10, 181, 10)),
     workers: int | None = None,
     progress: Progress | None = None,
+    cancelled: str = RUN_CANCELLED,
 ) -> ExperimentResult:
     """TAGS-sets runtime-limit sweep on the multicluster and multicloud environment (Fig. 4)."""
-    ts = [Trace.from_path(t) for t in traces]
+    ts = [Trace.from_path(t, cancelled) for t in traces]
     points = [
         t.point(
             "koala-c-multicloud",
@@ -300,12 +319,13 @@ def koala_c_multicluster(
     chains: Sequence[int] = tuple(range(1, 11)),
     workers: int | None = None,
     progress: Progress | None = None,
+    cancelled: str = RUN_CANCELLED,
 ) -> ExperimentResult:
     """FF, RR, SJF, SJF-ideal, HSDF and TAGS-chain vs the number of chains (Fig. 5).
 
     TAGS-chain uses the trace's Table III limit from the paper (25 min when unknown), RR dispatch.
     """
-    ts = [Trace.from_path(t) for t in traces]
+    ts = [Trace.from_path(t, cancelled) for t in traces]
     points = []
     for t in ts:
         limit = (t.facts.optimal_limit_min if t.facts else 25) * 60.0
@@ -386,9 +406,10 @@ def koala_c_multicloud(
     limit_min: int = TAGS_SETS_LIMIT_MIN,
     workers: int | None = None,
     progress: Progress | None = None,
+    cancelled: str = RUN_CANCELLED,
 ) -> ExperimentResult:
     """FF, RR, SJF, SJF-ideal, HSDF and TAGS-sets on the multicluster and multicloud environment (Fig. 6)."""
-    ts = [Trace.from_path(t) for t in traces]
+    ts = [Trace.from_path(t, cancelled) for t in traces]
     points = []
     for t in ts:
         for p in BASELINES:

@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.job import Job
+from isthmus.workloads.conversion import RUN_CANCELLED
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class Point:
     the first N (KOALA-C §V-A trace preparation). `allocation`/`provisioning` are (name, params)
     pairs; None uses the environment's. `labels` are copied into the result row.
     `short_threshold` adds figures for jobs with runtime at most that many seconds.
+    `cancelled` is the treatment of jobs cancelled before they started ("keep", "drop" or
+    "short", see `SwfConversion.cancelled`); it and the number of such jobs dropped are
+    copied into the row.
     """
 
     trace: str
@@ -38,6 +42,7 @@ class Point:
     labels: tuple[tuple[str, Any], ...] = ()
     short_threshold: float | None = None
     extra: tuple[tuple[str, Any], ...] = field(default=())
+    cancelled: str = RUN_CANCELLED
 
 
 def policy(name: str, **params: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -45,17 +50,36 @@ def policy(name: str, **params: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
     return name, tuple(sorted(params.items()))
 
 
-@lru_cache(maxsize=8)
-def prepared_jobs(trace: str, max_size: int | None, first: int | None) -> tuple[Job, ...]:
-    """The trace's jobs, read once per process: larger than `max_size` dropped, then the first `first`."""
-    from isthmus.workloads import resolve_workload
+@dataclass(frozen=True)
+class PreparedJobs:
+    """The jobs of a sweep point and how many jobs cancelled before start were dropped."""
 
-    jobs = resolve_workload(trace).jobs
+    jobs: tuple[Job, ...]
+    cancelled_dropped: int
+
+
+@lru_cache(maxsize=8)
+def prepare_trace(trace: str, max_size: int | None, first: int | None, cancelled: str = RUN_CANCELLED) -> PreparedJobs:
+    """The trace's jobs, read once per process with the `cancelled` treatment: larger than
+    `max_size` dropped, then the first `first`."""
+    from isthmus.workloads import SwfConversion, resolve_workload
+    from isthmus.workloads.conversion import Cancelled
+
+    workload = resolve_workload(trace, conversion=SwfConversion(cancelled=cast(Cancelled, cancelled)))
+    jobs = workload.jobs
     if max_size is not None:
         jobs = [j for j in jobs if j.size <= max_size]
     if first is not None:
         jobs = jobs[:first]
-    return tuple(jobs)
+    dropped = workload.conversion.cancelled_dropped if workload.conversion is not None else 0
+    return PreparedJobs(tuple(jobs), dropped)
+
+
+def prepared_jobs(
+    trace: str, max_size: int | None, first: int | None, cancelled: str = RUN_CANCELLED
+) -> tuple[Job, ...]:
+    """The jobs of :func:`prepare_trace` (read once per process)."""
+    return prepare_trace(trace, max_size, first, cancelled).jobs
 
 
 SUMMARY_KEYS = (
@@ -81,7 +105,8 @@ def evaluate(point: Point) -> dict[str, Any]:
     from isthmus.metrics.summary import short_long_breakdown
     from isthmus.sim.runner import simulate
 
-    jobs = prepared_jobs(point.trace, point.max_size, point.first)
+    prepared = prepare_trace(point.trace, point.max_size, point.first, point.cancelled)
+    jobs = prepared.jobs
     env = load_environment(point.env)
     alloc = PolicyChoice(point.allocation[0], dict(point.allocation[1]))
     prov = PolicyChoice(point.provisioning[0], dict(point.provisioning[1])) if point.provisioning else None
@@ -90,6 +115,8 @@ def evaluate(point: Point) -> dict[str, Any]:
     row: dict[str, Any] = dict(point.labels)
     row.update({k: metrics.summary.get(k) for k in SUMMARY_KEYS})
     row["simulation_seconds"] = round(result.wall_seconds, 3)
+    row["cancelled"] = point.cancelled
+    row["cancelled_dropped"] = prepared.cancelled_dropped
     if point.short_threshold is not None:
         parts = short_long_breakdown(metrics.records, point.short_threshold)
         for part in ("short", "long"):

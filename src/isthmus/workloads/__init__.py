@@ -16,10 +16,15 @@ Semantics of every ambiguity (sizes, runtime cuts, unknown values) are in
 """
 
 from isthmus.workloads.conversion import (
+    CANCELLED_CHOICES,
+    RUN_CANCELLED,
     ConversionStats,
     IdMapper,
     JobConverter,
     SwfConversion,
+    cancelled_before_start,
+    cancelled_report,
+    describe_cancelled,
     job_from_swf,
     record_from_job,
 )
@@ -50,8 +55,10 @@ from isthmus.workloads.swf import (
 from isthmus.workloads.workload import Entry, Workload, load_workload
 
 __all__ = [
+    "CANCELLED_CHOICES",
     "DEFAULT_MODEL",
     "MODELS",
+    "RUN_CANCELLED",
     "ConversionStats",
     "DropUnknownRuntime",
     "Entry",
@@ -72,7 +79,10 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "WorkloadSummary",
+    "cancelled_before_start",
+    "cancelled_report",
     "convert_gwf_to_swf",
+    "describe_cancelled",
     "filter_entries",
     "filter_jobs",
     "format_swf_record",

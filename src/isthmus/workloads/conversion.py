@@ -20,6 +20,12 @@ with theirs:
   None, otherwise kilobytes per processor as SWF says; **user/group** are the decimal ids
   as strings (``"-1"`` when unknown); **priority** is HIGH for every job.
 - a job needs a known submit time and a job number: -1 there is an error naming the line.
+- **jobs cancelled before they started** (status 5 with allocated processors -1 or 0 and/or
+  runtime -1 or 0): ``cancelled="keep"`` reads them by the rules above like any job (the
+  reading default, so a loaded trace has every job line of the file), ``"drop"`` leaves them
+  out and counts them, ``"short"`` runs them as 1-second jobs. Runs (``isthmus simulate``,
+  experiments, ``validate``) default to :data:`RUN_CANCELLED` ("drop"); docs/workloads.md
+  explains why.
 """
 
 from __future__ import annotations
@@ -34,10 +40,22 @@ from isthmus.workloads.swf import UNKNOWN, SwfRecord
 Oversize = Literal["keep", "clip", "reject"]
 SizeSource = Literal["allocated", "requested"]
 UnknownPolicy = Literal["fix", "drop"]
+Cancelled = Literal["keep", "drop", "short"]
 
 OVERSIZE_CHOICES: tuple[str, ...] = ("keep", "clip", "reject")
 SIZE_SOURCES: tuple[str, ...] = ("allocated", "requested")
 UNKNOWN_CHOICES: tuple[str, ...] = ("fix", "drop")
+CANCELLED_CHOICES: tuple[str, ...] = ("keep", "drop", "short")
+#: How every command that runs a trace treats jobs cancelled before they started, unless told.
+RUN_CANCELLED: Cancelled = "drop"
+#: SWF/GWF status of a cancelled job.
+STATUS_CANCELLED = 5
+#: One line per treatment, for help texts and summaries.
+CANCELLED_MEANINGS: dict[str, str] = {
+    "keep": "run as recorded (size and runtime by the usual rules)",
+    "drop": "dropped (never run)",
+    "short": "run as 1-second jobs",
+}
 
 #: Runtime given to jobs whose runtime is unknown or zero (pyss: 1-second jobs).
 MIN_RUNTIME = 1.0
@@ -48,6 +66,8 @@ class SwfConversion:
     """How trace records become jobs; every field's default is the pyss/Alea behaviour.
 
     `max_procs` overrides the machine size read from the header (used by ``oversize``).
+    `cancelled` says what becomes of jobs cancelled before they started (see
+    :func:`cancelled_before_start`): "keep" (read like any job), "drop", or "short" (1 s).
     """
 
     size_from: SizeSource = "allocated"
@@ -55,6 +75,7 @@ class SwfConversion:
     oversize: Oversize = "keep"
     unknown: UnknownPolicy = "fix"
     max_procs: int | None = None
+    cancelled: Cancelled = "keep"
 
     def __post_init__(self) -> None:
         if self.size_from not in SIZE_SOURCES:
@@ -63,8 +84,15 @@ class SwfConversion:
             raise ValueError(f"oversize must be one of {', '.join(OVERSIZE_CHOICES)}, got {self.oversize!r}")
         if self.unknown not in UNKNOWN_CHOICES:
             raise ValueError(f"unknown must be one of {', '.join(UNKNOWN_CHOICES)}, got {self.unknown!r}")
+        if self.cancelled not in CANCELLED_CHOICES:
+            raise ValueError(f"cancelled must be one of {', '.join(CANCELLED_CHOICES)}, got {self.cancelled!r}")
         if self.max_procs is not None and self.max_procs <= 0:
             raise ValueError(f"max_procs must be positive, got {self.max_procs}")
+
+    @property
+    def cancelled_meaning(self) -> str:
+        """The treatment of jobs cancelled before they started, in words."""
+        return f"{self.cancelled}: {CANCELLED_MEANINGS[self.cancelled]}"
 
     @classmethod
     def clipped(cls, max_procs: int | None = None) -> SwfConversion:
@@ -92,7 +120,21 @@ class ConversionStats:
     clipped: int = 0
     rejected_oversize: int = 0
     dropped_unknown: int = 0
+    cancelled_before_start: int = 0
+    cancelled_dropped: int = 0
+    cancelled_short: int = 0
+    cancelled_treatment: Cancelled = "keep"
     unknown_runtime_ids: set[int] = field(default_factory=set)
+
+    def cancelled_report(self) -> dict[str, object]:
+        """The jobs cancelled before they started: treatment applied and how many met it."""
+        return {
+            "treatment": self.cancelled_treatment,
+            "meaning": CANCELLED_MEANINGS[self.cancelled_treatment],
+            "jobs": self.cancelled_before_start,
+            "dropped": self.cancelled_dropped,
+            "run_as_1s": self.cancelled_short,
+        }
 
     def to_dict(self) -> dict[str, int]:
         """Counters as a JSON-ready dict (the id set is summarised by the runtime_fixed count)."""
@@ -104,6 +146,9 @@ class ConversionStats:
             "clipped_to_machine": self.clipped,
             "rejected_oversize": self.rejected_oversize,
             "dropped_unknown": self.dropped_unknown,
+            "cancelled_before_start": self.cancelled_before_start,
+            "cancelled_dropped": self.cancelled_dropped,
+            "cancelled_run_as_1s": self.cancelled_short,
         }
 
     def lines(self) -> list[str]:
@@ -116,6 +161,9 @@ class ConversionStats:
             "clipped_to_machine": "size clipped to the machine",
             "rejected_oversize": "dropped: larger than the machine",
             "dropped_unknown": "dropped: runtime or size unknown",
+            "cancelled_before_start": "cancelled before they started (status 5)",
+            "cancelled_dropped": "dropped: cancelled before they started",
+            "cancelled_run_as_1s": "cancelled before they started, run as 1 s",
         }
         return [f"{labels[k]}: {v}" for k, v in self.to_dict().items() if v]
 
@@ -137,7 +185,7 @@ class JobConverter:
                 "no MaxProcs or MaxNodes; give max_procs"
             )
         self.machine_size = size
-        self.stats = ConversionStats()
+        self.stats = ConversionStats(cancelled_treatment=self.options.cancelled)
         self._names: dict[int, str] = {}
 
     def name_of(self, ident: int) -> str:
@@ -158,14 +206,29 @@ class JobConverter:
         requested_memory: float,
         user: str,
         group: str,
+        status: int = UNKNOWN,
     ) -> Job | None:
-        """The job for these trace values (already validated as numbers), or None if dropped."""
+        """The job for these trace values (already validated as numbers), or None if dropped.
+
+        `status` is the trace's status field (5: cancelled), used by the `cancelled` option.
+        """
         opts = self.options
         stats = self.stats
         if job_id < 0:
             raise ValueError("field 1 (job number): unknown (-1), but a job needs an id")
         if submit < 0:
             raise ValueError("field 2 (submit time): unknown (-1), but a job needs a submit time")
+        short = False
+        if status == STATUS_CANCELLED and cancelled_before_start(status, allocated, run_time):
+            stats.cancelled_before_start += 1
+            if opts.cancelled == "drop":
+                stats.cancelled_dropped += 1
+                return None
+            if opts.cancelled == "short":
+                short = True
+                stats.cancelled_short += 1
+                if run_time <= 0:
+                    stats.unknown_runtime_ids.add(job_id)
 
         # size
         if opts.size_from == "allocated":
@@ -188,7 +251,7 @@ class JobConverter:
             stats.size_fixed += 1
 
         # runtime
-        runtime = run_time
+        runtime = MIN_RUNTIME if short else run_time
         if runtime <= 0:
             if runtime < 0 and opts.unknown == "drop":
                 stats.dropped_unknown += 1
@@ -219,7 +282,36 @@ class JobConverter:
         names = self._names
         user = names.get(record[11]) or self.name_of(record[11])
         group = names.get(record[12]) or self.name_of(record[12])
-        return self.convert(record[0], record[1], record[3], record[4], record[7], record[8], record[9], user, group)
+        return self.convert(
+            record[0], record[1], record[3], record[4], record[7], record[8], record[9], user, group, record[10]
+        )
+
+
+def cancelled_report(stats: ConversionStats | None) -> dict[str, object]:
+    """:meth:`ConversionStats.cancelled_report`, or for a generated workload (no conversion) a
+    report saying the treatment does not apply."""
+    if stats is None:
+        return {"treatment": None, "meaning": "not applicable: generated workload", "jobs": 0, "dropped": 0,
+                "run_as_1s": 0}  # fmt: skip
+    return stats.cancelled_report()
+
+
+def describe_cancelled(report: dict[str, object]) -> str:
+    """One line for a :func:`cancelled_report`, e.g. 'cancelled before start: 5,681 jobs, dropped'."""
+    if report.get("treatment") is None:
+        return f"cancelled before start: {report['meaning']}"
+    jobs = report.get("jobs", 0)
+    count = f"{jobs:,}" if isinstance(jobs, int) else str(jobs)
+    treatment = f"--cancelled {report['treatment']}: {report['meaning']}"
+    noun = "job" if jobs == 1 else "jobs"
+    return f"cancelled before start (status 5): {count} {noun} in the trace, {treatment}"
+
+
+def cancelled_before_start(status: int, allocated: int, run_time: float) -> bool:
+    """True for a job cancelled before it started: status 5 (cancelled) with no processors
+    allocated (-1 or 0) and/or no runtime (-1 or 0). A cancelled job with both recorded ran
+    for a while and is an ordinary job."""
+    return status == STATUS_CANCELLED and (allocated <= 0 or run_time <= 0)
 
 
 def job_from_swf(

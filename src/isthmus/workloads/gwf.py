@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from isthmus.workloads.conversion import IdMapper
 from isthmus.workloads.errors import SkipReport, WorkloadError
-from isthmus.workloads.swf import SwfHeader, SwfRecord, write_swf_stream
+from isthmus.workloads.swf import SwfHeader, SwfRecord, check_job_id, write_swf_stream
 from isthmus.workloads.textio import READ_ERRORS, TextFileReader, atomic_writer
 
 
@@ -151,6 +151,9 @@ def parse_gwf_tokens(tokens: list[str]) -> GwfRecord:
         if value < 0 and value != -1 and number != _WAIT_TIME_FIELD:
             raise ValueError(f"field {number} ({name}): expected -1 (unknown) or a value >= 0, got {_show(token)}")
         values.append(value)
+    job_id = values[0]
+    assert isinstance(job_id, int)  # field 1 is an int field
+    check_job_id(job_id, tokens[0], "JobID")
     return GwfRecord._make(values)
 
 

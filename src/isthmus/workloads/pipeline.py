@@ -126,6 +126,7 @@ class TraceStream:
                         record.requested_memory,
                         gwf_record.user_id,
                         gwf_record.group_id,
+                        gwf_record.status,
                     )
                 except ValueError as exc:
                     self.result.skipped.reject(

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from isthmus.workloads.conversion import cancelled_report
 from isthmus.workloads.workload import Workload
 
 SECONDS_PER_DAY = 86_400.0
@@ -72,6 +73,7 @@ class WorkloadSummary:
     users: int
     metadata: dict[str, str] = field(default_factory=dict)
     conversion: dict[str, int] = field(default_factory=dict)
+    cancelled: dict[str, object] = field(default_factory=dict)
     skipped: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -109,6 +111,7 @@ class WorkloadSummary:
             "users": self.users,
             "metadata": self.metadata,
             "conversion": self.conversion,
+            "cancelled_before_start": self.cancelled,
             "skipped": self.skipped,
         }
         return out
@@ -183,5 +186,6 @@ def summarize(workload: Workload) -> WorkloadSummary:
         users=len({j.user for j in jobs}),
         metadata=workload.metadata,
         conversion=workload.conversion.to_dict() if workload.conversion else {},
+        cancelled=cancelled_report(workload.conversion),
         skipped=workload.skipped.to_dict(),
     )

@@ -76,8 +76,28 @@ SWF_FIELD_COUNT = 18
 UNKNOWN = -1
 #: Lines at least this long skip the fast path (a 300-digit number could overflow to inf).
 _FAST_LINE_LIMIT = 300
+#: Job numbers with at least this many characters take the careful path (range check).
+_FAST_ID_DIGITS = 19
 
+#: A ``; Key: value`` line: any key when it follows ';' closely (up to two blanks), as most
+#: archive files write them.
 _HEADER_KEY = re.compile(r"^;[ \t]{0,2}([A-Za-z][A-Za-z0-9_\-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
+#: The same shape with any indentation (``;        MaxProcs: 140``, as in LPC-EGEE); such a
+#: line is a key only when the key is one the SWF definition lists (see SWF_HEADER_KEYS), so an
+#: indented continuation of a free-text note (``;      Remark: ...``) stays free text.
+_INDENTED_HEADER_KEY = re.compile(r"^;[ \t]*([A-Za-z][A-Za-z0-9_\-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
+#: Header keys of the SWF definition (Parallel Workloads Archive, SWF version 2.2), lower case.
+SWF_HEADER_KEYS = frozenset(
+    k.lower()
+    for k in (
+        "Version", "Computer", "Installation", "Acknowledge", "Information", "Conversion", "MaxJobs",
+        "MaxRecords", "Preemption", "UnixStartTime", "TimeZone", "TimeZoneString", "StartTime", "EndTime",
+        "MaxNodes", "MaxProcs", "MaxRuntime", "MaxMemory", "AllowOveruse", "MaxQueues", "Queues", "Queue",
+        "MaxPartitions", "Partitions", "Partition", "Note",
+    )
+)  # fmt: skip
+#: Largest job number: the event log keeps job ids in a signed 64-bit column (``array('q')``).
+MAX_JOB_ID = 2**63 - 1
 _LEADING_INT = re.compile(r"^\s*([-+]?\d+)")
 _LEADING_FLOAT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 
@@ -120,6 +140,10 @@ class SwfHeader:
         """Parse one raw comment line (starting with ';') and append it."""
         text = line.rstrip("\r\n")
         match = _HEADER_KEY.match(text)
+        if match is None:
+            indented = _INDENTED_HEADER_KEY.match(text)
+            if indented is not None and indented.group(1).lower() in SWF_HEADER_KEYS:
+                match = indented
         if match:
             self.lines.append(HeaderLine(match.group(1), match.group(2) or ""))
         else:
@@ -306,7 +330,16 @@ def parse_swf_tokens(tokens: list[str]) -> SwfRecord:
     values = [
         parse_field(tok, number, name, kind) for tok, (number, name, kind) in zip(tokens, SWF_FIELDS, strict=True)
     ]
+    check_job_id(values[0], tokens[0], "job number")
     return SwfRecord._make(values)
+
+
+def check_job_id(value: int | float, token: str, name: str) -> None:
+    """Raise ValueError (naming field 1) when a job number exceeds the 64-bit job-id column."""
+    if value > MAX_JOB_ID:
+        raise ValueError(
+            f"field 1 ({name}): expected at most {MAX_JOB_ID} (job ids are signed 64-bit integers), got {_show(token)}"
+        )
 
 
 def parse_swf_line(line: str) -> SwfRecord:
@@ -415,6 +448,7 @@ class SwfReader(TextFileReader):
                 if (
                     len(tokens) == SWF_FIELD_COUNT
                     and len(line) < _FAST_LINE_LIMIT
+                    and len(first) < _FAST_ID_DIGITS
                     and line.isascii()
                     and line.count("-") == tokens.count("-1")
                     and "n" not in line
@@ -504,6 +538,7 @@ def validate_record(record: SwfRecord) -> None:
             raise ValueError(f"field {number} ({name}): expected a finite number, got {value!r}")
         if value < 0 and value != UNKNOWN:
             raise ValueError(f"field {number} ({name}): expected -1 or a value >= 0, got {value!r}")
+    check_job_id(record[0], str(record[0]), "job number")
 
 
 def write_swf_stream(

@@ -341,6 +341,7 @@ def load_gwf(
                 record.requested_memory,
                 record.user_id,
                 record.group_id,
+                record.status,
             )
         except ValueError as exc:
             _reject(skipped, skip_invalid, _gwf_message(str(exc)), source, line)
