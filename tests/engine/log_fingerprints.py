@@ -83,7 +83,7 @@ def run_case(path: str, env_name: str, alloc: str, params: dict[str, object]) ->
         prov = "none"
     else:
         env = load_environment(env_name)
-        jobs = list(prepared_jobs(path, 32, FIRST))
+        jobs = list(prepared_jobs(path, 32, FIRST, "keep"))  # the reading the fingerprints were made with
         prov = None
     result = simulate(env, jobs, PolicyChoice(alloc, params), prov)
     return fingerprint(result.log)
