@@ -117,6 +117,8 @@ class Engine:
         #: refusals per status code (holds included), for a run's summary
         self.refusals: dict[StatusCode, int] = {}
         self.rounds = 0
+        #: the policy whose decisions are being applied (named in the log when a decision does not)
+        self.deciding = ""
         self._kinds = kinds()
         self._round_at = math.inf
         self._last_round = -math.inf
@@ -382,7 +384,7 @@ class Engine:
         """Record the start of the current run of `entry` on `site`, decided by `policy`."""
         log = self.log
         size = entry.job.size
-        log.append(self.clock.now, _START, entry.job.id, site, -1, size, entry.run, size, log.policy_index(policy))
+        log.append(self.clock.now, _START, entry.job.id, site, -1, size, entry.run, log.policy_index(policy))
 
     def cloud_backend(self, index: int) -> CloudBackend:
         """The cloud backend at `index`; Refused (UNKNOWN_TARGET / INVALID) otherwise."""
@@ -433,16 +435,18 @@ class Engine:
 
     def apply(self, d: object, policy: str = "") -> Status:
         """Validate and apply one decision; return its status (ACCEPTED, or a refusal with its
-        code and reason, recorded in the event log and as the job's answer to "why")."""
+        code and reason, recorded in the event log and as the job's answer to "why").
+
+        `policy` names the deciding policy when the decision does not (its `by` is empty).
+        """
         kind = self._kinds.get(type(d))
-        by = getattr(d, "by", "") or policy
+        self.deciding = policy
         try:
             if kind is None:
                 raise Refused(StatusCode.INVALID, f"unknown decision {d!r}")
-            ctx = kind.validate(self, d)
-            kind.apply(self, d, ctx)
+            kind.apply(self, d, kind.validate(self, d))
         except Refused as r:
-            return self._refused(d, r, by)
+            return self._refused(d, r, getattr(d, "by", "") or policy)
         return ACCEPTED
 
     def _refused(self, d: object, r: Refused, by: str) -> Status:
@@ -451,7 +455,7 @@ class Engine:
         job_id = getattr(d, "job_id", -1)
         site = getattr(d, "site", -1)
         log = self.log
-        i = log.append(self.clock.now, _DECISION, job_id, site, -1, int(r.code), -1, 0, log.policy_index(by))
+        i = log.append(self.clock.now, _DECISION, job_id, site, -1, int(r.code), -1, log.policy_index(by))
         log.notes[i] = r.reason
         if job_id in self.entries:
             self.why_not[job_id] = status
@@ -481,7 +485,7 @@ class Engine:
             backend.online += vm.cores
             backend.free += vm.cores
         backend.release((vm_id,), now)
-        self.log.append(now, int(EventKind.VM_RELEASE), -1, site, vm_id, 0.0, -1, 0, self.log.policy_index("budget"))
+        self.log.append(now, int(EventKind.VM_RELEASE), -1, site, vm_id, 0.0, -1, self.log.policy_index("budget"))
         self._changed()
 
     # ------------------------------------------------------------------------- answers

@@ -179,6 +179,10 @@ class EngineView:
         """Every site, by index."""
         return self._sites
 
+    def free_processors(self) -> list[int]:
+        """Free processors per site index, as a fresh list the policy may count down."""
+        return [b.free for b in self._e.backends]
+
     @property
     def stages(self) -> int:
         """How many queues (stages) there are."""

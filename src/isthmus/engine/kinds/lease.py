@@ -46,10 +46,10 @@ class LeaseKind:
         """Lease the VMs, pay their first billing increment, schedule the next boundary."""
         now = engine.clock.now
         price = backend.site.price_per_increment if backend.site.is_paid else 0.0
-        policy = engine.log.policy_index(d.by)
+        policy = engine.log.policy_index(d.by or engine.deciding)
         for vm_id in backend.lease(d.count, now):
             engine.log.append(
-                now, int(EventKind.VM_LEASE), -1, d.site, vm_id, 0.0, -1, backend.site.cores_per_node, policy
+                now, int(EventKind.VM_LEASE), -1, d.site, vm_id, 0.0, -1, policy, slots=backend.site.cores_per_node
             )
             engine.spent += price
             if price and engine.budget is not None:

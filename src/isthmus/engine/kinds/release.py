@@ -41,9 +41,9 @@ class ReleaseKind:
         backend, ids = ctx
         now = engine.clock.now
         backend.release(ids, now)
-        policy = engine.log.policy_index(d.by)
+        policy = engine.log.policy_index(d.by or engine.deciding)
         for vm_id in ids:
-            engine.log.append(now, int(EventKind.VM_RELEASE), -1, d.site, vm_id, 0.0, -1, 0, policy)
+            engine.log.append(now, int(EventKind.VM_RELEASE), -1, d.site, vm_id, 0.0, -1, policy)
 
 
 register(ReleaseKind())

@@ -55,7 +55,7 @@ class StartKind:
         entry.run += 1
         entry.limit = d.limit
         backend.start(entry, now)
-        engine.log_start(entry, d.site, d.by)
+        engine.log_start(entry, d.site, d.by or engine.deciding)
         if d.limit is not None:
             engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
         if engine.why_not:

@@ -17,7 +17,7 @@ def all_sites(env: Environment) -> list[tuple[int, ...]]:
 
 def free_processors(view: View) -> list[int]:
     """Free processors per site index, as a scratch copy the policy may count down."""
-    return [s.free for s in view.sites]
+    return view.free_processors()
 
 
 def first_fit(free: list[int], order: Sequence[int], size: int) -> int:
