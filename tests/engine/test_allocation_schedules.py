@@ -5,14 +5,16 @@ from __future__ import annotations
 import pytest
 from helpers import clusters, job, start_of, starts
 
+from isthmus.model import PolicyChoice
 from isthmus.sim.runner import simulate
 
 # Four jobs on one 4-processor cluster: (id, submit, size, runtime)
 JOBS = [job(1, 0, 2, 10), job(2, 0, 4, 5), job(3, 1, 2, 3), job(4, 2, 1, 100)]
 
 
-def run(policy: str, jobs=JOBS, env=None, **kw):
-    return simulate(env or clusters(4), jobs, policy, "none", check_purity=True, **kw)
+def run(policy: str, jobs=JOBS, env=None, allocation_params=None, **kw):
+    choice = PolicyChoice(policy, allocation_params) if allocation_params else policy
+    return simulate(env or clusters(4), jobs, choice, "none", check_purity=True, **kw)
 
 
 def test_fcfs_never_skips_the_head():
@@ -188,3 +190,25 @@ def test_every_policy_completes_a_small_workload(policy):
     result = run(policy)
     assert sorted(start_of(result)) == [1, 2, 3, 4]
     assert not result.unfinished
+
+
+# HSDF's wait-time prediction (docs/simulation.md, "HSDF"): one 4-processor cluster, rounds
+# every 30 s. Job 1 (3 procs) runs 0-100; job 3 (1 proc, predicted 100 s) arrives at 5, job 2
+# (4 procs, predicted 20 s) at 26. Predicted runtimes are the requested ones (no history).
+HSDF_JOBS = [job(1, 0, 3, 100, 100), job(3, 5, 1, 100, 100), job(2, 26, 4, 20, 20)]
+
+
+def test_hsdf_blocking_prediction_lets_the_job_that_cannot_start_yet_go_first():
+    # Round 30: job 2 needs 4 procs, free at 100 (job 1's estimated end): predicted wait
+    # 4 + 70 = 74 s, slowdown (74 + 20) / 20 = 4.7; job 3: (25 + 100) / 100 = 1.25. Job 2 ranks
+    # first, fits nowhere and holds job 3 back (same at 60 and 90). Round 120: job 2 starts
+    # (ends 140), job 3 fits nowhere. Round 150: job 3. Ranked by elapsed wait only, job 2's
+    # slowdown would be (4 + 20) / 20 = 1.2 < 1.25: job 3 would start at 30 and job 2 at 150.
+    result = run("hsdf", HSDF_JOBS, clusters(4, interval=30.0), allocation_params={"blocking": True})
+    assert start_of(result) == {1: (0, 0), 2: (120, 0), 3: (150, 0)}
+
+
+def test_hsdf_default_skips_jobs_that_fit_nowhere():
+    # KOALA-C's list placement: job 2 fits nowhere at 30 and is skipped, so job 3 starts at 30
+    # (the order by elapsed wait); at 120 job 3 still holds 1 proc, so job 2 starts at 150.
+    assert start_of(run("hsdf", HSDF_JOBS, clusters(4, interval=30.0))) == {1: (0, 0), 3: (30, 0), 2: (150, 0)}
