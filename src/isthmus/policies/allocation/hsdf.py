@@ -5,33 +5,98 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision
-from isthmus.policies.allocation.common import SingleSetPolicy, any_free, fitting_candidates, list_schedule
-from isthmus.policies.api import JobInfo, View
+from pydantic import BaseModel, ConfigDict, Field
+
+from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.environment import Environment
+from isthmus.policies.allocation.common import (
+    all_sites,
+    any_free,
+    first_fit,
+    fitting_candidates,
+    free_processors,
+    list_schedule,
+)
+from isthmus.policies.api import AllocationDefaults, JobInfo, View
 from isthmus.policies.prediction.wait import AvailabilityProfile
 
 
-class HighestSlowdownFirst(SingleSetPolicy):
-    """HSDF: the job with the highest estimated slowdown first, on the first site where it fits.
+class HsdfParams(BaseModel):
+    """Parameters of `hsdf`."""
 
-    KOALA-C §IV-A(4): like SJF, but ordered by estimated slowdown, which needs a runtime and a
-    wait-time prediction. The estimated slowdown of a queued job is
-    (predicted wait + predicted runtime) / predicted runtime, where the predicted runtime is the
-    arrival-time prediction (`isthmus.policies.prediction.runtime`) and the predicted wait is
-    the time from its submission to its earliest possible start on the availability profile of
-    its sites (`isthmus.policies.prediction.wait`). Ties keep arrival order; jobs that fit
-    nowhere now stay queued.
-    """
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    blocking: bool = Field(
+        True,
+        description=(
+            "true (default): the first job in slowdown order that fits on no site holds back every job "
+            "behind it until a later round; false: it is skipped (list scheduling, as FF and SJF)"
+        ),
+    )
+
+
+def estimated_slowdown(predicted_wait: float, predicted_runtime: float) -> float:
+    """(predicted wait + predicted runtime) / predicted runtime; inf when the wait is unbounded."""
+    return (predicted_wait + predicted_runtime) / predicted_runtime
+
+
+class HighestSlowdownFirst(AllocationDefaults):
+    """HSDF: the queued job with the highest estimated slowdown first, on the first site where it fits.
+
+    KOALA-C §IV-A(4): "similar to SJF except that it also uses job wait-time prediction in
+    order to allocate the job with the highest estimated slowdown first"; the runtime and
+    wait-time predictors are those of §III-B. A queued job's estimated slowdown is
+    (predicted wait + predicted runtime) / predicted runtime, where the predicted runtime is
+    the arrival-time prediction (`isthmus.policies.prediction.runtime`) and the predicted wait
+    is the time it has waited in its queue (now - queued_at) plus the time until its best site
+    has enough free processors on the availability profile of running jobs' estimated ends
+    (`isthmus.policies.prediction.wait`; one profile per site per round, one O(sites log n)
+    look-up per distinct job size). Ties keep queue order.
+
+    Blocking. "Allocate the job with the highest estimated slowdown first" is read as a
+    priority order the round keeps: by default (`blocking = true`) the whole queue is ranked
+    and jobs start in that order while they fit; the first that fits on no site stops the
+    round, so a job whose predicted wait is long is not overtaken by jobs ranked below it. This
+    is where the wait prediction matters (docs/simulation.md shows a hand-computed schedule in
+    which it changes the order). `blocking = false` places every job that fits, in slowdown
+    order, as FF and SJF place theirs ("the first site in which it fits", §IV-A(1), (3)); then
+    the prediction cannot change which jobs start: a job that fits nowhere at the start of a
+    round fits nowhere later in it (free processors only decrease) and is skipped wherever it
+    ranks, and a job that fits now has a predicted time-to-fit of 0, so only those are ranked
+    (by elapsed wait and predicted runtime).
 
     name: ClassVar[str] = "hsdf"
     uses_size_index: ClassVar[bool] = True
     uses_prediction: ClassVar[bool] = True
+    Params = HsdfParams
+
+    def __init__(self, params: HsdfParams | None = None) -> None:
+        self.params = params or HsdfParams()
+
+    def stage_sites(self, env: Environment) -> list[tuple[int, ...]]:
+        """One queue over every site."""
+        return all_sites(env)
 
     def decide(self, view: View) -> Iterable[Decision]:
-        """Place queued jobs highest-estimated-slowdown first."""
+        """Start queued jobs highest-estimated-slowdown first."""
         if not view.queued or not any_free(view):
             return []
-        profile = AvailabilityProfile(view, view.stage_sites(0))
+        now = view.now
+        if not self.params.blocking:
+            # Every job that fits now has predicted time-to-fit 0 (see the class docstring).
+            jobs = sorted(fitting_candidates(view), key=lambda e: -estimated_slowdown(now - e.queued_at, e.predicted))
+            return list_schedule(view, jobs, self.name)
+        return self._blocking(view)
+
+    def _blocking(self, view: View) -> list[Decision]:
+        """Whole queue in estimated-slowdown order; stop at the first job that fits nowhere.
+
+        A job's predicted start is the earliest time its best site has room on this round's
+        profile (>= now), so its predicted wait is that start minus when it joined the queue;
+        a job no site's profile can ever fit (a cloud not yet grown) ranks first, with an
+        unbounded predicted wait.
+        """
+        order = view.stage_sites(0)
+        profile = AvailabilityProfile(view, order)
         starts: dict[int, float] = {}
 
         def key(e: JobInfo) -> float:
@@ -39,7 +104,14 @@ class HighestSlowdownFirst(SingleSetPolicy):
             start = starts.get(size)
             if start is None:
                 start = starts[size] = profile.earliest_start(size)
-            wait = max(0.0, start - e.job.submit)
-            return -(wait + e.predicted) / e.predicted
+            return -estimated_slowdown(start - e.queued_at, e.predicted)
 
-        return list_schedule(view, sorted(fitting_candidates(view), key=key), self.name)
+        free = free_processors(view)
+        out: list[Decision] = []
+        for e in sorted(view.queue(0), key=key):
+            i = first_fit(free, order, e.job.size)
+            if i < 0:
+                break
+            free[i] -= e.job.size
+            out.append(StartJob(e.job.id, i, by=self.name))
+        return out

@@ -21,16 +21,22 @@ def profile_steps(
     """Free processors of `site` over time: `free` now, growing by each running job's size at
     its estimated end (and by the (estimated end, size) pairs of runs `started` this round).
 
-    Yields (time, free processors) steps, one per ending run, in time order; free never decreases.
+    Yields (time, free processors) steps in strictly increasing time order, one per distinct
+    estimated end; free never decreases. Runs ending at the same instant are one step, so the
+    processors left over at that instant count all of them (EASY's extra processors, issue 11),
+    and an end already past (a run outliving its estimate) counts as free now.
     """
-    yield now, free
     running = site.running
-    ends = [(end, running[j].job.size) for end, j in site.by_estimated_end if j in running]
+    ends: Iterable[tuple[float, int]] = ((end, running[j].job.size) for end, j in site.by_estimated_end if j in running)
     if started:
-        ends = sorted(ends + list(started))
+        ends = sorted([*ends, *started])
+    time = now
     for end, size in ends:
+        if end > time:
+            yield time, free
+            time = end
         free += size
-        yield (end if end > now else now), free
+    yield time, free
 
 
 def earliest_fit(steps: Iterable[tuple[float, int]], size: int) -> tuple[float, int]:
