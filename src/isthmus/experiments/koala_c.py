@@ -26,12 +26,11 @@ from typing import Any
 
 from isthmus.experiments.output import figure, fmt, markdown_table, save, write_csv
 from isthmus.experiments.paper import KOALA_C, TAGS_SETS_COST_FACTOR, TAGS_SETS_LIMIT_MIN, TraceFacts, facts_for
-from isthmus.experiments.runner import Point, policy, run_points
+from isthmus.experiments.runner import Point, Sweep, policy
 
 GRID_FIRST_JOBS = 50_000
 MAX_NODES = 32
 BASELINES = ("ff", "rr", "sjf", "sjf-ideal", "hsdf")
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -76,8 +75,10 @@ class ExperimentResult:
     markdown: str = ""
 
 
-def _run(points: list[Point], workers: int | None, progress: Progress | None) -> list[dict[str, Any]]:
-    return run_points(points, workers=workers, progress=progress)
+def _run(name: str, points: list[Point], workers: int | None, sweep: Sweep | None) -> list[dict[str, Any]]:
+    if sweep is not None and workers is not None:
+        raise ValueError("give workers inside the Sweep, not beside it")
+    return (sweep or Sweep(workers=workers)).run(name, points)
 
 
 def _select(rows: list[dict[str, Any]], **where: Any) -> list[dict[str, Any]]:
@@ -115,7 +116,7 @@ def koala_c_limits(
     dispatch: Sequence[str] = ("rr", "rnd"),
     table_chains: int = 4,
     workers: int | None = None,
-    progress: Progress | None = None,
+    sweep: Sweep | None = None,
 ) -> ExperimentResult:
     """TAGS-chain runtime-limit sweep (Fig. 3) and the optimal limit per trace (Table III).
 
@@ -136,7 +137,7 @@ def koala_c_limits(
         for k in chains
         for lim in limits_min
     ]
-    result = ExperimentResult("koala-c-limits", out, _run(points, workers, progress))
+    result = ExperimentResult("koala-c-limits", out, _run("koala-c-limits", points, workers, sweep))
     rows = result.rows
     table = []
     per_chain = []
@@ -228,7 +229,7 @@ def koala_c_sets(
     *,
     limits_min: Sequence[int] = tuple(range(10, 181, 10)),
     workers: int | None = None,
-    progress: Progress | None = None,
+    sweep: Sweep | None = None,
 ) -> ExperimentResult:
     """TAGS-sets runtime-limit sweep on the multicluster and multicloud environment (Fig. 4)."""
     ts = [Trace.from_path(t) for t in traces]
@@ -242,7 +243,7 @@ def koala_c_sets(
         for t in ts
         for lim in limits_min
     ]
-    result = ExperimentResult("koala-c-sets", out, _run(points, workers, progress))
+    result = ExperimentResult("koala-c-sets", out, _run("koala-c-sets", points, workers, sweep))
     fig, axes = figure(2, 1)
     table = []
     for t in ts:
@@ -299,7 +300,7 @@ def koala_c_multicluster(
     *,
     chains: Sequence[int] = tuple(range(1, 11)),
     workers: int | None = None,
-    progress: Progress | None = None,
+    sweep: Sweep | None = None,
 ) -> ExperimentResult:
     """FF, RR, SJF, SJF-ideal, HSDF and TAGS-chain vs the number of chains (Fig. 5).
 
@@ -323,7 +324,7 @@ def koala_c_multicluster(
                     provisioning=policy("none"),
                 )
             )
-    result = ExperimentResult("koala-c-multicluster", out, _run(points, workers, progress))
+    result = ExperimentResult("koala-c-multicluster", out, _run("koala-c-multicluster", points, workers, sweep))
     names = (*BASELINES, "tags-chain")
     fig, axes = figure(len(ts), 2, width=4.5, height=3.5)
     body = [
@@ -385,7 +386,7 @@ def koala_c_multicloud(
     *,
     limit_min: int = TAGS_SETS_LIMIT_MIN,
     workers: int | None = None,
-    progress: Progress | None = None,
+    sweep: Sweep | None = None,
 ) -> ExperimentResult:
     """FF, RR, SJF, SJF-ideal, HSDF and TAGS-sets on the multicluster and multicloud environment (Fig. 6)."""
     ts = [Trace.from_path(t) for t in traces]
@@ -401,7 +402,7 @@ def koala_c_multicloud(
                 short_threshold=limit_min * 60.0,
             )
         )
-    result = ExperimentResult("koala-c-multicloud", out, _run(points, workers, progress))
+    result = ExperimentResult("koala-c-multicloud", out, _run("koala-c-multicloud", points, workers, sweep))
     names = (*BASELINES, "tags-sets")
     fig, axes = figure(2, 1, width=7.0)
     width = 0.8 / len(names)
