@@ -99,7 +99,20 @@ def test_experiment_cli(small_trace, tmp_path):
     assert again.exit_code == 2 and "--resume" in again.output and "--force" in again.output
     as_json = runner.invoke(
         app,
-        ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "-j", "1", "--limits", "10", "--json", "--force"],
+        [
+            "experiment",
+            "koala-c-sets",
+            "-t",
+            small_trace,
+            "-o",
+            str(out),
+            "-j",
+            "1",
+            "--limits",
+            "10",
+            "--json",
+            "--force",
+        ],
     )
     assert as_json.exit_code == 0, as_json.output
     report = json.loads(as_json.stdout[as_json.stdout.index("{") :])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -47,17 +48,16 @@ class _RemainingColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         eta = task.fields.get("eta")
         if eta is None:
-            return Text("-:--:-- left", style="progress.remaining")
-        return Text(f"{timedelta(seconds=round(eta))} left", style="progress.remaining")
+            return Text("eta -:--:--", style="progress.remaining")
+        # Count down between finished points instead of freezing at the last estimate.
+        left = max(0.0, eta - (time.monotonic() - task.fields.get("eta_at", time.monotonic())))
+        return Text(f"eta {timedelta(seconds=round(left))}", style="progress.remaining")
 
 
 def _progress(console: Console) -> Progress:
     return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[points]}"),
-        TextColumn("{task.fields[jobs]}"),
-        TextColumn("{task.fields[rate]}"),
+        BarColumn(bar_width=12),
+        TextColumn("{task.fields[counts]}"),
         TimeElapsedColumn(),
         _RemainingColumn(),
         console=console,
@@ -70,10 +70,10 @@ def _status_fields(status: SweepStatus) -> dict[str, object]:
     return {
         "completed": status.jobs_done,
         "total": status.jobs_total,
-        "points": f"{status.points_done}/{status.points_total} points{reused}",
-        "jobs": f"{status.jobs_done:,}/{status.jobs_total:,} jobs",
-        "rate": "" if rate is None else f"{rate:,.0f} jobs/s",
+        "counts": f"{status.points_done}/{status.points_total} points{reused}, "
+        f"{status.jobs_done:,}/{status.jobs_total:,} jobs" + ("" if rate is None else f", {rate:,.0f}/s"),
         "eta": status.eta_seconds,
+        "eta_at": time.monotonic(),
     }
 
 
@@ -178,7 +178,7 @@ def experiment_command(
                 console.print("[yellow]note:[/] the scheduler has no workers yet; points wait until one connects")
         console.print(f"[bold]{name}[/] on {len(paths)} trace(s) {where} -> {out_dir}", highlight=False)
         with _progress(console) as progress:
-            task = progress.add_task("simulations", total=None, points="", jobs="", rate="", eta=None)
+            task = progress.add_task("", total=None, counts="", eta=None)
 
             last: list[SweepStatus] = []
 

@@ -156,7 +156,7 @@ class PointFailedError(RuntimeError):
 
     def __init__(self, point: Point, error: BaseException) -> None:
         labels = ", ".join(f"{k}={v}" for k, v in point.labels)
-        super().__init__(f"simulation of {point.trace} [{labels}] failed: {type(error).__name__}: {error}")
+        super().__init__(f"simulation of {point.trace} ({labels}) failed: {type(error).__name__}: {error}")
         self.point = point
 
 
