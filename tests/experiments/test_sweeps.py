@@ -169,6 +169,7 @@ def test_store_refuses_to_mix_runs_and_names_bad_lines(small_trace, tmp_path):
     with PointStore.open(path, force=True) as store:
         assert store.get("exp", a) is None
     assert path.read_text() == ""
+    PointStore.open(path).close()  # an empty file (nothing finished yet) is not refused
     path.write_text('{"key": {}, "jobs": 1, "row": {}}\nnot json\n{"key": {}, "jobs": 1, "row": {}}\n')
     with pytest.raises(ValueError, match=r"points.jsonl:2: not a JSON line"):
         PointStore.open(path, resume=True)

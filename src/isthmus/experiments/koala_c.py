@@ -1,6 +1,8 @@
 """The KOALA-C evaluation (koala-c-multicluster-multicloud.txt §V), regenerated from real traces.
 
-Four experiments, each a sweep of simulations run by `runner.run_points`:
+Four experiments, each a sweep of simulations run by `runner.run_points` (in this process or
+local processes with `workers`, or as a `runner.Sweep`: on any executor, with progress and a
+points file to resume from):
 
 - `koala-c-limits`: TAGS-chain runtime-limit sweep on the multicluster environment, 1-10
   chains, RR and RND dispatch (Fig. 3), giving the optimal limit per trace rounded to 5 minutes

@@ -76,8 +76,8 @@ class PointStore:
         if resume and force:
             raise ValueError("--resume and --force exclude each other: resume reuses saved points, force discards them")
         notes: list[str] = []
-        if path.exists() and not resume and not force:
-            n = sum(1 for line in path.read_text().splitlines() if line.strip())
+        n = sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+        if n and not resume and not force:  # an empty file (nothing finished yet) holds nothing to lose
             raise SweepExistsError(
                 f"{path} already holds {n} finished point(s) of an earlier run; "
                 "pass --resume to reuse them and compute only the rest, or --force to discard them and start over"
