@@ -95,8 +95,24 @@ def test_experiment_cli(small_trace, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert (out / "summary.md").exists() and (out / "fig4.png").exists()
+    again = runner.invoke(app, ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", "10"])
+    assert again.exit_code == 2 and "--resume" in again.output and "--force" in again.output
     as_json = runner.invoke(
-        app, ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "-j", "1", "--limits", "10", "--json"]
+        app,
+        [
+            "experiment",
+            "koala-c-sets",
+            "-t",
+            small_trace,
+            "-o",
+            str(out),
+            "-j",
+            "1",
+            "--limits",
+            "10",
+            "--json",
+            "--force",
+        ],
     )
     assert as_json.exit_code == 0, as_json.output
     report = json.loads(as_json.stdout[as_json.stdout.index("{") :])

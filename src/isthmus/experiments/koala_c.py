@@ -1,6 +1,8 @@
 """The KOALA-C evaluation (koala-c-multicluster-multicloud.txt §V), regenerated from real traces.
 
-Four experiments, each a sweep of simulations run by `runner.run_points`:
+Four experiments, each a sweep of simulations run by `runner.run_points` (in this process or
+local processes with `workers`, or as a `runner.Sweep`: on any executor, with progress and a
+points file to resume from):
 
 - `koala-c-limits`: TAGS-chain runtime-limit sweep on the multicluster environment, 1-10
   chains, RR and RND dispatch (Fig. 3), giving the optimal limit per trace rounded to 5 minutes
@@ -26,13 +28,12 @@ from typing import Any
 
 from isthmus.experiments.output import figure, fmt, markdown_table, save, write_csv
 from isthmus.experiments.paper import KOALA_C, TAGS_SETS_COST_FACTOR, TAGS_SETS_LIMIT_MIN, TraceFacts, facts_for
-from isthmus.experiments.runner import Point, policy, run_points
+from isthmus.experiments.runner import Point, Sweep, policy
 from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED
 
 GRID_FIRST_JOBS = 50_000
 MAX_NODES = 32
 BASELINES = ("ff", "rr", "sjf", "sjf-ideal", "hsdf")
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,10 @@ class ExperimentResult:
     markdown: str = ""
 
 
-def _run(points: list[Point], workers: int | None, progress: Progress | None) -> list[dict[str, Any]]:
-    return run_points(points, workers=workers, progress=progress)
+def _run(name: str, points: list[Point], workers: int | None, sweep: Sweep | None) -> list[dict[str, Any]]:
+    if sweep is not None and workers is not None:
+        raise ValueError("give workers inside the Sweep, not beside it")
+    return (sweep or Sweep(workers=workers)).run(name, points)
 
 
 def _select(rows: list[dict[str, Any]], **where: Any) -> list[dict[str, Any]]:
@@ -132,7 +135,7 @@ def koala_c_limits(
     dispatch: Sequence[str] = ("rr", "rnd"),
     table_chains: int = 4,
     workers: int | None = None,
-    progress: Progress | None = None,
+    sweep: Sweep | None = None,
     cancelled: str = RUN_CANCELLED,
 ) -> ExperimentResult:
     """TAGS-chain runtime-limit sweep (Fig. 3) and the optimal limit per trace (Table III).
@@ -154,7 +157,7 @@ def koala_c_limits(
         for k in chains
         for lim in limits_min
     ]
-    result = ExperimentResult("koala-c-limits", out, _run(points, workers, progress))
+    result = ExperimentResult("koala-c-limits", out, _run("koala-c-limits", points, workers, sweep))
     rows = result.rows
     table = []
     per_chain = []
@@ -246,7 +249,7 @@ def koala_c_sets(
     *,
     limits_min: Sequence[int] = tuple(range(10, 181, 10)),
     workers: int | None = None,
-    progress: Progress | None = None,
+    sweep: Sweep | None = None,
     cancelled: str = RUN_CANCELLED,
 ) -> ExperimentResult:
     """TAGS-sets runtime-limit sweep on the multicluster and multicloud environment (Fig. 4)."""
@@ -261,7 +264,7 @@ def koala_c_sets(
         for t in ts
         for lim in limits_min
     ]
-    result = ExperimentResult("koala-c-sets", out, _run(points, workers, progress))
+    result = ExperimentResult("koala-c-sets", out, _run("koala-c-sets", points, workers, sweep))
     fig, axes = figure(2, 1)
     table = []
     for t in ts:
@@ -318,7 +321,7 @@ def koala_c_multicluster(
     *,
     chains: Sequence[int] = tuple(range(1, 11)),
     workers: int | None = None,
-    progress: Progress | None = None,
+    sweep: Sweep | None = None,
     cancelled: str = RUN_CANCELLED,
 ) -> ExperimentResult:
     """FF, RR, SJF, SJF-ideal, HSDF and TAGS-chain vs the number of chains (Fig. 5).
@@ -343,7 +346,7 @@ def koala_c_multicluster(
                     provisioning=policy("none"),
                 )
             )
-    result = ExperimentResult("koala-c-multicluster", out, _run(points, workers, progress))
+    result = ExperimentResult("koala-c-multicluster", out, _run("koala-c-multicluster", points, workers, sweep))
     names = (*BASELINES, "tags-chain")
     fig, axes = figure(len(ts), 2, width=4.5, height=3.5)
     body = [
@@ -405,7 +408,7 @@ def koala_c_multicloud(
     *,
     limit_min: int = TAGS_SETS_LIMIT_MIN,
     workers: int | None = None,
-    progress: Progress | None = None,
+    sweep: Sweep | None = None,
     cancelled: str = RUN_CANCELLED,
 ) -> ExperimentResult:
     """FF, RR, SJF, SJF-ideal, HSDF and TAGS-sets on the multicluster and multicloud environment (Fig. 6)."""
@@ -422,7 +425,7 @@ def koala_c_multicloud(
                 short_threshold=limit_min * 60.0,
             )
         )
-    result = ExperimentResult("koala-c-multicloud", out, _run(points, workers, progress))
+    result = ExperimentResult("koala-c-multicloud", out, _run("koala-c-multicloud", points, workers, sweep))
     names = (*BASELINES, "tags-sets")
     fig, axes = figure(2, 1, width=7.0)
     width = 0.8 / len(names)

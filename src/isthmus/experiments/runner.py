@@ -1,23 +1,29 @@
-"""Run many independent simulations (sweep points) in parallel.
+"""Run many independent simulations (sweep points) in parallel, resumably.
 
-A point is plain, picklable data; `evaluate` turns it into a row of figures in whatever process
-runs it. `run_points` takes any `concurrent.futures.Executor`: local processes by default, and
-the same call works with an executor backed by a cluster engine (Dask's `Client.get_executor()`,
-Ray's `ray.util.ActorPool`-based executors) without touching the experiments.
+A point is plain, picklable data; `evaluate` (a top-level function, so any worker process can
+import it) turns it into a row of figures in whatever process runs it. `run_points` takes any
+`concurrent.futures.Executor`: local processes by default, or a Dask cluster's executor
+(`isthmus.experiments.cluster`). With a `PointStore` every finished point is saved as it
+completes and saved points are reused instead of recomputed. Progress is counted in points and
+in jobs, the expected work of a point being its number of jobs.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.job import Job
 from isthmus.workloads.conversion import RUN_CANCELLED
+
+if TYPE_CHECKING:
+    from isthmus.experiments.store import PointStore
 
 
 @dataclass(frozen=True)
@@ -131,37 +137,160 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
+def point_jobs(point: Point) -> int:
+    """The expected work of a point: the number of jobs it simulates (its trace after preparation)."""
+    return len(prepared_jobs(point.trace, point.max_size, point.first))
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    """Where a sweep stands, in points and in jobs (a point's weight is its number of jobs).
+
+    `reused_*` count the points taken from a points file; `jobs_per_second` and `eta_seconds`
+    use only the jobs simulated by this run, so a resumed sweep is not credited with old work.
+    """
+
+    points_total: int
+    points_done: int
+    points_reused: int
+    jobs_total: int
+    jobs_done: int
+    jobs_reused: int
+    elapsed_seconds: float
+
+    @property
+    def jobs_per_second(self) -> float | None:
+        """Jobs simulated per second of this run so far; None before the first point finished."""
+        computed = self.jobs_done - self.jobs_reused
+        if computed <= 0 or self.elapsed_seconds <= 0:
+            return None
+        return computed / self.elapsed_seconds
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Time left: the jobs not yet simulated at the rate observed so far (None while unknown)."""
+        if self.jobs_done >= self.jobs_total:
+            return 0.0
+        rate = self.jobs_per_second
+        return None if rate is None else (self.jobs_total - self.jobs_done) / rate
+
+
+ProgressCallback = Callable[[SweepStatus], None]
+
+
+class PointFailedError(RuntimeError):
+    """A point's simulation raised; the points finished before it are kept in the points file."""
+
+    def __init__(self, point: Point, error: BaseException) -> None:
+        labels = ", ".join(f"{k}={v}" for k, v in point.labels)
+        super().__init__(f"simulation of {point.trace} ({labels}) failed: {type(error).__name__}: {error}")
+        self.point = point
+
+
 def run_points(
     points: Sequence[Point],
     *,
     workers: int | None = None,
     executor: Executor | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    evaluate_point: Callable[[Point], Mapping[str, Any]] = evaluate,
+    progress: ProgressCallback | None = None,
+    evaluate_point: Callable[[Point], Mapping[str, Any]] | None = None,
+    store: PointStore | None = None,
+    experiment: str = "",
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[dict[str, Any]]:
     """Evaluate every point; rows come back in the order of `points`.
 
-    With `executor` given it is used as is; otherwise `workers` local processes (1: in this
-    process, no pool). `progress(done, total)` is called after each point.
+    With `executor` given it is used as is (a local pool, or a Dask cluster's executor);
+    otherwise `workers` local processes (1: in this process, no pool). With `store`, a point of
+    `experiment` already saved there is not evaluated but its saved row is used, and each newly
+    finished point is appended to the store as soon as it completes. `progress` gets a
+    `SweepStatus` once before the first simulation and after every finished point.
+    Raises `PointFailedError` when a simulation raises.
     """
+    run = evaluate_point or evaluate
     total = len(points)
     rows: list[dict[str, Any] | None] = [None] * total
+    weights = [0] * total
+    todo: list[int] = []
+    for i, p in enumerate(points):
+        saved = store.get(experiment, p) if store else None
+        if saved is None:
+            weights[i] = point_jobs(p)
+            todo.append(i)
+        else:
+            weights[i] = saved.jobs
+            rows[i] = dict(saved.row)
+    reused = [i for i in range(total) if rows[i] is not None]
+    start = clock()
+    done_points = len(reused)
+    jobs_reused = sum(weights[i] for i in reused)
+    done_jobs = jobs_reused
+
+    def finished(i: int, row: Mapping[str, Any] | None) -> None:
+        nonlocal done_points, done_jobs
+        if row is not None:
+            rows[i] = dict(row)
+            if store:
+                store.add(experiment, points[i], weights[i], row)
+            done_points += 1
+            done_jobs += weights[i]
+        if progress:
+            progress(
+                SweepStatus(total, done_points, len(reused), sum(weights), done_jobs, jobs_reused, clock() - start)
+            )
+
+    finished(-1, None)
     workers = workers or default_workers()
-    if executor is None and workers <= 1:
-        for i, p in enumerate(points):
-            rows[i] = dict(evaluate_point(p))
-            if progress:
-                progress(i + 1, total)
+    if executor is None and (workers <= 1 or len(todo) <= 1):
+        for i in todo:
+            try:
+                row = run(points[i])
+            except Exception as exc:
+                raise PointFailedError(points[i], exc) from exc
+            finished(i, row)
         return [r for r in rows if r is not None]
     own = executor is None
     pool: Executor = executor or ProcessPoolExecutor(max_workers=workers)
+    futures: dict[Future[Mapping[str, Any]], int] = {}
     try:
-        futures = {pool.submit(evaluate_point, p): i for i, p in enumerate(points)}
-        for done, fut in enumerate(as_completed(futures), 1):
-            rows[futures[fut]] = dict(fut.result())
-            if progress:
-                progress(done, total)
+        futures.update({pool.submit(run, points[i]): i for i in todo})
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                row = fut.result()
+            except Exception as exc:
+                raise PointFailedError(points[i], exc) from exc
+            finished(i, row)
     finally:
+        for fut in futures:  # on an error or Ctrl-C: points not yet started are not run
+            fut.cancel()
         if own:
             pool.shutdown(cancel_futures=True)
     return [r for r in rows if r is not None]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """How an experiment runs its points: on what, reporting progress to whom, saving them where.
+
+    `executor` wins over `workers` (local processes; 1 runs in this process). With `store`,
+    finished points are saved and saved ones reused (see `run_points`).
+    """
+
+    workers: int | None = None
+    executor: Executor | None = None
+    progress: ProgressCallback | None = None
+    store: PointStore | None = None
+    evaluate_point: Callable[[Point], Mapping[str, Any]] | None = None
+
+    def run(self, experiment: str, points: Sequence[Point]) -> list[dict[str, Any]]:
+        """The rows of `points`, in their order."""
+        return run_points(
+            points,
+            workers=self.workers,
+            executor=self.executor,
+            progress=self.progress,
+            evaluate_point=self.evaluate_point,
+            store=self.store,
+            experiment=experiment,
+        )

@@ -63,6 +63,7 @@ class HighestSlowdownFirst(AllocationDefaults):
     round fits nowhere later in it (free processors only decrease) and is skipped wherever it
     ranks, and a job that fits now has a predicted time-to-fit of 0, so only those are ranked
     (by elapsed wait and predicted runtime).
+    """
 
     name: ClassVar[str] = "hsdf"
     uses_size_index: ClassVar[bool] = True

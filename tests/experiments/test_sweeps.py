@@ -1,0 +1,285 @@
+"""Sweeps that report progress in jobs, save every finished point, resume, and run on Dask."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from isthmus.cli.main import app
+from isthmus.experiments import koala_c, runner
+from isthmus.experiments.runner import Point, Sweep, SweepStatus, policy, run_points
+from isthmus.experiments.store import POINTS_FILE, PointStore, SweepExistsError, TornPointWarning
+from isthmus.workloads import resolve_workload
+from isthmus.workloads.conversion import IdMapper, record_from_job
+from isthmus.workloads.swf import write_swf
+
+LIMITS = (10, 20, 30, 40)
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory) -> str:
+    """A 300-job Lublin-Feitelson trace written as SWF."""
+    path = tmp_path_factory.mktemp("trace") / "small.swf"
+    ids = IdMapper()
+    write_swf(path, [record_from_job(j, ids) for j in resolve_workload("lublin:jobs=300", seed=3).jobs])
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def reference(small_trace, tmp_path_factory) -> koala_c.ExperimentResult:
+    """koala-c-sets over LIMITS run serially in one go, without a points file."""
+    return koala_c.koala_c_sets([small_trace], tmp_path_factory.mktemp("ref"), limits_min=LIMITS, workers=1)
+
+
+def _same(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows without the wall-clock time of their simulation, the only field that differs between runs."""
+    return [{k: v for k, v in r.items() if k != "simulation_seconds"} for r in rows]
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path) as f:
+        return _same(list(csv.DictReader(f)))  # type: ignore[arg-type]
+
+
+def _lines(path: Path) -> int:
+    """Complete lines of a points file (a line cut by a kill has no newline)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+class Counting:
+    """An evaluate_point that counts its calls and can stop the sweep like a Ctrl-C after `stop_after`."""
+
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.calls: list[Point] = []
+        self.stop_after = stop_after
+        self.inner = runner.evaluate  # taken before a test patches runner.evaluate with this object
+
+    def __call__(self, point: Point) -> dict[str, Any]:
+        if self.stop_after is not None and len(self.calls) == self.stop_after:
+            raise KeyboardInterrupt
+        self.calls.append(point)
+        return self.inner(point)
+
+
+# ---------------------------------------------------------------------------------- progress
+
+
+def test_eta_weights_points_by_their_jobs(small_trace):
+    """Points of 50, 100 and 150 jobs at 10 jobs/s: after the first, 250 jobs are left, so 25 s (not 2 x 5 s)."""
+    now = [0.0]
+    points = [
+        Point(small_trace, "koala-c-multicluster:k=1", policy("ff"), policy("none"), first=n, labels=(("n", n),))
+        for n in (50, 100, 150)
+    ]
+
+    def fake(point: Point) -> dict[str, Any]:
+        assert point.first is not None
+        now[0] += point.first / 10.0
+        return {"n": point.first}
+
+    seen: list[SweepStatus] = []
+    rows = run_points(points, workers=1, evaluate_point=fake, progress=seen.append, clock=lambda: now[0])
+    assert rows == [{"n": 50}, {"n": 100}, {"n": 150}]
+    assert [(s.points_done, s.jobs_done, s.jobs_total) for s in seen] == [
+        (0, 0, 300),
+        (1, 50, 300),
+        (2, 150, 300),
+        (3, 300, 300),
+    ]
+    assert seen[0].eta_seconds is None and seen[0].jobs_per_second is None
+    assert seen[1].jobs_per_second == pytest.approx(10.0)
+    assert seen[1].eta_seconds == pytest.approx(25.0)
+    assert seen[2].eta_seconds == pytest.approx(15.0)
+    assert seen[3].eta_seconds == 0.0
+
+
+def test_reused_jobs_do_not_inflate_the_rate(small_trace, tmp_path):
+    now = [0.0]
+    points = [
+        Point(small_trace, "koala-c-multicluster:k=1", policy("ff", seed=i), policy("none"), first=100) for i in (1, 2)
+    ]
+
+    def fake(point: Point) -> dict[str, Any]:
+        now[0] += 20.0
+        return {"n": point.first}
+
+    with PointStore.open(tmp_path / POINTS_FILE) as store:
+        run_points(points[:1], workers=1, evaluate_point=fake, store=store, experiment="x")
+    seen: list[SweepStatus] = []
+    with PointStore.open(tmp_path / POINTS_FILE, resume=True) as store:
+        run_points(
+            points,
+            workers=1,
+            evaluate_point=fake,
+            store=store,
+            experiment="x",
+            progress=seen.append,
+            clock=lambda: now[0],
+        )
+    assert (seen[0].points_reused, seen[0].jobs_done, seen[0].eta_seconds) == (1, 100, None)
+    assert seen[-1].jobs_per_second == pytest.approx(5.0)  # 100 new jobs in 20 s; the 100 reused ones not counted
+
+
+# ------------------------------------------------------------------------------------- store
+
+
+def test_store_appends_whole_lines_and_drops_a_torn_last_one(small_trace, tmp_path):
+    path = tmp_path / POINTS_FILE
+    a = Point(small_trace, "e", policy("ff"), labels=(("k", 1),))
+    b = Point(small_trace, "e", policy("ff", seed=2), labels=(("k", 1),))
+    with PointStore.open(path) as store:
+        store.add("exp", a, 300, {"k": 1, "wait": 1.5, "none": None})
+    with open(path, "a") as f:
+        f.write('{"key": {"experiment": "exp", "trace"')  # a kill in the middle of a line
+    with pytest.warns(TornPointWarning, match=r"points.jsonl:2: ignoring a torn last line"):
+        store = PointStore.open(path, resume=True)
+    with store:
+        assert store.get("exp", a) is not None and store.get("exp", b) is None
+        assert store.get("other-experiment", a) is None  # the experiment is part of the key
+        assert any("torn" in n for n in store.notes)
+        store.add("exp", b, 300, {"k": 1, "wait": 2.0})
+    with PointStore.open(path, resume=True) as store:
+        saved = store.get("exp", a)
+        assert saved is not None and saved.row == {"k": 1, "wait": 1.5, "none": None} and saved.jobs == 300
+        assert store.get("exp", b) is not None
+    assert _lines(path) == 2 and path.read_text().endswith("\n")
+
+
+def test_store_refuses_to_mix_runs_and_names_bad_lines(small_trace, tmp_path):
+    path = tmp_path / POINTS_FILE
+    a = Point(small_trace, "e", policy("ff"))
+    with PointStore.open(path) as store:
+        store.add("exp", a, 3, {"x": 1})
+        with pytest.raises(ValueError, match="another running sweep"):
+            PointStore.open(path, resume=True)
+    with pytest.raises(SweepExistsError, match=r"1 finished point.*--resume.*--force"):
+        PointStore.open(path)
+    with pytest.raises(ValueError, match="exclude each other"):
+        PointStore.open(path, resume=True, force=True)
+    with PointStore.open(path, force=True) as store:
+        assert store.get("exp", a) is None
+    assert path.read_text() == ""
+    PointStore.open(path).close()  # an empty file (nothing finished yet) is not refused
+    path.write_text('{"key": {}, "jobs": 1, "row": {}}\nnot json\n{"key": {}, "jobs": 1, "row": {}}\n')
+    with pytest.raises(ValueError, match=r"points.jsonl:2: not a JSON line"):
+        PointStore.open(path, resume=True)
+    path.write_text('{"key": {}, "jobs": "many", "row": {}}\n')
+    with pytest.raises(ValueError, match=r"points.jsonl:1: field 'jobs' missing or not a int"):
+        PointStore.open(path, resume=True)
+    empty = tmp_path / "new" / POINTS_FILE
+    with PointStore.open(empty, resume=True) as store:
+        assert store.notes == [f"nothing to resume in {empty}: every point is computed"]
+
+
+# ------------------------------------------------------------------------------------ resume
+
+
+def test_interrupted_sweep_resumes_without_recomputing(small_trace, reference, tmp_path):
+    first = Counting(stop_after=2)
+    with PointStore.open(tmp_path / POINTS_FILE) as store, pytest.raises(KeyboardInterrupt):
+        koala_c.koala_c_sets(
+            [small_trace], tmp_path, limits_min=LIMITS, sweep=Sweep(workers=1, store=store, evaluate_point=first)
+        )
+    assert _lines(tmp_path / POINTS_FILE) == 2
+    second = Counting()
+    with PointStore.open(tmp_path / POINTS_FILE, resume=True) as store:
+        res = koala_c.koala_c_sets(
+            [small_trace], tmp_path, limits_min=LIMITS, sweep=Sweep(workers=1, store=store, evaluate_point=second)
+        )
+    assert [dict(p.labels)["limit_min"] for p in second.calls] == [30, 40]  # only the two unfinished points
+    assert _same(res.rows) == _same(reference.rows)
+    assert res.markdown == reference.markdown
+    assert _csv(res.files["csv"]) == _csv(reference.files["csv"])
+    assert _lines(tmp_path / POINTS_FILE) == 4
+
+
+def test_cli_resumes_a_killed_run(small_trace, reference, tmp_path, monkeypatch):
+    out = tmp_path / "sets"
+    limits = ",".join(map(str, LIMITS))
+    args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", limits, "-j", "1"]
+    # A separate process killed with SIGKILL as soon as its first point is on disk.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from isthmus.cli.main import app; app()", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    deadline = time.monotonic() + 60
+    while _lines(out / POINTS_FILE) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = _lines(out / POINTS_FILE)
+    assert 1 <= finished < len(LIMITS), "the run ended before it could be killed"
+    cli = CliRunner()
+    refused = cli.invoke(app, args)
+    assert refused.exit_code == 2 and f"already holds {finished} finished point(s)" in " ".join(refused.output.split())
+    counting = Counting()
+    monkeypatch.setattr(runner, "evaluate", counting)
+    resumed = cli.invoke(app, [*args, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(counting.calls) == len(LIMITS) - finished
+    assert f"({finished} reused from" in " ".join(resumed.output.split())
+    assert _csv(out / "koala-c-sets.csv") == _csv(reference.files["csv"])
+    assert (out / "summary.md").read_text() == reference.markdown
+    again = cli.invoke(app, [*args, "--resume"])
+    assert again.exit_code == 0 and len(counting.calls) == len(LIMITS) - finished  # nothing left to compute
+    assert cli.invoke(app, [*args, "--resume", "--force"]).exit_code == 2
+
+
+# -------------------------------------------------------------------------------------- dask
+
+
+def test_sweep_on_a_dask_scheduler_equals_the_serial_run(small_trace, reference, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1"
+    ) as cluster:
+        out = tmp_path / "dask"
+        result = CliRunner().invoke(
+            app,
+            [
+                "experiment",
+                "koala-c-sets",
+                "-t",
+                small_trace,
+                "-o",
+                str(out),
+                "--limits",
+                ",".join(map(str, LIMITS)),
+                "--scheduler",
+                cluster.scheduler_address,
+                "--json",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        with distributed.Client(cluster) as client:  # the points ran in the cluster's worker processes
+            imported = client.run(lambda: "isthmus.experiments.runner" in sys.modules)
+        assert len(imported) == 2 and any(imported.values())
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    assert _same(report["rows"]) == _same(reference.rows)
+    assert _csv(out / "koala-c-sets.csv") == _csv(reference.files["csv"])
+    assert _lines(out / POINTS_FILE) == len(LIMITS)
+
+
+def test_workers_start_a_local_dask_cluster(small_trace, reference, tmp_path):
+    pytest.importorskip("distributed")
+    out = tmp_path / "local"
+    args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
+    result = CliRunner().invoke(app, [*args, "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "on a local Dask cluster at tcp://127.0.0.1:" in said and "with 2 worker(s)" in said
+    assert _csv(out / "koala-c-sets.csv") == _csv(reference.files["csv"])
+    both = CliRunner().invoke(app, [*args, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1", "--force"])
+    assert both.exit_code == 2 and "exclude each other" in both.output
