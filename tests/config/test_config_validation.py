@@ -227,7 +227,7 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "bad-policy-params",
         setter("policies", "provisioning", value={"name": "on-demand", "params": {"bogus": 1}}),
-        "policies.provisioning.params",
+        "policies.provisioning.params.bogus",
         "bogus",
     ),
     (

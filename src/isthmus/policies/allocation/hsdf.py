@@ -24,6 +24,7 @@ class HighestSlowdownFirst(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "hsdf"
+    seed: ClassVar[str] = "KOALA-C §IV-A(4), §III-B (runtime and wait-time prediction)"
     uses_size_index: ClassVar[bool] = True
     uses_prediction: ClassVar[bool] = True
 

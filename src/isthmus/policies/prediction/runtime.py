@@ -27,6 +27,7 @@ class UserLastTwo:
     """Mean runtime of the user's last two finished jobs; then requested runtime; then global mean."""
 
     name: ClassVar[str] = "user-last-two"
+    seed: ClassVar[str] = "KOALA-C §III-B (mean of the user's last two runtimes)"
     Params = UserLastTwoParams
 
     def __init__(self, params: UserLastTwoParams | None = None) -> None:
@@ -49,6 +50,7 @@ class RequestedRuntime:
     """The user's requested runtime (the estimate batch schedulers use); else the default."""
 
     name: ClassVar[str] = "requested"
+    seed: ClassVar[str] = "IBM meta-schedulers seed §3.1 (backfill uses the user's requested runtime)"
     Params = UserLastTwoParams
 
     def __init__(self, params: UserLastTwoParams | None = None) -> None:
@@ -64,6 +66,7 @@ class ExactRuntime:
     """The job's actual runtime (perfect knowledge; simulation only, as SJF-ideal assumes)."""
 
     name: ClassVar[str] = "exact"
+    seed: ClassVar[str] = "KOALA-C §IV-A(3) (perfect knowledge, as SJF-ideal)"
     Params = NoParams
 
     def __init__(self, params: NoParams | None = None) -> None:
