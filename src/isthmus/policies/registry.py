@@ -259,7 +259,11 @@ def params(family: str, name: str, values: Mapping[str, Any] | None = None) -> B
     try:
         return model.model_validate(dict(values or {}))
     except ValidationError as exc:
-        problems = [_param_problem(err, model) for err in exc.errors(include_url=False)]
+        errors = exc.errors(include_url=False)
+        # pydantic adds a length error on a list whose items failed: report the items only
+        locs = [tuple(e["loc"]) for e in errors]
+        kept = [e for e in errors if not any(len(o) > len(e["loc"]) and o[: len(e["loc"])] == e["loc"] for o in locs)]
+        problems = [_param_problem(err, model) for err in kept]
         text = "; ".join(m for _, m in problems)
         raise PolicyError(f"{family} policy {name!r}: {text}", problems) from None
 
