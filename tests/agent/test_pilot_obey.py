@@ -25,7 +25,7 @@ def _start(tmp: Path, seq: int, job: int, command: str = "true", args: list[str]
         "stdout": str(spool / "run1.out"),
         "stderr": str(spool / "run1.err"),
         "nodefile": str(spool / "run1.nodes"),
-        "hosts": ["0-n0"],
+        "hosts": [["node-a", 3], ["node-b", 1]],
     }
 
 
@@ -58,7 +58,10 @@ def test_starts_once_per_sequence_number_and_reports_start_before_end(pilot: Pil
         assert events.index((job, "started")) < events.index((job, "ended"))
     assert pilot.last_seq == 2
     out = tmp_path / "10" / "run1.out"
-    assert out.read_text() == "hi\n0-n0\n" and (tmp_path / "10" / "run1.err").read_text() == "oops\n"
+    assert (
+        out.read_text() == "hi\nnode-a slots=3\nnode-b slots=1\n"
+        and (tmp_path / "10" / "run1.err").read_text() == "oops\n"
+    )
 
 
 def test_report_answer_stops_before_exit_and_poll_obeys_it(pilot: Pilot, tmp_path: Path) -> None:
