@@ -137,11 +137,12 @@ def test_relative_state_dir(tmp_path: Path, tag: str) -> None:
         wait_for(lambda: _up(url), 30, what="server up")
         token = (tmp_path / "rel-state" / "admin.token").read_text().strip()
         with Client(url, token) as c:
-            jid = c.submit(command="sh", args=["-c", "echo ran in $(pwd)"])
+            # the job runs in its spool directory: a relative node file path would not resolve there
+            jid = c.submit(command="sh", args=["-c", 'echo "ran in $(pwd)"; cat "$ISTHMUS_NODEFILE"'])
             j = wait_state(c, jid, TERMINAL)
-            assert j["state"] == "completed", j
+            assert j["state"] == "completed", (j, c.output(jid, "stderr"))
             spool = tmp_path / "rel-state" / "spool" / str(jid)
-            assert c.output(jid)[0] == f"ran in {spool}\n"
+            assert c.output(jid)[0] == f"ran in {spool}\n{socket.gethostname()} slots=1\n"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
