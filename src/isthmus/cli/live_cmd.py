@@ -216,10 +216,10 @@ def register(app: typer.Typer) -> None:
     @app.command("submit", context_settings={"allow_interspersed_args": False})
     def submit(
         command: list[str] = typer.Argument(..., help="Script file, or command and arguments (put them after --)."),
-        size: int | None = typer.Option(None, "-n", "--size", help="Processors (slots) on one site [default: 1]."),
+        size: int | None = typer.Option(None, "-n", "--size", help="Processors (slots) on one site (default 1)."),
         time_: str | None = typer.Option(None, "-t", "--time", help="Requested runtime: 90, 5m, 10:00, 1:30:00."),
         priority: str | None = typer.Option(
-            None, "-p", "--priority", help="super-high, high, low or super-low [default: high]."
+            None, "-p", "--priority", help="super-high, high, low or super-low (default high)."
         ),
         output: str | None = typer.Option(
             None, "-o", "--output", help="File for stdout (%j: job id, %%: %); relative to the working directory."
