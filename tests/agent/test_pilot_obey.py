@@ -25,7 +25,7 @@ def _start(tmp: Path, seq: int, job: int, command: str = "true", args: list[str]
         "stdout": str(spool / "run1.out"),
         "stderr": str(spool / "run1.err"),
         "nodefile": str(spool / "run1.nodes"),
-        "hosts": ["0-n0"],
+        "hosts": [["node-a", 3], ["node-b", 1]],
     }
 
 
@@ -58,7 +58,10 @@ def test_starts_once_per_sequence_number_and_reports_start_before_end(pilot: Pil
         assert events.index((job, "started")) < events.index((job, "ended"))
     assert pilot.last_seq == 2
     out = tmp_path / "10" / "run1.out"
-    assert out.read_text() == "hi\n0-n0\n" and (tmp_path / "10" / "run1.err").read_text() == "oops\n"
+    assert (
+        out.read_text() == "hi\nnode-a slots=3\nnode-b slots=1\n"
+        and (tmp_path / "10" / "run1.err").read_text() == "oops\n"
+    )
 
 
 def test_report_answer_stops_before_exit_and_poll_obeys_it(pilot: Pilot, tmp_path: Path) -> None:
@@ -81,3 +84,29 @@ def test_unstartable_command_reports_start_and_end_127(pilot: Pilot, tmp_path: P
         reports = list(pilot.pending)
     assert [(r["event"], r.get("exit_code")) for r in reports] == [("started", None), ("ended", 127)]
     assert "cannot start" in (tmp_path / "40" / "run1.err").read_text()
+
+
+def test_script_without_shebang_runs_under_sh_and_output_files_append_on_restart(pilot: Pilot, tmp_path: Path) -> None:
+    out = tmp_path / "user" / "out.txt"
+    out.parent.mkdir()
+    out.write_text("run 1 said hi\n")
+    cmd = _start(tmp_path, 1, 50, "/home/u/job.sh", ["x"])
+    cmd.update(run=2, script='echo "script got $1"\necho err >&2\n', stdout=str(out), stderr=str(out), append=True)
+    pilot._obey([cmd], "reg-1")
+    events = _events(pilot, want=1)
+    assert (50, "ended") in events
+    with pilot._lock:
+        ended = [r for r in pilot.pending if r["event"] == "ended"]
+    assert ended[0]["exit_code"] == 0
+    assert out.read_text() == "run 1 said hi\nscript got x\nerr\n"  # run 2 appended; stderr joined stdout
+    assert (tmp_path / "50" / "job.script").read_text().startswith('echo "script got $1"')
+
+
+def test_unopenable_output_file_fails_the_run_with_the_reason(pilot: Pilot, tmp_path: Path) -> None:
+    cmd = _start(tmp_path, 1, 60)
+    cmd["stdout"] = str(tmp_path / "missing-dir" / "out")
+    pilot._obey([cmd], "reg-1")
+    with pilot._lock:
+        reports = list(pilot.pending)
+    assert [(r["event"], r.get("exit_code")) for r in reports] == [("started", None), ("ended", 1)]
+    assert "cannot open the output file" in (tmp_path / "60" / "run1.err").read_text()

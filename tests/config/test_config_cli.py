@@ -106,10 +106,10 @@ def test_show_missing_file_is_a_usage_error(runner: CliRunner, tmp_path: Path) -
     assert "no such file" in result.stderr
 
 
-def test_show_invalid_file_exits_1(runner: CliRunner, write_file: Writer) -> None:
+def test_show_invalid_file_exits_2(runner: CliRunner, write_file: Writer) -> None:
     path = write_file("bad.toml", BAD)
     result = runner.invoke(app, ["env", "show", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "sites[0].nodes" in result.stderr and "sites[1].min_vms" in result.stderr
     assert "Traceback" not in result.output
 
@@ -129,10 +129,10 @@ def test_check_ok_and_invalid(runner: CliRunner, write_file: Writer) -> None:
     good = write_file("good.yaml", "name: good\nsites:\n  - {name: c, nodes: 2}\n")
     bad = write_file("bad.toml", BAD)
     result = runner.invoke(app, ["env", "check", str(good), str(bad)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     lines = result.stdout.splitlines()
     assert lines[0] == f"OK       {good} (good: 1 sites, 0 sets)"
-    assert f"INVALID  {bad}: sites[0].nodes (site 'c'): a cluster site needs at least 1 node, got 0" in lines
+    assert f"INVALID  {bad}:4: sites[0].nodes (site 'c'): a cluster site needs at least 1 node, got 0" in lines
     assert any("sites[1].min_vms" in line for line in lines)
     assert lines[-1] == "2 checked, 1 invalid"
 
@@ -146,7 +146,7 @@ def test_check_all_ok(runner: CliRunner, write_file: Writer) -> None:
 def test_check_yaml_line_numbers(runner: CliRunner, write_file: Writer) -> None:
     path = write_file("l.yaml", "name: l\nsites:\n  - name: c\n    nodes: -4\n")
     result = runner.invoke(app, ["env", "check", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stdout.startswith(f"INVALID  {path}:4: sites[0].nodes")
 
 
@@ -155,7 +155,7 @@ def test_check_json(runner: CliRunner, write_file: Writer, tmp_path: Path) -> No
     bad = write_file("bad.toml", BAD)
     missing = tmp_path / "missing.yaml"
     result = runner.invoke(app, ["env", "check", "--json", str(good), str(bad), str(missing)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     rows = json.loads(result.stdout)
     assert rows[0] == {"file": str(good), "ok": True, "name": "good", "sites": 1, "sets": 0}
     assert rows[1]["ok"] is False
@@ -166,7 +166,7 @@ def test_check_json(runner: CliRunner, write_file: Writer, tmp_path: Path) -> No
 def test_check_syntax_error(runner: CliRunner, write_file: Writer) -> None:
     path = write_file("s.toml", 'name = "s"\n[[sites]\n')
     result = runner.invoke(app, ["env", "check", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"{path}:2: TOML syntax error" in result.stdout
 
 

@@ -207,7 +207,9 @@ def test_parse_text_returns_document() -> None:
     assert line_of is not None and line_of(("sites", 0, "nodes")) == 4
     assert line_of(("sites", 0, "absent")) == 3  # nearest existing parent
     data, line_of = parse_text(MINIMAL_TOML, "toml")
-    assert line_of is None and data["name"] == "mini"
+    assert data["name"] == "mini"
+    assert line_of is not None and line_of(("sites", 0, "nodes")) == 5
+    assert line_of(("sites", 0, "absent")) == 3  # the [[sites]] header
 
 
 def test_toml_writer_escapes_and_round_trips() -> None:

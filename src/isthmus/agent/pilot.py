@@ -7,7 +7,8 @@ Protocol (HTTP, JSON, `Authorization: Bearer <pilot token>`):
   manager answers 409 (it restarted and forgot the registration).
 * ``GET /pilot/poll?pilot_id=..&ack=N&wait=W``: long poll, doubling as the heartbeat; answers
   the commands after sequence number N: ``start`` (a run: command, args, env, cwd, output
-  files, nodefile, hosts), ``kill`` (a run), ``exit``.
+  files and whether to append to them, the job script's text if it has one, node file path and
+  hosts as (name, slots) pairs), ``kill`` (a run), ``exit``.
 * ``POST /pilot/report``: ``started`` and ``ended`` (exit code, runtime) events, retried until
   acknowledged; the answer carries the commands after N too (the runs an end made room for),
   which the pilot obeys at once: an end and the next start cost one round trip.
@@ -360,39 +361,79 @@ class Pilot:
             return [], None
         spool = str(cmd["spool"])
         nodefile = str(cmd["nodefile"])
+        stdout, stderr = str(cmd["stdout"]), str(cmd["stderr"])
         if self._fresh is not None:
             self._fresh.dir(spool)
-            for path in (nodefile, cmd["stdout"], cmd["stderr"]):
-                self._fresh.file(path)
+            # only spool entries come from the pool: a user's output file is opened where it is
+            for path in {nodefile, stdout, stderr}:
+                if os.path.dirname(path) == spool:
+                    self._fresh.file(path)
         else:
             os.makedirs(spool, exist_ok=True)
         with open(nodefile, "w") as f:
-            f.write("".join(f"{h}\n" for h in cmd.get("hosts", [])))
+            f.write("".join(_nodefile_line(h) for h in cmd.get("hosts", [])))
         env = dict(self._base_env)
         env.update(cmd.get("env", {}))
         env["ISTHMUS_NODEFILE"] = nodefile
         env["ISTHMUS_PILOT_NODE"] = self.cfg.node
+        argv = [cmd["command"], *cmd.get("args", [])]
         started = time.time()
         t0 = time.monotonic()
-        with open(cmd["stdout"], "wb") as out, open(cmd["stderr"], "wb") as err:
+
+        def failed(message: str, code: int) -> tuple[list[dict[str, Any]], None]:
             try:
-                proc = subprocess.Popen(
-                    [cmd["command"], *cmd.get("args", [])],
-                    cwd=cmd.get("cwd") or spool,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
+                with open(stderr, "ab") as err:
+                    err.write(f"isthmus pilot: {message}\n".encode())
+            except OSError:  # the user's error file cannot be opened: the spool keeps the reason
+                with open(os.path.join(spool, f"run{run}.err"), "ab") as err:
+                    err.write(f"isthmus pilot: {message}\n".encode())
+            return [
+                {"job": job, "run": run, "event": "started", "time": started},
+                {"job": job, "run": run, "event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0},
+            ], None
+
+        if cmd.get("script") is not None:
+            script = os.path.join(spool, "job.script")  # the copy taken at submission
+            try:
+                with open(script, "w") as f:
+                    f.write(cmd["script"])
+                os.chmod(script, 0o700)
             except OSError as exc:
-                err.write(f"isthmus pilot: cannot start {cmd['command']!r}: {exc}\n".encode())
-                err.flush()
-                code = 127 if isinstance(exc, FileNotFoundError) else 126
-                return [
-                    {"job": job, "run": run, "event": "started", "time": started},
-                    {"job": job, "run": run, "event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0},
-                ], None
+                return failed(f"cannot write the job script {script}: {exc}", 126)
+            shebang = cmd["script"].startswith("#!")
+            argv = [script, *cmd.get("args", [])] if shebang else ["/bin/sh", script, *cmd.get("args", [])]
+        mode = "ab" if cmd.get("append") else "wb"
+        try:
+            out = open(stdout, mode)  # noqa: SIM115 - closed below, once the child has them
+        except OSError as exc:
+            return failed(f"cannot open the output file {stdout}: {exc.strerror or exc}", 1)
+        try:
+            err = out if stderr == stdout else open(stderr, mode)  # noqa: SIM115
+        except OSError as exc:
+            out.close()
+            return failed(f"cannot open the error file {stderr}: {exc.strerror or exc}", 1)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cmd.get("cwd") or spool,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            err.write(f"isthmus pilot: cannot start {cmd['command']!r}: {exc}\n".encode())
+            err.flush()
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            return [
+                {"job": job, "run": run, "event": "started", "time": started},
+                {"job": job, "run": run, "event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0},
+            ], None
+        finally:
+            out.close()
+            if err is not out:
+                err.close()
         task = Task(job, run, proc, t0)
         with self._lock:
             self.tasks[(job, run)] = task
@@ -509,6 +550,13 @@ class Pilot:
 
     def _log(self, msg: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} pilot {self.cfg.node}[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
+
+
+def _nodefile_line(host: Any) -> str:
+    """One node-file line: ``host slots=N`` (the format Open MPI's and MPICH's launchers read)."""
+    if isinstance(host, list | tuple):
+        return f"{host[0]} slots={int(host[1])}\n"
+    return f"{host} slots=1\n"
 
 
 def _signal_group(pid: int, sig: int) -> None:

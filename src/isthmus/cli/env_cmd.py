@@ -1,7 +1,8 @@
 """``isthmus env``: list, show and check environments (sites, sets of sites, policies).
 
-Exit codes: 0 success; 1 an environment file is invalid (``check``, or ``show`` of an existing
-file); 2 usage problems (unknown name, bad parameters, missing file, conflicting options).
+Exit codes: 0 success; 2 bad input: an invalid environment file (``check``, ``show``), an
+unknown name, bad parameters, a missing file or conflicting options (README's promise for
+every bad input).
 Errors go to stderr as one line per problem, never as a traceback.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -23,7 +23,6 @@ from isthmus.config import (
     bundled_names,
     dump_environment,
     environment_to_dict,
-    is_file_spec,
     load_environment,
     sites_summary,
 )
@@ -167,8 +166,7 @@ def _load_or_exit(spec: str) -> Environment:
     try:
         return load_environment(spec)
     except ConfigError as exc:
-        # an existing file with bad contents is "invalid" (1); anything else is a usage problem (2)
-        _fail_config(exc, 1 if is_file_spec(spec) and Path(spec).is_file() else 2)
+        _fail_config(exc, 2)
 
 
 @app.command("show")
@@ -206,7 +204,7 @@ def check_environments(
 ) -> None:
     """Validate environment files: OK per file, or every problem with its key path.
 
-    Exits with 1 when any file is invalid.
+    Exits with 2 when any file is invalid (each problem names the file, line and key).
     """
     results: list[dict[str, Any]] = []
     for spec in files:
@@ -231,4 +229,4 @@ def check_environments(
         if len(results) > 1:
             typer.echo(f"{len(results)} checked, {invalid} invalid")
     if invalid:
-        raise typer.Exit(1)
+        raise typer.Exit(2)

@@ -24,6 +24,7 @@ TOKEN_OPT = typer.Option(None, "--token", help="API token (default: ISTHMUS_TOKE
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 _TERMINAL = ("completed", "failed", "cancelled", "rejected")
+PRIORITIES = ("super-high", "high", "low", "super-low")
 
 
 def parse_duration(text: str) -> float:
@@ -71,8 +72,37 @@ def _client(url: str | None, token: str | None) -> Client:
     return Client(url, token or default_token())
 
 
-def _fail(exc: ApiError) -> NoReturn:
+def token_source(token: str | None) -> str | None:
+    """Where the token a command sends comes from, in words; None when it has none."""
+    if token:
+        return "--token"
+    if os.environ.get("ISTHMUS_TOKEN"):
+        return "ISTHMUS_TOKEN"
+    path = os.environ.get("ISTHMUS_TOKEN_FILE")
+    if path and Path(path).is_file():
+        return f"ISTHMUS_TOKEN_FILE ({path})"
+    state = os.environ.get("ISTHMUS_STATE_DIR")
+    if state and (Path(state) / "admin.token").is_file():
+        return f"{Path(state) / 'admin.token'} (ISTHMUS_STATE_DIR)"
+    return None
+
+
+def _fail(exc: ApiError, token: str | None = None) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
+    if exc.status == 401:
+        source = token_source(token)
+        if source is None:
+            typer.echo(
+                "hint: no token was sent: set ISTHMUS_TOKEN=<token>, or ISTHMUS_TOKEN_FILE=<file>, or "
+                "ISTHMUS_STATE_DIR=<the server's --state-dir> (its admin.token), or pass --token",
+                err=True,
+            )
+        else:
+            typer.echo(
+                f"hint: the token sent came from {source}; set ISTHMUS_TOKEN (or ISTHMUS_TOKEN_FILE) "
+                "to a token of this manager",
+                err=True,
+            )
     raise typer.Exit(1)
 
 
@@ -82,7 +112,7 @@ def _call(url: str | None, token: str | None, request: Callable[[Client], T]) ->
         try:
             return request(c)
         except ApiError as exc:
-            _fail(exc)
+            _fail(exc, token)
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> None:
@@ -189,11 +219,19 @@ def register(app: typer.Typer) -> None:
 
     @app.command("submit", context_settings={"allow_interspersed_args": False})
     def submit(
-        command: list[str] = typer.Argument(..., help="Command and arguments (put them after --)."),
-        size: int = typer.Option(1, "-n", "--size", help="Processors (slots) on one site."),
-        time_: str | None = typer.Option(None, "-t", "--time", help="Requested runtime: 90, 5m, 1:30:00."),
-        priority: str = typer.Option("high", "-p", "--priority", help="super-high, high, low or super-low."),
-        env: list[str] = typer.Option([], "-e", "--env", help="KEY=VALUE, repeatable."),
+        command: list[str] = typer.Argument(..., help="Script file, or command and arguments (put them after --)."),
+        size: int | None = typer.Option(None, "-n", "--size", help="Processors (slots) on one site (default 1)."),
+        time_: str | None = typer.Option(None, "-t", "--time", help="Requested runtime: 90, 5m, 10:00, 1:30:00."),
+        priority: str | None = typer.Option(
+            None, "-p", "--priority", help="super-high, high, low or super-low (default high)."
+        ),
+        output: str | None = typer.Option(
+            None, "-o", "--output", help="File for stdout (%j: job id, %%: %); relative to the working directory."
+        ),
+        error: str | None = typer.Option(
+            None, "-e", "--error", help="File for stderr (default: the --output file, else the spool)."
+        ),
+        env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
         chdir: str | None = typer.Option(None, "-D", "--chdir", help="Working directory (default: current)."),
         name: str | None = typer.Option(None, "-J", "--name", help="Job name."),
         vm_type: str | None = typer.Option(None, "--vm-type"),
@@ -205,28 +243,77 @@ def register(app: typer.Typer) -> None:
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Submit a job; prints its id (like sbatch)."""
-        spec: dict[str, Any] = {
-            "command": command[0],
-            "args": command[1:],
-            "size": size,
-            "priority": priority,
-            "cwd": os.path.abspath(chdir) if chdir else os.getcwd(),
-        }
-        if name:
-            spec["name"] = name
+        """Submit a job; prints its id (like sbatch).
+
+        A script file (first line '#!', or a name ending in .sh) is copied at submission, so
+        later edits do not change the job; '#ISTHMUS --size 4' lines at its top set options
+        (--size, --time, --name, --output, --error, --priority, --chdir), and options given
+        here override them.
+        """
+        from isthmus.live import jobfiles
+
+        def bad(message: str) -> NoReturn:
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(2)
+
+        options: dict[str, Any] = {}
+        script: str | None = None
+        program = command[0]
+        if jobfiles.is_script(program):
+            try:
+                script = Path(program).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                bad(f"{program}: cannot read the script: {exc}")
+            if "\x00" in script:
+                bad(f"{program}: the script contains a null byte (a binary file? run it after --)")
+            try:
+                options = jobfiles.parse_directives(
+                    script, program, jobfiles.directive_options(parse_duration, PRIORITIES)
+                )
+            except jobfiles.ScriptError as exc:
+                bad(str(exc))
+            program = os.path.abspath(program)
+        given = {"size": size, "name": name, "output": output, "error": error, "priority": priority, "chdir": chdir}
+        for key, value in given.items():
+            if value is not None:
+                options[key] = value
         if time_ is not None:
             try:
-                spec["requested_runtime"] = parse_duration(time_)
+                options["time"] = parse_duration(time_)
             except ValueError as exc:
-                typer.echo(f"error: --time: {exc}", err=True)
-                raise typer.Exit(2) from None
+                bad(f"--time: {exc}")
+        priority_ = options.get("priority", "high")
+        if priority_ not in PRIORITIES:
+            bad(f"--priority: expected one of {', '.join(PRIORITIES)}, got {priority_!r}")
+        workdir = os.path.abspath(options["chdir"]) if options.get("chdir") else os.getcwd()
+        spec: dict[str, Any] = {
+            "command": program,
+            "args": command[1:],
+            "size": options.get("size", 1),
+            "priority": priority_,
+            "cwd": workdir,
+        }
+        if script is not None:
+            spec["script"] = script
+        if options.get("name"):
+            spec["name"] = options["name"]
+        elif script is not None:
+            spec["name"] = Path(program).name
+        if "time" in options:
+            spec["requested_runtime"] = options["time"]
+        for key in ("output", "error"):
+            if options.get(key):
+                try:
+                    jobfiles.check_template(options[key])
+                except jobfiles.OutputTemplateError as exc:
+                    bad(f"--{key}: {exc}")
+                # relative to the job's working directory, as sbatch does
+                spec[key] = os.path.join(workdir, os.path.expanduser(options[key]))
         envd = {}
         for item in env:
             k, sep, v = item.partition("=")
             if not sep:
-                typer.echo(f"error: --env expects KEY=VALUE, got {item!r}", err=True)
-                raise typer.Exit(2)
+                bad(f"--env expects KEY=VALUE, got {item!r}")
             envd[k] = v
         spec["env"] = envd
         vm = {
@@ -313,6 +400,11 @@ def register(app: typer.Typer) -> None:
             ("Runtime", _fmt_dur(j["runtime"])),
             ("WorkDir", spec.get("cwd") or "-"),
         ]
+        if spec.get("script") is not None:
+            lines.append(("Script", f"{spec.get('command')} (copied at submission)"))
+        if spec.get("output") or spec.get("error"):
+            lines.append(("StdOut", spec.get("output") or "- (spool)"))
+            lines.append(("StdErr", spec.get("error") or spec.get("output") or "- (spool)"))
         if j.get("reason"):
             lines.append(("Reason", j["reason"]))
         for k, v in lines:
@@ -370,7 +462,7 @@ def register(app: typer.Typer) -> None:
                         break
                     time.sleep(0.5)
             except ApiError as exc:
-                _fail(exc)
+                _fail(exc, token)
 
     @app.command("sites")
     def sites(url: str | None = URL_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT) -> None:

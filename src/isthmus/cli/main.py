@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from isthmus import __version__
-from isthmus.cli import env_cmd, experiment_cmd, live_cmd, simulate_cmd, validate_cmd, workload_cmd
+from isthmus.cli import env_cmd, experiment_cmd, live_cmd, policies_cmd, simulate_cmd, validate_cmd, workload_cmd
 
 app = typer.Typer(
     name="isthmus",
@@ -17,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(env_cmd.app, name="env", help="List, show and check environments (sites, sets, policies).")
 app.add_typer(workload_cmd.app, name="workload", help="Inspect, generate, convert, reduce and filter workloads.")
+policies_cmd.register(app)
 simulate_cmd.register(app)
 experiment_cmd.register(app)
 live_cmd.register(app)

@@ -98,17 +98,112 @@ def _yaml_line_locator(root: yaml.Node | None) -> LineLocator:
     return line_of
 
 
+_TOML_BARE_KEY = r"[A-Za-z0-9_-]+"
+_TOML_KEY = rf"(?:{_TOML_BARE_KEY}|\"(?:[^\"\\]|\\.)*\"|'[^']*')"
+_TOML_DOTTED = re.compile(rf"\s*({_TOML_KEY}(?:\s*\.\s*{_TOML_KEY})*)\s*")
+_TOML_HEADER = re.compile(rf"^\s*(\[\[?)\s*({_TOML_KEY}(?:\s*\.\s*{_TOML_KEY})*)\s*\]\]?")
+_TOML_ASSIGN = re.compile(rf"^\s*({_TOML_KEY}(?:\s*\.\s*{_TOML_KEY})*)\s*=\s*(.*)$")
+_TOML_INLINE_KEY = re.compile(rf"[{{,]\s*({_TOML_KEY})\s*=")
+
+
+def _toml_key_parts(dotted: str) -> tuple[str, ...]:
+    parts = re.findall(_TOML_KEY, dotted)
+    return tuple(p[1:-1] if p[:1] in ("'", '"') else p for p in parts)
+
+
+def _toml_line_locator(text: str) -> LineLocator:
+    """Map a key path to the 1-based line of that key in TOML `text` (or of the nearest parent).
+
+    tomllib keeps no positions, so the text is scanned: table headers (``[a.b]``), arrays of
+    tables (``[[sites]]``, counted per path, so ``sites[1]`` is the second one), ``key = value``
+    lines, the keys of one-line inline tables and the items of arrays of inline tables written
+    one per line. Multi-line strings are skipped.
+    """
+    lines: dict[Loc, int] = {}
+    counts: dict[tuple[str, ...], int] = {}  # array-of-tables path -> items so far
+    table: Loc = ()
+    array_key: Loc | None = None  # inside a multi-line array value of this key
+    array_items = 0
+    in_string: str | None = None
+
+    def resolve(parts: tuple[str, ...]) -> Loc:
+        out: list[str | int] = []
+        for n in range(len(parts)):
+            out.append(parts[n])
+            if parts[: n + 1] in counts:
+                out.append(counts[parts[: n + 1]] - 1)
+        return tuple(out)
+
+    def inline_keys(loc: Loc, value: str, number: int) -> None:
+        if value.lstrip().startswith("{"):
+            for key in _TOML_INLINE_KEY.findall(value):
+                lines.setdefault((*loc, *_toml_key_parts(key)), number)
+
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if in_string is not None:
+            if in_string in line:
+                in_string = None
+            continue
+        if not line or line.startswith("#"):
+            continue
+        if array_key is not None:
+            if line.startswith("{"):
+                item: Loc = (*array_key, array_items)
+                lines.setdefault(item, number)
+                inline_keys(item, line, number)
+                array_items += 1
+            if line.split("#", 1)[0].rstrip().endswith("]"):
+                array_key = None
+            continue
+        header = _TOML_HEADER.match(line)
+        if header:
+            parts = _toml_key_parts(header.group(2))
+            if header.group(1) == "[[":
+                counts[parts] = counts.get(parts, 0) + 1
+            table = resolve(parts)
+            lines.setdefault(table, number)
+            continue
+        assign = _TOML_ASSIGN.match(line)
+        if not assign:
+            continue
+        loc = (*table, *_toml_key_parts(assign.group(1)))
+        lines.setdefault(loc, number)
+        value = assign.group(2).strip()
+        bare = value.split("#", 1)[0].rstrip() if '"' not in value and "'" not in value else value
+        for quote in ('"""', "'''"):
+            if value.startswith(quote) and value.count(quote) == 1:
+                in_string = quote
+        inline_keys(loc, value, number)
+        if bare.startswith("[") and not bare.endswith("]"):
+            array_key, array_items = loc, 0
+            rest = value[1:].strip()
+            if rest.startswith("{"):
+                lines.setdefault((*loc, 0), number)
+                inline_keys((*loc, 0), rest, number)
+                array_items = 1
+
+    def line_of(loc: Loc) -> int | None:
+        for n in range(len(loc), 0, -1):
+            found = lines.get(tuple(loc[:n]))
+            if found is not None:
+                return found
+        return None
+
+    return line_of
+
+
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
 def parse_text(text: str, fmt: Format, *, file: str = "<string>") -> tuple[Any, LineLocator | None]:
     """Parse TOML or YAML text; ConfigError with the file and line for a syntax error.
 
-    Returns the document and, for YAML, a function mapping key paths to lines.
+    Returns the document and a function mapping key paths to lines.
     """
     if fmt == "toml":
         try:
-            return tomllib.loads(text), None
+            return tomllib.loads(text), _toml_line_locator(text)
         except tomllib.TOMLDecodeError as exc:
             message = str(exc)
             match = _TOML_POSITION.search(message)

@@ -488,6 +488,10 @@ def _policy_problems(family: str, raw: Any, check_policy: PolicyChecker) -> list
         check_policy(family, name, params)
     except ValueError as exc:  # PolicyError
         where = params_at if known is not None else name_at
+        per_param = getattr(exc, "problems", ())
+        if per_param and known is not None:
+            # one problem per parameter, each at its own key (and line)
+            return [((*params_at, *loc), f"{family} policy {name!r}: {msg}") for loc, msg in per_param]
         return [(where, str(exc))]
     except ImportError as exc:
         return [(name_at, f"{family} policy {name!r} is registered but cannot be loaded: {exc}")]

@@ -47,6 +47,7 @@ from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY, EV_WAKE, RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.engine.state import JobEntry, JobState
+from isthmus.live.jobfiles import run_files
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, KillCause
 from isthmus.model.job import Job, PriorityClass, VmRequirements
@@ -433,7 +434,8 @@ class Manager:
     def _start_command(self, a: Assignment) -> dict[str, Any]:
         spec = self.specs.get(a.job, {})
         spool = self.spool / str(a.job)
-        hosts = [f"{key.replace('/', '-')}" for key, _ in a.slots]
+        stdout, stderr, custom = run_files(spec, a.job, spool, a.run)
+        hosts = self._hosts(a)
         env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
         env.update(
             {
@@ -441,7 +443,7 @@ class Manager:
                 "ISTHMUS_RUN": str(a.run),
                 "ISTHMUS_NPROCS": str(len(a.slots)),
                 "ISTHMUS_SLOTS": ",".join(f"{k}:{c}" for k, c in a.slots),
-                "ISTHMUS_HOSTS": ",".join(hosts),
+                "ISTHMUS_HOSTS": ",".join(f"{h}:{n}" for h, n in hosts),
                 "ISTHMUS_SITE": self.env.sites[a.site].name,
             }
         )
@@ -456,11 +458,24 @@ class Manager:
             "env": env,
             "cwd": spec.get("cwd") or str(spool),
             "spool": str(spool),
-            "stdout": str(spool / f"run{a.run}.out"),
-            "stderr": str(spool / f"run{a.run}.err"),
+            "stdout": stdout,
+            "stderr": stderr,
+            "append": custom and a.run > 1,  # a restart keeps the earlier runs' output
+            "script": spec.get("script"),
             "nodefile": str(spool / f"run{a.run}.nodes"),
             "hosts": hosts,
         }
+
+    def _hosts(self, a: Assignment) -> list[tuple[str, int]]:
+        """(host name, slots) of a run, in slot order, one entry per host: what an MPI launcher
+        needs. A node's host is what its pilot reported at registration (this machine's name for
+        local sites)."""
+        counts: dict[str, int] = {}
+        for key, _ in a.slots:
+            node = self.nodes.get(key)
+            host = (node.host if node is not None else "") or socket.gethostname()
+            counts[host] = counts.get(host, 0) + 1
+        return list(counts.items())
 
     def kill(self, entry: JobEntry) -> None:
         """PilotHub: tell the launcher pilot to kill the current run."""

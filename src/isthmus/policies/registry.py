@@ -1,18 +1,24 @@
 """Find policies by family and name; validate their parameters.
 
-Each policy module defines one class with a `name`, a docstring citing its seed and section,
-and a `Params` pydantic model (extra keys forbidden). The table below maps names to modules
+Each policy module defines one class with a `name`, a `seed` (the seed document and section
+it implements), a docstring, and a `Params` pydantic model (extra keys forbidden). The table below maps names to modules
 (imported lazily, as Libcloud's driver registry does); duplicate names are refused.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from collections.abc import Mapping
+import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
+import annotated_types
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+from isthmus.config.errors import show_value
 
 #: Families and the order in which their policies decide in a round (None: not consulted each
 #: round). Provisioning looks first (VMs leased this round count as capacity for allocation),
@@ -72,7 +78,38 @@ def register_family(family: str, order: int | None) -> None:
 
 
 class PolicyError(ValueError):
-    """An unknown policy name or invalid parameters; the message lists what is valid."""
+    """An unknown policy name or invalid parameters; the message lists what is valid.
+
+    `problems` holds one (parameter path, message) pair per bad parameter, so an environment
+    file can point each at its own line; it is empty for an unknown family or name.
+    """
+
+    def __init__(self, message: str, problems: Sequence[tuple[tuple[str | int, ...], str]] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[tuple[tuple[str | int, ...], str], ...] = tuple(problems)
+
+
+@dataclass(frozen=True, slots=True)
+class ParamInfo:
+    """One parameter of a policy: its name, type, default, constraint and meaning, in words."""
+
+    name: str
+    type: str
+    default: Any
+    required: bool
+    constraint: str
+    help: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly view."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "default": self.default,
+            "required": self.required,
+            "constraint": self.constraint,
+            "help": self.help,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +120,13 @@ class PolicyInfo:
     name: str
     cls: type[Any]
     summary: str
+    seed: str
+
+    @property
+    def parameters(self) -> list[ParamInfo]:
+        """The policy's parameters, described from its `Params` model."""
+        model: type[BaseModel] = self.cls.Params
+        return [describe_param(n, f) for n, f in model.model_fields.items()]
 
 
 def register(family: str, name: str, target: str) -> None:
@@ -115,7 +159,127 @@ def info(family: str, name: str) -> PolicyInfo:
     module_name, _, cls_name = target.partition(":")
     cls = getattr(importlib.import_module(module_name), cls_name)
     doc = (cls.__doc__ or "").strip().splitlines()
-    return PolicyInfo(family, name, cls, doc[0] if doc else "")
+    return PolicyInfo(family, name, cls, doc[0] if doc else "", str(getattr(cls, "seed", "")))
+
+
+def all_policies() -> list[PolicyInfo]:
+    """Every registered policy, family by family (in round order), names sorted."""
+    return [info(family, name) for family in families() for name in names(family)]
+
+
+_SCALARS = {float: "number", int: "integer", bool: "boolean", str: "string"}
+
+
+def type_name(annotation: Any) -> str:
+    """An annotation in words: ``tuple[float, ...] | None`` -> 'list of numbers, or none'."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        text = " or ".join(type_name(a) for a in args)
+        return f"{text}, or none" if len(args) < len(get_args(annotation)) else text
+    if origin in (tuple, list, set, frozenset):
+        args = [a for a in get_args(annotation) if a is not Ellipsis]
+        inner = type_name(args[0]) if args else "value"
+        return f"list of {inner}s" if not inner.startswith("one of") else f"list of ({inner})"
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    return getattr(annotation, "__name__", str(annotation))
+
+
+_BOUNDS = (
+    (annotated_types.Gt, "gt", ">"),
+    (annotated_types.Ge, "ge", ">="),
+    (annotated_types.Lt, "lt", "<"),
+    (annotated_types.Le, "le", "<="),
+)
+
+
+def constraint_text(field: FieldInfo) -> str:
+    """The field's bounds and length limits in words ('>= 0', 'at least 1 item'); '' when none."""
+    parts: list[str] = []
+    for meta in field.metadata:
+        for kind, attr, op in _BOUNDS:
+            if isinstance(meta, kind):
+                parts.append(f"{op} {getattr(meta, attr)}")
+        if isinstance(meta, annotated_types.MinLen) and meta.min_length:
+            parts.append(f"at least {meta.min_length} item{'s' if meta.min_length != 1 else ''}")
+        if isinstance(meta, annotated_types.MaxLen):
+            parts.append(f"at most {meta.max_length} items")
+    return ", ".join(parts)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def describe_param(name: str, field: FieldInfo) -> ParamInfo:
+    """A `ParamInfo` for one field of a policy's Params model."""
+    required = field.is_required()
+    return ParamInfo(
+        name=name,
+        type=type_name(field.annotation),
+        default=None if required else _plain(field.get_default(call_default_factory=True)),
+        required=required,
+        constraint=constraint_text(field),
+        help=field.description or "",
+    )
+
+
+_COMPARE = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+_COMPARE_CTX = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}
+
+
+def _article(text: str) -> str:
+    return text if text.startswith("one of") else ("an " if text[0] in "aeiou" else "a ") + text
+
+
+def _expected(err: Mapping[str, Any], field: FieldInfo | None) -> str:
+    """What a parameter should have been, in words, for one pydantic error."""
+    kind = str(err["type"])
+    ctx = err.get("ctx") or {}
+    nested = len(err["loc"]) > 1
+    if kind in _COMPARE:
+        is_int = field is not None and type_name(field.annotation).startswith("integer")
+        limit = ctx.get(_COMPARE_CTX[kind])
+        if isinstance(limit, float) and limit.is_integer():
+            limit = int(limit)
+        return f"{'an integer' if is_int else 'a number'} {_COMPARE[kind]} {limit}"
+    if kind == "too_short":
+        n = ctx.get("min_length", 1)
+        return f"at least {n} item{'s' if n != 1 else ''}"
+    if kind == "too_long":
+        return f"at most {ctx.get('max_length')} items"
+    if field is not None and not nested and (kind.endswith("_type") or kind.endswith("_parsing")):
+        return _article(type_name(field.annotation))
+    msg = str(err.get("msg", "a valid value"))
+    msg = msg.removeprefix("Input should be ").removeprefix("Value error, ")
+    return msg.split(", unable to", 1)[0].replace("a valid ", "a ")
+
+
+def _param_problem(err: Mapping[str, Any], model: type[BaseModel]) -> tuple[tuple[str | int, ...], str]:
+    loc: tuple[str | int, ...] = tuple(err["loc"])
+    fields = model.model_fields
+    kind = str(err["type"])
+    if not loc:
+        return loc, f"parameters: {err.get('msg', 'invalid')}"
+    pname = str(loc[0])
+    if kind == "extra_forbidden":
+        valid = ", ".join(fields) or "none (this policy takes no parameters)"
+        msg = f"unknown parameter {pname!r}; valid parameters: {valid}"
+        close = difflib.get_close_matches(pname, list(fields), n=1)
+        return loc, msg + (f"; did you mean {close[0]!r}?" if close else "")
+    if kind == "missing":
+        return loc, f"parameter {pname!r} is required"
+    field = fields.get(pname)
+    where = f"parameter {pname!r}"
+    if len(loc) > 1 and isinstance(loc[1], int):
+        where += f" item {loc[1] + 1}"
+    expected = _expected(err, field)
+    return loc, f"{where}: expected {expected}, got {show_value(err.get('input'))}"
 
 
 def params(family: str, name: str, values: Mapping[str, Any] | None = None) -> BaseModel:
@@ -125,11 +289,13 @@ def params(family: str, name: str, values: Mapping[str, Any] | None = None) -> B
     try:
         return model.model_validate(dict(values or {}))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(params)'}: {err['msg']}" for err in exc.errors()
-        )
-        fields = ", ".join(model.model_fields) or "none"
-        raise PolicyError(f"{family} policy {name!r}: {problems} (parameters: {fields})") from None
+        errors = exc.errors(include_url=False)
+        # pydantic adds a length error on a list whose items failed: report the items only
+        locs = [tuple(e["loc"]) for e in errors]
+        kept = [e for e in errors if not any(len(o) > len(e["loc"]) and o[: len(e["loc"])] == e["loc"] for o in locs)]
+        problems = [_param_problem(err, model) for err in kept]
+        text = "; ".join(m for _, m in problems)
+        raise PolicyError(f"{family} policy {name!r}: {text}", problems) from None
 
 
 def check_policy(family: str, name: str, values: Mapping[str, Any] | None = None) -> None:

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import insert, select
 
 from isthmus.engine.backend import CloudBackend
+from isthmus.live.jobfiles import run_files
 from isthmus.live.manager import Manager, RequestError
 from isthmus.server import store as db
 from isthmus.server.auth import Principal, hash_token, new_token
@@ -62,6 +63,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     # tokens until the manager deletes any pilot token (a pilot replaced or retired), so the
     # pilots' polls and reports do not read the database for their token each time.
     token_cache: dict[str, tuple[Principal, float, int]] = {}
+    token_hint = (
+        "the isthmus CLI sends ISTHMUS_TOKEN, or the token in the file ISTHMUS_TOKEN_FILE names "
+        f"(the admin token is in {manager.state_dir.absolute() / 'admin.token'}; "
+        "'isthmus token create USER' makes user tokens)"
+    )
     # The dependencies below are `async def`: FastAPI runs plain `def` dependencies in a thread
     # pool, a round trip to another thread for every request (a third of a submission's cost).
 
@@ -72,7 +78,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
         if not authorization:
             raise HTTPException(
-                401, "missing token: send 'Authorization: Bearer <token>'", headers={"WWW-Authenticate": "Bearer"}
+                401,
+                f"missing token: send 'Authorization: Bearer <token>'; {token_hint}",
+                headers={"WWW-Authenticate": "Bearer"},
             )
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -86,7 +94,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         found = manager.store.lookup_token(h)
         if found is None:
             token_cache.pop(h, None)
-            raise HTTPException(401, "invalid token", headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401,
+                f"invalid token: this manager did not issue it; {token_hint}",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         user, kind, node, admin = found
         p = Principal(kind=kind, user=user, admin=admin, node=node)
         if len(token_cache) > 10000:
@@ -215,12 +227,19 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         run: int | None = None,
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> PlainTextResponse:
-        """Output of a run (default: the latest), from byte `offset`; readable while it runs."""
+        """Output of a run (default: the latest), from byte `offset`; readable while it runs.
+
+        Read from wherever it went: the job's --output/--error file (with every run's output,
+        restarts append), else the run's file in the spool directory.
+        """
         row = own_job(job_id, p)
         r = row["run"] if run is None else run
         if r < 1:
             return PlainTextResponse("", headers={"X-Offset": str(offset)})
-        path = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
+        stdout, stderr, _custom = run_files(row["spec"], job_id, row["spool"], r)
+        path = Path(stdout if stream == "stdout" else stderr)
+        if not path.is_file():  # a user's file that could not be opened: the spool has the reason
+            path = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
         data = b""
         if path.is_file():
             with open(path, "rb") as f:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
+import socket
 from pathlib import Path
 
 import uvicorn
@@ -10,7 +13,7 @@ import uvicorn
 from isthmus.live.manager import Manager, ManagerConfig
 from isthmus.model.environment import Environment
 from isthmus.server.app import create_app
-from isthmus.server.store import sqlite_url
+from isthmus.server.store import Store, sqlite_url
 
 
 class _Server(uvicorn.Server):
@@ -61,11 +64,17 @@ def serve(
     tag: str | None = None,
     log_level: str = "warning",
 ) -> None:
-    """Run the manager until SIGINT/SIGTERM (graceful: pilots are told to exit)."""
+    """Run the manager until SIGINT/SIGTERM (graceful: pilots are told to exit).
+
+    ValueError, before anything is created, when the address cannot be listened on or the
+    state belongs to another environment.
+    """
     host, port = parse_listen(listen)
-    state_dir = Path(state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
+    check_listen(host, port)
+    state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
+    check_state(env, url, state_dir, db_url is None)
+    state_dir.mkdir(parents=True, exist_ok=True)
     cfg = ManagerConfig(
         env=env,
         db_url=url,
@@ -93,3 +102,54 @@ def serve(
     )
     server = _Server(config, manager)
     asyncio.run(server.serve())
+
+
+def check_listen(host: str, port: int) -> None:
+    """ValueError naming the address when nothing can listen on it (taken, or not this host's)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ValueError(
+                    f"cannot listen on {host}:{port}: the address is already in use "
+                    "(another isthmus server?); choose another with --listen HOST:PORT"
+                ) from None
+            raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def environment_fingerprint(env: Environment) -> list[str]:
+    """What a state must agree on with the environment: the site names in order (jobs and
+    pilots in the database refer to sites by index)."""
+    return [s.name for s in env.sites]
+
+
+def check_state(env: Environment, db_url: str, state_dir: Path, sqlite_in_state: bool) -> None:
+    """ValueError when the database was made for another environment (name or sites differ).
+
+    The manager records the environment's name and sites at every start (`meta` table); a
+    state directory or database without them is new and accepted.
+    """
+    if sqlite_in_state and not (state_dir / "isthmus.db").is_file():
+        return
+    store = Store(db_url)
+    try:
+        store.create()
+        name = store.get_meta("environment")
+        sites = store.get_meta("sites")
+    finally:
+        store.close()
+    where = str(state_dir) if sqlite_in_state else "the database"
+    if name is not None and name != env.name:
+        raise ValueError(
+            f"{where} belongs to environment {name!r}, not {env.name!r}: use that environment, "
+            "or another --state-dir (or --db) for this one"
+        )
+    if sites is not None and json.loads(sites) != environment_fingerprint(env):
+        raise ValueError(
+            f"{where} was made for environment {env.name!r} with sites {', '.join(json.loads(sites))}; "
+            f"this one has sites {', '.join(environment_fingerprint(env))}: jobs and pilots stored there "
+            "refer to the old sites, so use another --state-dir (or --db)"
+        )

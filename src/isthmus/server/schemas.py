@@ -38,6 +38,35 @@ class SubmitRequest(BaseModel):
     cwd: str | None = Field(None, description="absolute working directory; default: the job's spool directory")
     name: str | None = Field(None, max_length=128)
     vm: VmRequest | None = None
+    script: str | None = Field(
+        None, max_length=1_048_576, description="batch script text, run instead of `command` (copied at submission)"
+    )
+    output: str | None = Field(
+        None, max_length=4096, description="absolute stdout file; %j is the job id, %% a literal %"
+    )
+    error: str | None = Field(
+        None, max_length=4096, description="absolute stderr file (default: the output file); %j, %% as in output"
+    )
+
+    @field_validator("script")
+    @classmethod
+    def _script_text(cls, v: str | None) -> str | None:
+        if v is not None and "\x00" in v:
+            raise ValueError("the script contains a null byte")
+        return v
+
+    @field_validator("output", "error")
+    @classmethod
+    def _output_path(cls, v: str | None) -> str | None:
+        from isthmus.live.jobfiles import check_template
+
+        if v is None:
+            return v
+        if "\x00" in v:
+            raise ValueError("the path contains a null byte")
+        if not v.startswith("/"):
+            raise ValueError(f"output and error paths must be absolute, got {v!r}")
+        return check_template(v)
 
     @field_validator("env")
     @classmethod

@@ -25,6 +25,7 @@ class EasyBackfilling(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "easy"
+    seed: ClassVar[str] = "IBM meta-schedulers seed §3.1 (LoadLeveler backfill; Lifka 1995)"
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Start the head while it fits, then backfill behind its reservation."""

@@ -19,6 +19,7 @@ class StrictFcfs(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "fcfs"
+    seed: ClassVar[str] = "IBM meta-schedulers seed §3 (the LRM's FCFS before backfilling); peers/README.md"
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Start the head of the queue, repeatedly, until it does not fit."""

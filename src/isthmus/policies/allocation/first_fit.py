@@ -19,6 +19,7 @@ class FirstFit(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "ff"
+    seed: ClassVar[str] = "KOALA-C §IV-A(1); KOALA-CS thesis §2.2.3"
     uses_size_index: ClassVar[bool] = True
 
     def decide(self, view: View) -> Iterable[Decision]:

@@ -66,6 +66,7 @@ class HighestSlowdownFirst(AllocationDefaults):
     """
 
     name: ClassVar[str] = "hsdf"
+    seed: ClassVar[str] = "KOALA-C §IV-A(4), §III-B (runtime and wait-time prediction)"
     uses_size_index: ClassVar[bool] = True
     uses_prediction: ClassVar[bool] = True
     Params = HsdfParams

@@ -18,6 +18,7 @@ class RoundRobin(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "rr"
+    seed: ClassVar[str] = "KOALA-C §IV-A(2)"
     uses_size_index: ClassVar[bool] = True
 
     def __init__(self, params: NoParams | None = None) -> None:

@@ -20,6 +20,7 @@ class ShortestJobFirst(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "sjf"
+    seed: ClassVar[str] = "KOALA-C §IV-A(3), §III-B (user's last two runtimes)"
     uses_size_index: ClassVar[bool] = True
     uses_prediction: ClassVar[bool] = True
 
@@ -38,6 +39,7 @@ class ShortestJobFirstIdeal(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "sjf-ideal"
+    seed: ClassVar[str] = "KOALA-C §IV-A(3) (SJF-ideal)"
     uses_size_index: ClassVar[bool] = True
     needs_true_runtimes: ClassVar[bool] = True
 

@@ -46,6 +46,7 @@ class TagsChain(AllocationDefaults):
     """
 
     name: ClassVar[str] = "tags-chain"
+    seed: ClassVar[str] = "KOALA-C §IV-B (TAGS-chain)"
     Params = TagsChainParams
 
     def __init__(self, params: TagsChainParams | None = None) -> None:
@@ -122,6 +123,7 @@ class TagsSets(AllocationDefaults):
     """
 
     name: ClassVar[str] = "tags-sets"
+    seed: ClassVar[str] = "KOALA-C §IV-C (TAGS-sets)"
     uses_size_index: ClassVar[bool] = True
     Params = TagsSetsParams
 

@@ -28,6 +28,7 @@ class UserLastTwo:
 
     name: ClassVar[str] = "user-last-two"
     needs_true_runtimes: ClassVar[bool] = False
+    seed: ClassVar[str] = "KOALA-C §III-B (mean of the user's last two runtimes)"
     Params = UserLastTwoParams
 
     def __init__(self, params: UserLastTwoParams | None = None) -> None:
@@ -51,6 +52,7 @@ class RequestedRuntime:
 
     name: ClassVar[str] = "requested"
     needs_true_runtimes: ClassVar[bool] = False
+    seed: ClassVar[str] = "IBM meta-schedulers seed §3.1 (backfill uses the user's requested runtime)"
     Params = UserLastTwoParams
 
     def __init__(self, params: UserLastTwoParams | None = None) -> None:
@@ -67,6 +69,7 @@ class ExactRuntime:
 
     name: ClassVar[str] = "exact"
     needs_true_runtimes: ClassVar[bool] = True
+    seed: ClassVar[str] = "KOALA-C §IV-A(3) (perfect knowledge, as SJF-ideal)"
     Params = NoParams
 
     def __init__(self, params: NoParams | None = None) -> None:

@@ -43,6 +43,7 @@ class OnDemand:
     """
 
     name: ClassVar[str] = "on-demand"
+    seed: ClassVar[str] = "KOALA-C §III-B (On-Demand provisioning)"
     Params = OnDemandParams
 
     def __init__(self, params: OnDemandParams | None = None) -> None:

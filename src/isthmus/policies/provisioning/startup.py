@@ -17,6 +17,7 @@ class Startup:
     """
 
     name: ClassVar[str] = "startup"
+    seed: ClassVar[str] = "Villegas dissertation §6.2 (Table 6.1, policy 1)"
     Params = NoParams
 
     def __init__(self, params: NoParams | None = None) -> None:

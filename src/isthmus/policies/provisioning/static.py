@@ -13,6 +13,7 @@ class NoProvisioning:
     """Never lease or release a VM. For environments made only of cluster sites."""
 
     name: ClassVar[str] = "none"
+    seed: ClassVar[str] = "KOALA-C §II-B (cluster sites are always present; nothing to lease)"
     Params = NoParams
 
     def __init__(self, params: NoParams | None = None) -> None:
