@@ -18,7 +18,7 @@ def test_json_lists_every_registered_policy_with_seed_and_parameters() -> None:
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     listed = {(r["family"], r["name"]) for r in rows}
-    expected = {(f, n) for f in registry.FAMILIES for n in registry.names(f)}
+    expected = {(f, n) for f in registry.families() for n in registry.names(f)}
     assert listed == expected
     assert all(r["seed"] for r in rows), [r["name"] for r in rows if not r["seed"]]
     by_name = {(r["family"], r["name"]): r for r in rows}

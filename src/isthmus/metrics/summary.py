@@ -21,6 +21,7 @@ from isthmus.metrics.tables import FloatArray, LogTables
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind
 from isthmus.model.site import Site
+from isthmus.model.status import StatusCode
 
 #: Percentiles of the IBM delay time reported in the summary (IBM seed, Table 1).
 DELAY_PERCENTILES: tuple[int, ...] = (50, 80, 90, 95)
@@ -187,9 +188,18 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
             "speedup": _num(_ratio(float(runtime.sum()), makespan or 0.0)),
             "throughput": _num(_ratio(float(n_done), makespan or 0.0)),
             "sites": sites,
+            "refusals": refusal_counts(tables),
         }
     )
     return summary
+
+
+def refusal_counts(tables: LogTables) -> dict[str, int]:
+    """Decisions refused (or held) per status code, e.g. {'no capacity': 12}, from DECISION events."""
+    ev = tables.events
+    codes = ev.value[ev.kind == EventKind.DECISION].astype(np.int64)
+    values, counts = np.unique(codes, return_counts=True)
+    return {StatusCode(int(v)).label: int(c) for v, c in zip(values, counts, strict=True)}
 
 
 def short_long_breakdown(records: JobRecords, threshold: float) -> dict[str, dict[str, Any]]:
