@@ -37,40 +37,59 @@ def policy_files():
     return files
 
 
-def test_no_clock_io_or_global_randomness_in_policies():
+def problems_in(path: Path) -> list[str]:
+    """Clock reads, I/O and global randomness found in one source file."""
     problems = []
-    for path in policy_files():
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [(node.module or "").split(".")[0]]
-                if names[0] == "random" and any(a.name in FORBIDDEN_RANDOM for a in node.names):
-                    problems.append(f"{path.name}:{node.lineno}: global random function imported")
-            else:
-                names = []
-            problems += [f"{path.name}:{node.lineno}: imports {n}" for n in names if n in FORBIDDEN_MODULES]
-            if isinstance(node, ast.Call):
-                f = node.func
-                if isinstance(f, ast.Name) and f.id in FORBIDDEN_CALLS:
-                    problems.append(f"{path.name}:{node.lineno}: calls {f.id}()")
-                if (
-                    isinstance(f, ast.Attribute)
-                    and isinstance(f.value, ast.Name)
-                    and f.value.id == "random"
-                    and f.attr in FORBIDDEN_RANDOM
-                ):
-                    problems.append(f"{path.name}:{node.lineno}: calls random.{f.attr}()")
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [(node.module or "").split(".")[0]]
+            if names[0] == "random" and any(a.name in FORBIDDEN_RANDOM for a in node.names):
+                problems.append(f"{path.name}:{node.lineno}: global random function imported")
+        else:
+            names = []
+        problems += [f"{path.name}:{node.lineno}: imports {n}" for n in names if n in FORBIDDEN_MODULES]
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in FORBIDDEN_CALLS:
+                problems.append(f"{path.name}:{node.lineno}: calls {f.id}()")
+            if (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and f.value.id == "random"
+                and f.attr in FORBIDDEN_RANDOM
+            ):
+                problems.append(f"{path.name}:{node.lineno}: calls random.{f.attr}()")
+    return problems
+
+
+def test_no_clock_io_or_global_randomness_in_policies():
+    problems = [p for path in policy_files() for p in problems_in(path)]
     assert problems == []
 
 
-def test_the_check_catches_a_clock_read(tmp_path, monkeypatch):
-    bad = tmp_path / "bad.py"
-    bad.write_text("import time\nx = time.time()\n")
-    tree = ast.parse(bad.read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert imported & FORBIDDEN_MODULES == {"time"}
+BAD_POLICIES = {
+    "import time\nx = time.time()\n": "imports time",
+    "from datetime import datetime\n": "imports datetime",
+    "import os.path\n": "imports os",
+    "def f():\n    return open('x')\n": "calls open()",
+    "import random\nrandom.choice([1])\n": "calls random.choice()",
+    "from random import shuffle\n": "global random function imported",
+    "def f():\n    print(1)\n": "calls print()",
+}
+
+
+def test_the_check_catches_each_kind_of_impurity(tmp_path):
+    for source, expected in BAD_POLICIES.items():
+        bad = tmp_path / "bad.py"
+        bad.write_text(source)
+        found = problems_in(bad)
+        assert any(expected in p for p in found), (source, found)
+    good = tmp_path / "good.py"
+    good.write_text("import random\nrng = random.Random(3)\nx = rng.choice([1, 2])\n")
+    assert problems_in(good) == []
 
 
 def test_engine_detects_a_policy_that_mutates_state():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -91,13 +90,10 @@ def test_lcg_first_50000_as_koala_c(loaded_traces: dict[str, Workload]) -> None:
     assert (round(stats.q1 / 60), round(stats.median / 60), round(stats.q3 / 60)) == (2, 4, 27)
 
 
-def test_reading_lcg_is_fast(traces_dir: Path) -> None:
-    """188,041 lines into Jobs in about a second (generous bound for a loaded CI machine)."""
+def test_reading_lcg_reads_every_line(traces_dir: Path) -> None:
+    """188,041 lines into Jobs (its speed is measured by benchmarks/bench_sim.py, not here)."""
     path = traces_dir / "LCG.swf.gz"
     if not path.exists():
         pytest.skip("LCG.swf.gz not available")
-    start = time.perf_counter()
     workload = load_workload(path)
-    elapsed = time.perf_counter() - start
     assert len(workload) == 188_041
-    assert elapsed < 5.0, f"reading LCG took {elapsed:.2f} s"
