@@ -18,12 +18,13 @@ from typing import Any, NoReturn, TypeVar
 import typer
 
 from isthmus.live.client import ApiError, Client, default_token
+from isthmus.model.states import TERMINAL_NAMES
 
 URL_OPT = typer.Option(None, "--url", envvar="ISTHMUS_URL", help="Manager URL (default http://127.0.0.1:8750).")
 TOKEN_OPT = typer.Option(None, "--token", help="API token (default: ISTHMUS_TOKEN, ISTHMUS_TOKEN_FILE, admin.token).")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
-_TERMINAL = ("completed", "failed", "cancelled", "rejected")
+_TERMINAL = TERMINAL_NAMES
 PRIORITIES = ("super-high", "high", "low", "super-low")
 
 

@@ -44,6 +44,7 @@ from isthmus.metrics.run import RunMetrics, compute_run_metrics, write_run
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
+from isthmus.model.states import TERMINAL_NAMES
 from isthmus.workloads import Workload, reduce_workload
 
 DEFAULT_SCALE = 0.01
@@ -56,7 +57,7 @@ multiple of the round interval, so floored runs do not all end exactly on a roun
 COMPARED = ("wait_mean", "slowdown_mean", "bounded_slowdown_mean", "makespan", "utilization", "cost_charged")
 """Summary figures compared side by side (docs/metrics.md)."""
 
-TERMINAL = ("completed", "failed", "cancelled", "rejected")
+TERMINAL = TERMINAL_NAMES
 MAX_LIST = 100000  # the API's largest page of jobs
 
 Progress = Callable[[str], None]

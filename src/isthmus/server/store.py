@@ -35,6 +35,8 @@ from sqlalchemy import (
     update,
 )
 
+from isthmus.model.states import TERMINAL_NAMES
+
 metadata = MetaData()
 
 meta = Table("meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text, nullable=False))
@@ -133,7 +135,8 @@ pilots = Table(
     Column("last_seen", Float, nullable=True),
 )
 
-TERMINAL = ("completed", "failed", "cancelled", "rejected")
+TERMINAL = TERMINAL_NAMES
+"""Job states stored for jobs that ended (the one vocabulary: isthmus.model.states)."""
 """Job states a job never leaves."""
 
 # Statements built once: the hot paths (submission, start, end) execute them with parameters, so
