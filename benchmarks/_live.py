@@ -13,7 +13,7 @@ from isthmus.live.launch import live_manager
 
 @contextlib.contextmanager
 def manager(env_toml: str, *, extra: list[str] | None = None) -> Iterator[tuple[str, str]]:
-    """Run `python -m isthmus.live server` on an environment text; yield (url, admin token)."""
+    """Run `python -m isthmus.cli.live_entry server` on an environment text; yield (url, admin token)."""
     env = environment_from_text(env_toml, "toml", file="<benchmark environment>")
     with (
         tempfile.TemporaryDirectory(prefix="isthmus-bench-") as tmp,

@@ -3,9 +3,10 @@ ranking the whole queue with the wait-time prediction (the argument in HSDF's do
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
+import pytest
 from hypothesis import given, settings
 from test_invariants import capacity_never_exceeded, env_size, environments, workloads
 
@@ -41,8 +42,13 @@ class WholeQueueHsdf(SingleSetPolicy):
         return list_schedule(view, jobs, self.name)
 
 
-if REFERENCE not in registry.names("allocation"):
+@pytest.fixture(autouse=True, scope="module")
+def _reference_registered() -> Iterator[None]:
+    """The reference is registered only while this module runs, so that catalog tests
+    elsewhere in the same worker never see it."""
     registry.register("allocation", REFERENCE, f"{__name__}:WholeQueueHsdf")
+    yield
+    registry.unregister("allocation", REFERENCE)
 
 
 @settings(max_examples=100, deadline=None)

@@ -107,7 +107,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 class LiveServer:
-    """A manager process (`python -m isthmus.live server`) in its own session."""
+    """A manager process (`python -m isthmus.cli.live_entry server`) in its own session."""
 
     def __init__(
         self,
@@ -120,7 +120,7 @@ class LiveServer:
         heartbeat_timeout: float = 3.0,
         reattach_timeout: float = 3.0,
         poll_wait: float = 1.0,
-        module: str = "isthmus.live",
+        module: str = "isthmus.cli.live_entry",
     ) -> None:
         self.env_file = env_file
         self.state_dir = state_dir

@@ -147,7 +147,7 @@ def test_cli_commands(live: LiveServer, tmp_path: Path) -> None:
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(  # noqa: PLW1510
-            [sys.executable, "-m", "isthmus.live", *args],
+            [sys.executable, "-m", "isthmus.cli.live_entry", *args],
             env=env,
             capture_output=True,
             text=True,
@@ -195,7 +195,7 @@ def test_cli_commands(live: LiveServer, tmp_path: Path) -> None:
     r = cli("cancel", str(jid))
     assert r.returncode == 1 and "already ended" in r.stderr
     r = subprocess.run(  # noqa: PLW1510
-        [sys.executable, "-m", "isthmus.live", "jobs"],
+        [sys.executable, "-m", "isthmus.cli.live_entry", "jobs"],
         env=dict(env, ISTHMUS_TOKEN="nope"),
         capture_output=True,
         text=True,

@@ -37,7 +37,12 @@ echo "to stderr" >&2
 def _cli(live: LiveServer, cwd: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ISTHMUS_URL": live.url, "ISTHMUS_TOKEN": live.admin_token, **extra}
     return subprocess.run(  # noqa: PLW1510
-        [sys.executable, "-m", "isthmus.live", *args], env=env, capture_output=True, text=True, timeout=60, cwd=cwd
+        [sys.executable, "-m", "isthmus.cli.live_entry", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
     )
 
 
@@ -111,7 +116,7 @@ def test_401_names_what_to_set(live: LiveServer, tmp_path: Path) -> None:
     assert "hint: the token sent came from ISTHMUS_TOKEN;" in r.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith("ISTHMUS_")}
     r = subprocess.run(  # noqa: PLW1510
-        [sys.executable, "-m", "isthmus.live", "jobs", "--url", live.url],
+        [sys.executable, "-m", "isthmus.cli.live_entry", "jobs", "--url", live.url],
         env=env,
         capture_output=True,
         text=True,
@@ -126,7 +131,7 @@ def test_relative_state_dir(tmp_path: Path, tag: str) -> None:
     env_file = write_env(tmp_path / "env.toml")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "isthmus.live", "server", "--env", "env.toml", "--state-dir", "./rel-state"]
+    cmd = [sys.executable, "-m", "isthmus.cli.live_entry", "server", "--env", "env.toml", "--state-dir", "./rel-state"]
     cmd += ["--listen", f"127.0.0.1:{port}", "--poll-wait", "1"]
     assert env_file.parent == tmp_path
     with open(tmp_path / "server.log", "wb") as log:

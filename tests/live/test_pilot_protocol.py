@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from isthmus.config import environment_from_text
-from isthmus.live import manager as live_manager
-from isthmus.live.manager import Manager, ManagerConfig, Node
+from isthmus.live import pilots as live_pilots
+from isthmus.live.manager import Manager, ManagerConfig
+from isthmus.live.pilots import Node, PilotHub
 
 ENV = """
 name = "protocol"
@@ -35,11 +36,11 @@ NODE = "0/n0"
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: Callable[[Manager, str], Awaitable[None]]) -> None:
-    def no_process(self: Manager, node: Node) -> None:  # the test plays the pilot
+    def no_process(self: PilotHub, node: Node) -> None:  # the test plays the pilot
         node.state = "spawned"
         node.deadline = time.time() + 60
 
-    monkeypatch.setattr(Manager, "_spawn", no_process)
+    monkeypatch.setattr(PilotHub, "spawn", no_process)
 
     async def main() -> None:
         env = environment_from_text(ENV, "toml", file="<test>")
@@ -94,7 +95,7 @@ def test_report_answer_carries_the_next_run_and_the_poll_does_not_repeat_it(
 
 
 def test_unacknowledged_report_answer_is_resent_by_the_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(live_manager, "RESEND_AFTER", 0.3)
+    monkeypatch.setattr(live_pilots, "RESEND_AFTER", 0.3)
 
     async def body(m: Manager, pid: str) -> None:
         a, b = await _submit(m, 2)

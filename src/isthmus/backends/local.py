@@ -68,6 +68,10 @@ class LocalCluster(SiteBackend):
             (cluster_node_key(index, n), c) for n in range(site.nodes) for c in range(site.cores_per_node)
         ]
 
+    def expect_reattach(self, job_id: int, slots: list[Slot]) -> None:
+        """The recorded slots of a run about to be re-attached after a manager restart."""
+        self.reattach[job_id] = [(str(k), int(c)) for k, c in slots]
+
     def _take(self, entry: JobEntry) -> list[Slot]:
         recorded = self.reattach.pop(entry.job.id, None)
         chosen: list[Slot]
@@ -120,6 +124,14 @@ class LocalCloud(CloudBackend):
         super().__init__(index, site)
         self.hub = hub
         self.reattach: dict[int, tuple[tuple[int, int], ...]] = {}  # job id -> recorded alloc
+
+    def expect_reattach(self, job_id: int, slots: list[Slot]) -> None:
+        """The recorded slots of a run about to be re-attached: it keeps the same VMs and cores."""
+        alloc: dict[int, int] = {}
+        for key, _c in slots:
+            vm_id = int(str(key).split("/vm", 1)[1])
+            alloc[vm_id] = alloc.get(vm_id, 0) + 1
+        self.reattach[job_id] = tuple(alloc.items())
 
     def start(self, entry: JobEntry, now: float, alloc: tuple[tuple[int, int], ...] | None = None) -> None:
         """Shared VM bookkeeping; a re-attached run keeps the VMs it was recorded on."""
@@ -212,3 +224,23 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def still_pilot(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
+    """True while `pid` is still the pilot: signalling its group cannot hit an unrelated process.
+
+    A pilot this manager started is its child: its pid stays reserved until it is reaped, so
+    Popen.poll() (which reaps) tells whether it is still ours. A pilot of an earlier incarnation
+    is checked by its command line. Once a pid is reaped it can be reused at once, e.g. by a job
+    that is the leader of its own process group: a delayed SIGKILL must not reach it.
+    """
+    if proc is not None:
+        return proc.poll() is None
+    return pid_is_pilot(pid)
+
+
+def pilot_alive(pid: int | None, proc: subprocess.Popen[bytes] | None) -> bool:
+    """True while the pilot process (started here as `proc`, or recorded as `pid`) runs."""
+    if proc is not None:
+        return proc.poll() is None
+    return pid is not None and pid_is_pilot(pid)

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from isthmus.cli.specs import parse_policy, policy_label
+from isthmus.cli.specs import parse_policy
 from isthmus.metrics.records import JobRecords, JobStatus
-from isthmus.model.environment import Environment
+from isthmus.model.environment import Environment, policy_label
 from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED, Cancelled
 
 DEFAULT_POLICIES = ("ff", "rr", "sjf", "hsdf")

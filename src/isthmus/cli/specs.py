@@ -35,13 +35,3 @@ def parse_policy(spec: str) -> PolicyChoice:
         params[key.strip()] = parse_value(value.strip())
     return PolicyChoice(name, params)
 
-
-def policy_label(choice: PolicyChoice) -> str:
-    """A short unique label for a policy with parameters, usable in file names."""
-    if not choice.params:
-        return choice.name
-    parts = []
-    for k, v in choice.params.items():
-        text = ";".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
-        parts.append(f"{k}={text}")
-    return f"{choice.name}[{','.join(parts)}]"

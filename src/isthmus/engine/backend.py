@@ -83,6 +83,11 @@ class SiteBackend(ABC):
             # in place: the view holds a read-only window on this very list
             self.by_estimated_end[:] = [p for p in self.by_estimated_end if p[1] != entry.job.id]
 
+    def expect_reattach(self, job_id: int, slots: list[tuple[str, int]]) -> None:
+        """A run of `job_id` recorded on `slots` before a manager restart is about to be
+        re-attached (`Engine.reattach`): start it there again. Sites without slots ignore it."""
+        return
+
     @abstractmethod
     def start(self, entry: JobEntry, now: float) -> None:
         """Begin a run of `entry` here (the engine checked that it fits)."""

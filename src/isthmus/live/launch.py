@@ -67,7 +67,7 @@ def live_manager(
     tag: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> Iterator[Client]:
-    """Run a manager for `env` (``python -m isthmus.live server``) in `work_dir`; yield an admin client.
+    """Run a manager for `env` (``python -m isthmus.cli.live_entry server``) in `work_dir`; yield an admin client.
 
     The manager runs in its own session on a free port with a fresh SQLite state directory.
     On exit it is stopped with SIGTERM (it tells its pilots to exit and kills them); whatever
@@ -86,7 +86,7 @@ def live_manager(
     cmd = [
         sys.executable,
         "-m",
-        "isthmus.live",
+        "isthmus.cli.live_entry",
         "server",
         "--env",
         str(env_file),

@@ -8,7 +8,7 @@ dropped. The result is
 
 * **simulated** with :func:`isthmus.sim.runner.simulate` (same environment, policies and round
   interval), and
-* **run live**: a real manager (``python -m isthmus.live server``) on a fresh state directory
+* **run live**: a real manager (``python -m isthmus.cli.live_entry server``) on a fresh state directory
   and free port, each job submitted through the REST API at its scaled submit time as
   ``sleep RUNTIME``, run by real pilots; when every job has ended and every VM is gone, the
   manager's persisted engine event log is fetched from ``/events``.
@@ -444,7 +444,7 @@ def validate(
     directory removed afterwards). `tag` is set as
     ISTHMUS_TAG in the managers, their pilots and jobs (default: a fresh one per manager).
     """
-    from isthmus.cli.specs import policy_label
+    from isthmus.model.environment import policy_label
 
     say = progress or (lambda _m: None)
     prov = provisioning if provisioning is not None else case.env.provisioning

@@ -51,3 +51,14 @@ class Environment:
     def max_processors(self) -> int:
         """The largest number of processors any single site can ever offer."""
         return max((s.max_processors for s in self.sites), default=0)
+
+
+def policy_label(choice: PolicyChoice) -> str:
+    """A short unique label for a policy with parameters, usable in file names."""
+    if not choice.params:
+        return choice.name
+    parts = []
+    for k, v in choice.params.items():
+        text = ";".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
+        parts.append(f"{k}={text}")
+    return f"{choice.name}[{','.join(parts)}]"

@@ -137,6 +137,14 @@ def register(family: str, name: str, target: str) -> None:
     table[name] = target
 
 
+def unregister(family: str, name: str) -> None:
+    """Remove a policy added with `register`; a name not registered is refused."""
+    table = _family(family)
+    if name not in table:
+        raise PolicyError(f"{family} policy {name!r} is not registered")
+    del table[name]
+
+
 def _family(family: str) -> dict[str, str]:
     try:
         return _TABLE[family]

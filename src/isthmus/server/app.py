@@ -20,7 +20,6 @@ from sqlalchemy import insert, select
 from isthmus.engine.backend import CloudBackend
 from isthmus.live.jobfiles import run_files
 from isthmus.live.manager import Manager, RequestError
-from isthmus.server import store as db
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.schemas import (
     HistoryItem,
@@ -32,6 +31,7 @@ from isthmus.server.schemas import (
     TokenRequest,
     TokenResponse,
 )
+from isthmus.store import tables as db
 
 
 def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:

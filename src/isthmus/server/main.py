@@ -13,7 +13,7 @@ import uvicorn
 from isthmus.live.manager import Manager, ManagerConfig
 from isthmus.model.environment import Environment
 from isthmus.server.app import create_app
-from isthmus.server.store import Store, sqlite_url
+from isthmus.store.tables import Store, sqlite_url
 
 
 class _Server(uvicorn.Server):

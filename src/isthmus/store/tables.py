@@ -31,6 +31,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     select,
     update,
 )
@@ -107,7 +108,23 @@ events = Table(
     Column("site", Integer, nullable=False),
     Column("vm", Integer, nullable=False),
     Column("value", Float, nullable=False),
+    Column("run", Integer, nullable=False, default=-1),
+    Column("slots", Integer, nullable=False, default=0),
+    Column("policy", String(64), nullable=True),
+    Column("origin", String(128), nullable=True),
+    Column("task", Integer, nullable=False, default=-1),
+    Column("note", Text, nullable=True),  # the reason of a refused decision or a failed VM
 )
+
+#: Columns added to `events` after the first release, created on an older database at start.
+EVENT_COLUMNS_ADDED = {
+    "run": "INTEGER NOT NULL DEFAULT -1",
+    "slots": "INTEGER NOT NULL DEFAULT 0",
+    "policy": "VARCHAR(64)",
+    "origin": "VARCHAR(128)",
+    "task": "INTEGER NOT NULL DEFAULT -1",
+    "note": "TEXT",
+}
 
 vms = Table(
     "vms",
@@ -137,7 +154,6 @@ pilots = Table(
 
 TERMINAL = TERMINAL_NAMES
 """Job states stored for jobs that ended (the one vocabulary: isthmus.model.states)."""
-"""Job states a job never leaves."""
 
 # Statements built once: the hot paths (submission, start, end) execute them with parameters, so
 # SQLAlchemy neither rebuilds the expression nor recomputes its cache key per call.
@@ -215,8 +231,14 @@ class Store:
         self.engine = make_engine(self.url)
 
     def create(self) -> None:
-        """Create missing tables (idempotent)."""
+        """Create missing tables and the event columns an older database lacks (idempotent)."""
         metadata.create_all(self.engine)
+        have = {c["name"] for c in inspect(self.engine).get_columns("events")}
+        missing = [(name, ddl) for name, ddl in EVENT_COLUMNS_ADDED.items() if name not in have]
+        if missing:
+            with self.engine.begin() as conn:
+                for name, ddl in missing:
+                    conn.exec_driver_sql(f"ALTER TABLE events ADD COLUMN {name} {ddl}")
 
     def close(self) -> None:
         """Release every pooled connection."""

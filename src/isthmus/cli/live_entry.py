@@ -1,4 +1,4 @@
-"""`python -m isthmus.live COMMAND`: the live commands without the rest of the CLI (tests, benchmarks)."""
+"""`python -m isthmus.cli.live_entry COMMAND`: the live commands without the rest of the CLI (tests, benchmarks)."""
 
 import typer
 

@@ -1,0 +1,174 @@
+"""Job intake: submissions become engine jobs and database rows, acknowledged once stored.
+
+`submit` puts a validated request into the engine at once and queues its rows; `committed`
+waits for the group commit that stores them (N concurrent submissions, one transaction).
+Job ids are allocated here, by the one writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from isthmus.live.errors import RequestError
+from isthmus.model.job import Job, PriorityClass, VmRequirements
+from isthmus.model.states import JobState
+from isthmus.store import tables as db
+
+if TYPE_CHECKING:
+    from isthmus.live.manager import Manager
+
+log = logging.getLogger("isthmus.live")
+
+
+class Intake:
+    """Submissions, cancellations and the answers about queued jobs."""
+
+    def __init__(self, manager: Manager, next_job_id: int = 1) -> None:
+        self.m = manager
+        #: the submit request of every job not yet ended, by id
+        self.specs: dict[int, dict[str, Any]] = {}
+        #: the owner of every job not yet ended, by id
+        self.users: dict[int, str] = {}
+        self.next_job_id = next_job_id
+        self._new_jobs: list[dict[str, Any]] = []  # job rows submitted, not yet written
+        self._new_history: list[dict[str, Any]] = []
+        self._commit_future: asyncio.Future[None] | None = None
+
+    def submit(self, user: str, spec: dict[str, Any]) -> int:
+        """Submit a validated job request for `user`; returns the job id.
+
+        The job is in the engine at once; its rows are written by the next persist (await
+        `committed()` before acknowledging it).
+        """
+        m = self.m
+        size = int(spec["size"])
+        self.check_size(size)
+        m.external()
+        now = m.clock.now
+        name = spec.get("name") or Path(spec["command"]).name
+        job_id = self.next_job_id  # ids are allocated here (one writer): one INSERT, no UPDATE
+        self.next_job_id += 1
+        self._new_jobs.append(
+            {
+                "id": job_id,
+                "user": user,
+                "name": name[:128],
+                "spec": json.dumps(spec),
+                "size": size,
+                "priority": spec.get("priority", "high"),
+                "requested_runtime": spec.get("requested_runtime"),
+                "state": JobState.QUEUED.value,
+                "stage": 0,
+                "run": 0,
+                "restarts": 0,
+                "submit_time": now,
+                "spool": str(m.spool / str(job_id)),
+            }
+        )
+        self._new_history.append(
+            {"job_id": job_id, "time": now, "state": JobState.QUEUED.value, "run": 0, "detail": "submitted"}
+        )
+        self.specs[job_id] = spec
+        self.users[job_id] = user
+        m.engine.submit(self.job_of(job_id, user, spec, now))
+        m.clock.wake()
+        return job_id
+
+    def pending(self) -> bool:
+        """True when submitted job rows wait to be written."""
+        return bool(self._new_jobs)
+
+    def write_new(self, conn: Any) -> None:
+        """Insert the pending job rows (before the events that update them), in `conn`'s transaction."""
+        if self._new_jobs:
+            conn.execute(db.INSERT_JOB, self._new_jobs)
+            conn.execute(db.INSERT_HISTORY, self._new_history)
+
+    def written(self) -> None:
+        """The transaction holding the pending rows was committed: acknowledge the waiting submitters."""
+        self._new_jobs = []
+        self._new_history = []
+        self.resolve_commit()
+
+    async def committed(self) -> None:
+        """Wait until every job submitted so far is in the database (group commit).
+
+        `submit` only queues a job's rows; the first caller of `committed` in an event-loop turn
+        schedules one transaction for everything pending, and every caller waits for it. So N
+        concurrent submissions cost one commit, and a submission is acknowledged only once it is
+        stored. Any earlier persist (a driver step, a pilot report) writes pending rows too.
+        """
+        if not self._new_jobs and not self.m.projector.pending():
+            return
+        fut = self._commit_future
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            fut = self._commit_future = loop.create_future()
+            loop.call_soon(self._group_commit)
+        await asyncio.shield(fut)
+
+    def _group_commit(self) -> None:
+        try:
+            self.m.persist()
+        except Exception:
+            log.exception("group commit failed")
+            self.resolve_commit(RuntimeError("the submission could not be stored"))
+
+    def resolve_commit(self, exc: BaseException | None = None) -> None:
+        """Answer the submitters waiting in `committed` (with `exc` if the commit failed)."""
+        fut, self._commit_future = self._commit_future, None
+        if fut is not None and not fut.done():
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
+
+    def check_size(self, size: int) -> None:
+        """RequestError (400) when no site can ever offer `size` processors."""
+        env = self.m.env
+        if size > env.max_processors:
+            largest = max(env.sites, key=lambda s: s.max_processors)
+            raise RequestError(
+                400,
+                f"size {size} is larger than any site can offer: the largest ({largest.name}) has "
+                f"{largest.max_processors} processors",
+            )
+
+    def job_of(self, job_id: int, user: str, spec: dict[str, Any], submit: float) -> Job:
+        """The engine's Job for a stored submit request."""
+        req = spec.get("requested_runtime")
+        vm = spec.get("vm")
+        return Job(
+            id=job_id,
+            submit=submit,
+            size=int(spec["size"]),
+            runtime=float(req) if req is not None else self.m.config.default_estimate,
+            requested_runtime=float(req) if req is not None else None,
+            user=user,
+            priority=PriorityClass.parse(spec.get("priority", "high")),
+            vm=VmRequirements(**vm) if vm else None,
+        )
+
+    def cancel(self, job_id: int) -> bool:
+        """Cancel a queued or running job; False when it already ended."""
+        m = self.m
+        m.external()
+        ok = m.engine.cancel(job_id)
+        m.after()
+        return ok
+
+    def why(self, job_id: int) -> str | None:
+        """The engine's explanation for an active job, None for a job it no longer holds."""
+        engine = self.m.engine
+        if job_id not in engine.entries:
+            return None
+        return engine.why(job_id)
+
+    def forget(self, job: int) -> None:
+        """Drop the request and owner of a job whose end is stored."""
+        self.specs.pop(job, None)
+        self.users.pop(job, None)

@@ -1,0 +1,532 @@
+"""The pilot protocol: pilots register, long-poll for commands and report what their runs did.
+
+A pilot (KOALA-CS launcher) stands for one cluster node or one cloud VM; `PilotHub` keeps one
+`Node` per position and one `Assignment` per running job, turns the engine's start and kill
+calls (through the local backends) into commands in each node's outbox, and turns pilots'
+reports into engine events. It also judges pilots' liveness (heartbeats, registration
+deadlines, exited processes) and replaces a lost pilot. Process spawning and signalling live
+in `isthmus.backends.local`; the records the database projection needs of each run are kept
+here, by (job, run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, insert, select, update
+
+from isthmus.agent.fresh import remove_pools
+from isthmus.backends.local import Slot, kill_group, spawn_pilot, still_pilot, vm_node_key
+from isthmus.engine.backend import CloudBackend, Vm, VmState
+from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
+from isthmus.engine.state import JobEntry, JobState
+from isthmus.live.errors import RequestError
+from isthmus.live.jobfiles import run_files
+from isthmus.store import tables as db
+from isthmus.store.projector import RunRecord
+from isthmus.store.tokens import hash_token, new_token
+
+if TYPE_CHECKING:
+    from isthmus.live.manager import Manager
+
+log = logging.getLogger("isthmus.live")
+
+RESEND_AFTER = 2.0
+"""Seconds a command handed out in a report answer may stay unacknowledged before the long poll repeats it."""
+
+
+@dataclass
+class Assignment:
+    """Where the current run of a job is: its slots, launched by the pilot of the first slot."""
+
+    job: int
+    run: int
+    site: int
+    slots: list[Slot]
+    delivered: bool = False
+
+    @property
+    def launcher(self) -> str:
+        """Node key of the pilot that runs the command."""
+        return self.slots[0][0]
+
+
+@dataclass
+class Node:
+    """One pilot position: a cluster node or a cloud VM; at most one pilot process serves it."""
+
+    key: str
+    site: int
+    slots: int
+    vm: int | None = None
+    state: str = "down"  # down | spawned | awaiting | registered | exiting
+    pilot_id: str | None = None
+    pid: int | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    deadline: float = math.inf
+    last_seen: float = 0.0
+    seq: int = 0
+    outbox: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    waiter: asyncio.Event | None = None
+    host: str = ""
+    # highest command sequence number handed out in a report answer, and when: the long poll
+    # does not repeat those commands unless they stay unacknowledged for RESEND_AFTER seconds
+    sent: int = 0
+    sent_at: float = 0.0
+
+    def send(self, cmd: dict[str, Any]) -> int:
+        """Queue a command for the pilot; returns its sequence number."""
+        self.seq += 1
+        self.outbox.append((self.seq, cmd))
+        if self.waiter is not None:
+            self.waiter.set()
+        return self.seq
+
+
+class PilotHub:
+    """Pilots of the local sites: their nodes, the runs assigned to them, the protocol and liveness.
+
+    The local backends call `launch`, `kill`, `released`, `vm_boot` and `vm_shutdown`
+    (isthmus.backends.local.PilotHub); the REST API calls `register`, `poll` and `report`.
+    """
+
+    def __init__(self, manager: Manager) -> None:
+        self.m = manager
+        self.nodes: dict[str, Node] = {}
+        self.assign: dict[int, Assignment] = {}
+        #: slots and limit of each started run, by (job, run), for the database projection
+        self.records: dict[tuple[int, int], RunRecord] = {}
+        #: what pilots reported of ended runs, by (job, run)
+        self.ended: dict[tuple[int, int], dict[str, Any]] = {}
+        #: why runs were lost, by (job, run)
+        self.lost_reasons: dict[tuple[int, int], str] = {}
+        #: True while recovery re-attaches runs (their start commands are not sent again)
+        self.recovering = False
+        #: Bumped whenever pilot tokens are deleted; the API's token cache is valid per generation.
+        self.token_generation = 0
+        self._incarnation = secrets.token_hex(3)
+        self._pilot_counter = 0
+        self._last_housekeeping = 0.0
+
+    # --------------------------------------------------------- what the projector asks
+
+    def run_record(self, job: int, run: int) -> RunRecord | None:
+        """The slots and limit of a started run."""
+        return self.records.get((job, run))
+
+    def run_end(self, job: int, run: int) -> dict[str, Any]:
+        """What the pilot reported of an ended run."""
+        return self.ended.get((job, run), {})
+
+    def lost_reason(self, job: int, run: int) -> str | None:
+        """Why a run was lost."""
+        return self.lost_reasons.get((job, run))
+
+    def forget(self, job: int) -> None:
+        """Drop what is kept of the runs of a job that ended (after its end is stored)."""
+        for d in (self.records, self.ended, self.lost_reasons):
+            for key in [k for k in d if k[0] == job]:
+                del d[key]
+
+    # --------------------------------------------------------------- the protocol
+
+    def launch(self, entry: JobEntry, site: int, slots: Sequence[Slot]) -> None:
+        """PilotHub: send a run to the pilot of its first slot (after the step's commit)."""
+        job_id = entry.job.id
+        a = Assignment(job_id, entry.run, site, [tuple(s) for s in slots])  # type: ignore[misc]
+        self.assign[job_id] = a
+        self.records[(job_id, entry.run)] = RunRecord(tuple(a.slots), entry.limit)
+        if self.recovering:
+            a.delivered = True
+            return
+        node = self.nodes.get(a.launcher)
+        if node is None:
+            log.error("job %s: no node %s", job_id, a.launcher)
+            return
+        node.send(self._start_command(a))
+
+    def _start_command(self, a: Assignment) -> dict[str, Any]:
+        spec = self.m.intake.specs.get(a.job, {})
+        spool = self.m.spool / str(a.job)
+        stdout, stderr, custom = run_files(spec, a.job, spool, a.run)
+        hosts = self._hosts(a)
+        env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+        env.update(
+            {
+                "ISTHMUS_JOB_ID": str(a.job),
+                "ISTHMUS_RUN": str(a.run),
+                "ISTHMUS_NPROCS": str(len(a.slots)),
+                "ISTHMUS_SLOTS": ",".join(f"{k}:{c}" for k, c in a.slots),
+                "ISTHMUS_HOSTS": ",".join(f"{h}:{n}" for h, n in hosts),
+                "ISTHMUS_SITE": self.m.env.sites[a.site].name,
+            }
+        )
+        if self.m.config.tag:
+            env["ISTHMUS_TAG"] = self.m.config.tag
+        return {
+            "op": "start",
+            "job": a.job,
+            "run": a.run,
+            "command": spec.get("command", "true"),
+            "args": list(spec.get("args") or []),
+            "env": env,
+            "cwd": spec.get("cwd") or str(spool),
+            "spool": str(spool),
+            "stdout": stdout,
+            "stderr": stderr,
+            "append": custom and a.run > 1,  # a restart keeps the earlier runs' output
+            "script": spec.get("script"),
+            "nodefile": str(spool / f"run{a.run}.nodes"),
+            "hosts": hosts,
+        }
+
+    def _hosts(self, a: Assignment) -> list[tuple[str, int]]:
+        """(host name, slots) of a run, in slot order, one entry per host: what an MPI launcher
+        needs. A node's host is what its pilot reported at registration (this machine's name for
+        local sites)."""
+        counts: dict[str, int] = {}
+        for key, _ in a.slots:
+            node = self.nodes.get(key)
+            host = (node.host if node is not None else "") or socket.gethostname()
+            counts[host] = counts.get(host, 0) + 1
+        return list(counts.items())
+
+    def kill(self, entry: JobEntry) -> None:
+        """PilotHub: tell the launcher pilot to kill the current run."""
+        a = self.assign.get(entry.job.id)
+        if a is None or a.run != entry.run:
+            return
+        node = self.nodes.get(a.launcher)
+        if node is None:
+            return
+        if not a.delivered:
+            # never delivered: withdraw the start command instead of killing
+            node.outbox = [(s, c) for s, c in node.outbox if not (c.get("job") == a.job and c.get("run") == a.run)]
+        node.send({"op": "kill", "job": a.job, "run": a.run})
+
+    def released(self, entry: JobEntry) -> None:
+        """PilotHub: the run ended; forget its assignment."""
+        a = self.assign.get(entry.job.id)
+        if a is not None and a.run == entry.run:
+            del self.assign[entry.job.id]
+
+    def vm_boot(self, site: int, vm: Vm, delay: float) -> None:
+        """PilotHub: start the VM's pilot after the boot delay."""
+        key = vm_node_key(site, vm.id)
+        self.nodes[key] = Node(key, site, vm.cores, vm=vm.id)
+        self.m.later(delay, self.boot_vm, key)
+
+    def boot_vm(self, key: str) -> None:
+        node = self.nodes.get(key)
+        if node is None or node.state != "down":
+            return
+        self.spawn(node)
+
+    def vm_shutdown(self, site: int, vm: Vm, delay: float) -> None:
+        """PilotHub: stop the VM's pilot after the shutdown delay, then report it gone."""
+        self.m.later(delay, self.shutdown_vm, site, vm.id)
+
+    def shutdown_vm(self, site: int, vm_id: int) -> None:
+        key = vm_node_key(site, vm_id)
+        node = self.nodes.pop(key, None)
+        if node is not None:
+            self._retire(node, "VM released")
+            # the pilot removes its spool pool when it exits; this catches one that was killed
+            self.m.later(10.0, self.sweep_pools)
+        self.m.external()
+        self.m.engine.handle(EV_VM_GONE, site, vm_id)
+        self.m.after()
+
+    def sweep_pools(self) -> None:
+        """Remove the spool pools (see isthmus.agent.fresh) of nodes this manager no longer has."""
+        remove_pools(self.m.spool, set(self.nodes))
+
+    def spawn(self, node: Node) -> None:
+        token = new_token()
+        self.token_generation += 1  # the API forgets cached pilot tokens
+        with self.m.store.begin() as conn:
+            conn.execute(delete(db.tokens).where(db.tokens.c.node == node.key))
+            self.m.store.add_token(conn, hash_token(token), user=None, kind="pilot", node=node.key)
+        extra = {"ISTHMUS_TAG": self.m.config.tag} if self.m.config.tag else {}
+        proc = spawn_pilot(
+            url=self.m.config.url,
+            node=node.key,
+            slots=node.slots,
+            token=token,
+            log_dir=self.m.state_dir / "pilots",
+            pilot_timeout=self.m.config.pilot_timeout,
+            extra_env=extra,
+        )
+        node.proc = proc
+        node.pid = proc.pid
+        node.state = "spawned"
+        node.pilot_id = None
+        node.deadline = time.time() + self.m.config.spawn_timeout
+        self.set_pilot_row(node, "spawned")
+
+    def _retire(self, node: Node, reason: str) -> None:
+        node.send({"op": "exit", "reason": reason})
+        node.state = "exiting"
+        pid, proc = node.pid, node.proc
+        self.m.later(2.0, self.terminate, pid, proc)
+        self.token_generation += 1  # the API forgets cached pilot tokens
+        with self.m.store.begin() as conn:
+            conn.execute(delete(db.tokens).where(db.tokens.c.node == node.key))
+        self.set_pilot_row(node, "exited")
+
+    def terminate(self, pid: int | None, proc: subprocess.Popen[bytes] | None) -> None:
+        """SIGTERM a pilot's group now (it kills its runs), SIGKILL it 3 s later; never blocks."""
+        if pid is None or not still_pilot(pid, proc):
+            return
+        kill_group(pid, signal.SIGTERM)
+
+        def _hard() -> None:
+            if still_pilot(pid, proc):
+                kill_group(pid, signal.SIGKILL)
+            if proc is not None:
+                proc.poll()
+
+        self.m.later(3.0, _hard)
+
+    def set_pilot_row(self, node: Node, state: str) -> None:
+        now = time.time()
+        values = {
+            "site": node.site,
+            "slots": node.slots,
+            "pid": node.pid,
+            "host": node.host or None,
+            "state": state,
+            "last_seen": node.last_seen or None,
+        }
+        with self.m.store.begin() as conn:
+            if conn.execute(select(db.pilots.c.node).where(db.pilots.c.node == node.key)).first() is None:
+                conn.execute(insert(db.pilots).values(node=node.key, registered_at=None, **values))
+            else:
+                if state == "registered":
+                    values["registered_at"] = now
+                conn.execute(update(db.pilots).where(db.pilots.c.node == node.key).values(**values))
+
+    def register(self, node_key: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A pilot (re)registers: reconcile what it runs with what the manager assigned."""
+        node = self.nodes.get(node_key)
+        if node is None or node.state == "exiting":
+            raise RequestError(410, f"node {node_key} is not part of this manager any more")
+        self.m.external()
+        now = time.time()
+        self._pilot_counter += 1
+        node.pilot_id = f"{self._incarnation}-{self._pilot_counter}"
+        node.pid = int(body.get("pid") or 0) or node.pid
+        node.host = str(body.get("host") or "")
+        node.last_seen = now
+        node.deadline = math.inf
+        node.state = "registered"
+        running = {(int(t["job"]), int(t["run"])) for t in body.get("running", [])}
+        # rebuild the outbox: re-send undelivered starts, drop everything else
+        old = node.outbox
+        node.outbox = []
+        node.seq = 0
+        node.sent = 0
+        for a in [a for a in self.assign.values() if a.launcher == node.key]:
+            if (a.job, a.run) in running:
+                a.delivered = True
+                continue
+            if any(r["job"] == a.job and r["run"] == a.run for r in body.get("reports", [])):
+                continue
+            if not a.delivered and any(c.get("job") == a.job and c.get("run") == a.run for _, c in old):
+                node.send(self._start_command(a))
+                continue
+            self.lose(a, f"pilot of {node.key} does not know run {a.run}")
+        for job, run in running:
+            current = self.assign.get(job)
+            if current is None or current.run != run or current.launcher != node.key:
+                node.send({"op": "kill", "job": job, "run": run})
+                self.history_note(job, run, "stray run on a re-registered pilot killed")
+        self._reports(node, body.get("reports", []))
+        self.set_pilot_row(node, "registered")
+        if node.vm is not None:
+            backend = self.m.engine.backends[node.site]
+            assert isinstance(backend, CloudBackend)
+            vm = backend.vms.get(node.vm)
+            if vm is not None and vm.state is VmState.BOOTING:
+                self.m.engine.handle(EV_VM_READY, node.site, node.vm)
+        self.m.after()
+        return {
+            "pilot_id": node.pilot_id,
+            "poll_wait": self.m.config.poll_wait,
+            "pilot_timeout": self.m.config.pilot_timeout,
+            "spool": str(self.m.spool),
+        }
+
+    def history_note(self, job: int, run: int, detail: str) -> None:
+        row = self.m.store.job(job)
+        if row is None:
+            return
+        with self.m.store.begin() as conn:
+            conn.execute(
+                insert(db.job_history).values(job_id=job, time=time.time(), state=row["state"], run=run, detail=detail)
+            )
+
+    def _node_for(self, node_key: str, pilot_id: str) -> Node:
+        node = self.nodes.get(node_key)
+        if node is None or node.state == "exiting":
+            raise RequestError(410, f"node {node_key} is not part of this manager any more")
+        if node.pilot_id != pilot_id:
+            raise RequestError(409, "unknown pilot registration; register again")
+        node.last_seen = time.time()
+        return node
+
+    async def poll(self, node_key: str, pilot_id: str, ack: int, wait: float) -> list[dict[str, Any]]:
+        """Long poll: commands after `ack` for the pilot, waiting up to `wait` seconds for one.
+
+        Commands the pilot already got in a report answer (see `report`) do not end the wait
+        unless they stay unacknowledged for RESEND_AFTER seconds (that answer was lost).
+        """
+        node = self._node_for(node_key, pilot_id)
+        self._drop_acked(node, ack)
+        deadline = time.monotonic() + wait
+        while not self._news(node, ack):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            ev = asyncio.Event()
+            node.waiter = ev
+            try:
+                await asyncio.wait_for(ev.wait(), min(remaining, RESEND_AFTER))
+            except TimeoutError:
+                pass
+            finally:
+                if node.waiter is ev:
+                    node.waiter = None
+            node = self._node_for(node_key, pilot_id)
+        self.m.persist()  # a command never reaches a pilot before what it implies is stored
+        return self._commands_after(node, ack)
+
+    @staticmethod
+    def _news(node: Node, ack: int) -> bool:
+        """Whether the pilot has commands after `ack` it has not been handed yet (or handed too long ago)."""
+        if not node.outbox or node.outbox[-1][0] <= ack:
+            return False
+        return node.outbox[-1][0] > node.sent or time.monotonic() - node.sent_at > RESEND_AFTER
+
+    @staticmethod
+    def _commands_after(node: Node, ack: int, *, upto_exit: bool = False) -> list[dict[str, Any]]:
+        """The outbox after `ack` as the pilot receives it; with `upto_exit`, only the commands
+        before the first ``exit`` (which is left to the long poll)."""
+        out = []
+        for seq, cmd in node.outbox:
+            if seq <= ack:
+                continue
+            if upto_exit and cmd.get("op") == "exit":
+                break
+            out.append({"seq": seq, **cmd})
+        return out
+
+    def _drop_acked(self, node: Node, ack: int) -> None:
+        if not node.outbox or node.outbox[0][0] > ack:
+            return
+        keep = []
+        for seq, cmd in node.outbox:
+            if seq <= ack:
+                if cmd.get("op") == "start":
+                    a = self.assign.get(int(cmd["job"]))
+                    if a is not None and a.run == cmd["run"]:
+                        a.delivered = True
+            else:
+                keep.append((seq, cmd))
+        node.outbox = keep
+
+    def report(self, node_key: str, pilot_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """A pilot reports task events (started, ended); answers its commands after its ack.
+
+        The answer carries the commands the reports led to (an end frees slots, the round it
+        triggers starts the next runs on them), so a pilot gets its next run without waiting for
+        its long poll to return and be sent again: one round trip per end instead of two. A
+        pilot that never reads them still gets them from its long poll after RESEND_AFTER seconds.
+        """
+        node = self._node_for(node_key, pilot_id)
+        ack = int(body.get("ack", 0))
+        self._drop_acked(node, ack)
+        self.m.external()
+        self._reports(node, body.get("reports", []))
+        self.m.after()  # persists: what the commands imply is stored before they are answered
+        cmds = self._commands_after(node, ack, upto_exit=True)
+        if cmds and cmds[-1]["seq"] > node.sent:
+            node.sent = cmds[-1]["seq"]
+            node.sent_at = time.monotonic()
+        return cmds
+
+    def _reports(self, node: Node, reports: Sequence[dict[str, Any]]) -> None:
+        started: list[tuple[int, int, float]] = []
+        for r in reports:
+            job, run = int(r["job"]), int(r["run"])
+            if r.get("event") == "started":
+                started.append((job, run, float(r.get("time", time.time()))))
+                a = self.assign.get(job)
+                if a is not None and a.run == run:
+                    a.delivered = True
+            elif r.get("event") == "ended":
+                code = int(r.get("exit_code", -1))
+                self.ended[(job, run)] = r
+                self.m.engine.job_ended(job, run, code)
+        if started:
+            with self.m.store.begin() as conn:
+                history = []
+                for job, run, t in started:
+                    res = conn.execute(db.UPDATE_JOB_RUNNING, {"b_id": job, "b_run": run})
+                    if res.rowcount:
+                        history.append(
+                            {"job_id": job, "time": t, "state": "running", "run": run, "detail": f"pilot {node.key}"}
+                        )
+                if history:
+                    conn.execute(db.INSERT_HISTORY, history)
+
+    def lose(self, a: Assignment, why: str) -> None:
+        """The run of `a` was lost (its pilot died or forgot it): kill it as LOST and requeue it."""
+        entry = self.m.engine.entries.get(a.job)
+        if entry is None or entry.state is not JobState.RUNNING or entry.run != a.run:
+            self.assign.pop(a.job, None)
+            return
+        log.warning("job %s run %s lost: %s", a.job, a.run, why)
+        self.lost_reasons[(a.job, a.run)] = why
+        self.m.engine.lost(entry.job.id, entry.run)
+
+    def housekeeping(self) -> None:
+        now = time.time()
+        if now - self._last_housekeeping < 0.25:
+            return
+        self._last_housekeeping = now
+        changed = False
+        for node in list(self.nodes.values()):
+            if node.state == "registered" and now - node.last_seen > self.m.config.heartbeat_timeout:
+                changed |= self.node_lost(node, "no heartbeat")
+            elif node.state in ("spawned", "awaiting") and now > node.deadline:
+                changed |= self.node_lost(node, "did not register in time")
+            elif node.state in ("spawned", "registered") and node.proc is not None and node.proc.poll() is not None:
+                changed |= self.node_lost(node, f"pilot exited with {node.proc.returncode}")
+        if changed:
+            self.m.after()
+
+    def node_lost(self, node: Node, why: str) -> bool:
+        self.m.external()
+        log.warning("pilot of %s lost: %s", node.key, why)
+        for a in [a for a in self.assign.values() if a.launcher == node.key]:
+            self.lose(a, f"pilot of {node.key} lost ({why})")
+        self.terminate(node.pid, node.proc)
+        node.proc = None
+        node.pid = None
+        node.outbox = []
+        node.pilot_id = None
+        self.set_pilot_row(node, "lost")
+        if not self.m.stopping:
+            self.spawn(node)  # the node (cluster node or leased VM) is still there: new pilot
+        return True

@@ -1,0 +1,102 @@
+"""Recovery: rebuild the live manager's engine from the database after a (possibly unclean) stop.
+
+Queued jobs go back into their queues with their recorded submit times and run counts; runs
+recorded as starting or running are re-attached where they ran (each backend is told where
+through `expect_reattach`) and wait for their pilot to re-register, else they are lost (killed
+with cause LOST and requeued, a recorded restart). Leased VMs are restored with their lease
+times, so billing continues. The clock is never rewound: every event recovery causes is stamped
+with the wall time at which it happens.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from isthmus.backends.local import pid_is_pilot, vm_node_key
+from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.live.pilots import Node
+from isthmus.model.states import JobState
+
+if TYPE_CHECKING:
+    from isthmus.live.manager import Manager
+
+log = logging.getLogger("isthmus.live")
+
+_VM_STATES = {"booting": VmState.BOOTING, "ready": VmState.READY, "releasing": VmState.RELEASING}
+
+
+def recover(m: Manager) -> None:
+    """Bring `m`'s engine, pilots and VMs back to what the database recorded."""
+    engine, hub, store = m.engine, m.hub, m.store
+    hub.recovering = True
+    now = m.clock.now
+    # VMs
+    max_vm: dict[int, int] = {}
+    for row in store.vm_rows():
+        max_vm[row["site"]] = max(max_vm.get(row["site"], -1), row["vm"])
+    pilot_rows = {r["node"]: r for r in store.pilot_rows()}
+    for row in store.vm_rows(live_only=True):
+        backend = engine.backends[row["site"]]
+        if not isinstance(backend, CloudBackend):
+            continue
+        state = _VM_STATES[row["state"]]
+        vm = backend.restore_vm(row["vm"], state, row["leased_at"], row["ready_at"], row["released_at"])
+        key = vm_node_key(row["site"], vm.id)
+        if state is VmState.RELEASING:
+            old = pilot_rows.get(key)
+            if old and old.get("pid") and pid_is_pilot(old["pid"]):
+                hub.terminate(old["pid"], None)
+            done = (row["released_at"] or now) + backend.site.shutdown_time
+            m.later(done - now, hub.shutdown_vm, row["site"], vm.id)
+            continue
+        engine.adopt_lease(row["site"], vm.id, row["leased_at"])
+        hub.nodes[key] = Node(key, row["site"], vm.cores, vm=vm.id)
+    for i, b in enumerate(engine.backends):
+        if isinstance(b, CloudBackend):  # VM ids are never reused (they key VM rows and pilots)
+            b.reserve_vm_ids(max_vm.get(i, -1) + 1)
+    # jobs: back in their queues with their recorded times
+    active = store.active_jobs()
+    for row in active:
+        job_id = row["id"]
+        m.intake.specs[job_id] = row["spec"]
+        m.intake.users[job_id] = row["user"]
+        engine.restore(
+            m.intake.job_of(job_id, row["user"], row["spec"], row["submit_time"]),
+            stage=row["stage"] or 0,
+            run=row["run"],
+            restarts=row["restarts"],
+        )
+    started = (JobState.STARTING.value, JobState.RUNNING.value)
+    running = sorted((r for r in active if r["state"] in started), key=lambda r: r["start_time"] or 0.0)
+    for row in running:
+        job_id = row["id"]
+        if job_id not in engine.entries:
+            continue
+        engine.backends[row["site"]].expect_reattach(job_id, [(str(k), int(c)) for k, c in row["slots"]])
+        status = engine.reattach(
+            job_id, row["site"], run=row["run"], started=min(row["start_time"] or now, now), limit=row["limit_s"]
+        )
+        if not status.accepted:
+            log.error("could not re-attach job %s: %s", job_id, status.reason)
+    hub.recovering = False
+    # pilots: wait for live ones to re-register, start the others
+    for key, node in hub.nodes.items():
+        old = pilot_rows.get(key)
+        backend = engine.backends[node.site]
+        if old and old["state"] in ("spawned", "registered") and old.get("pid") and pid_is_pilot(old["pid"]):
+            node.pid = old["pid"]
+            node.state = "awaiting"
+            node.deadline = now + m.config.reattach_timeout
+        elif (
+            node.vm is not None and isinstance(backend, CloudBackend) and backend.vms[node.vm].state is VmState.BOOTING
+        ):
+            vm = backend.vms[node.vm]
+            m.later(vm.leased_at + backend.site.boot_time - now, hub.boot_vm, key)
+        else:
+            # its running jobs (if any) are lost
+            for a in [a for a in hub.assign.values() if a.launcher == key]:
+                hub.lose(a, f"pilot of {key} gone while the manager was down")
+            hub.spawn(node)
+    hub.sweep_pools()  # of VMs gone while the manager was down
+    engine.request_round(now)  # a round at once (keeps clouds at their minimum)

@@ -1,0 +1,206 @@
+"""The one projection of the engine's event log into database rows.
+
+Each event since the last projection becomes an `events` row (all its columns: run, slots,
+policy, origin, task, and the reason of a refusal) and updates what it implies: the job's state
+and times, its history, and VM leases. What the log does not hold is asked of the caller
+through `RunDetails` (the node slots a run was given and its runtime limit, the runtime a
+site measured, why a run was lost), looked up by (job, run), never by position.
+
+`project()` writes inside the caller's transaction and changes nothing in memory; `committed()`
+then advances the projection. A transaction that fails leaves the projection where it was, so
+the next attempt writes the same events again: nothing is lost and nothing is written twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import insert, update
+
+from isthmus.model.environment import Environment
+from isthmus.model.events import EventKind, EventLog, KillCause
+from isthmus.model.states import JobState
+from isthmus.store import tables as db
+
+_KILL_NAMES = {int(c): c.name.lower() for c in KillCause}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Where a run was started: its slots ((node key, slot index), ...) and runtime limit."""
+
+    slots: Sequence[tuple[str, int]]
+    limit: float | None
+
+
+class RunDetails(Protocol):
+    """What the projector needs to know of runs beyond the event log."""
+
+    def run_record(self, job: int, run: int) -> RunRecord | None:
+        """The slots and limit of a started run (None if unknown)."""
+        ...
+
+    def run_end(self, job: int, run: int) -> dict[str, Any]:
+        """What the site reported of an ended run (e.g. its measured runtime); {} if nothing."""
+        ...
+
+    def lost_reason(self, job: int, run: int) -> str | None:
+        """Why a run was lost, if it was."""
+        ...
+
+
+class Projector:
+    """Turns new events of `log` into rows, within a transaction the caller commits."""
+
+    def __init__(self, log: EventLog, env: Environment, details: RunDetails, forget: Callable[[int], None]) -> None:
+        self.log = log
+        self.env = env
+        self.details = details
+        self.forget = forget  # called (after the commit) with each job that reached a terminal state
+        #: events already in the database
+        self.persisted = 0
+        self._ended: list[int] = []
+
+    def pending(self) -> bool:
+        """True when events are waiting to be written."""
+        return len(self.log) > self.persisted
+
+    def project(self, conn: Any, n: int) -> None:
+        """Write events [persisted, n) and their implications through `conn` (no commit here)."""
+        cols = self.log.columns()
+        names = ("time", "kind", "job", "site", "vm", "value", "run", "slots", "policy", "origin", "task")
+        t_, k_, j_, s_, v_, x_, r_, sl_, p_, o_, ta_ = (cols[c] for c in names)
+        policies, origins, notes = self.log.policies, self.log.origins, self.log.notes
+        rows = []
+        history: list[dict[str, Any]] = []
+        ended: list[int] = []
+        J = db.jobs  # noqa: N806
+        for i in range(self.persisted, n):
+            t, kind, job, site, vm, value, run = t_[i], k_[i], j_[i], s_[i], v_[i], x_[i], r_[i]
+            rows.append(
+                {
+                    "time": t,
+                    "kind": kind,
+                    "job": job,
+                    "site": site,
+                    "vm": vm,
+                    "value": value,
+                    "run": run,
+                    "slots": sl_[i],
+                    "policy": policies[p_[i]] if p_[i] >= 0 else None,
+                    "origin": origins[o_[i]] if o_[i] >= 0 else None,
+                    "task": ta_[i],
+                    "note": notes.get(i),
+                }
+            )
+            if kind == EventKind.START:
+                rec = self.details.run_record(job, run)
+                slots = list(rec.slots) if rec is not None else []
+                conn.execute(
+                    db.UPDATE_JOB_START,
+                    {
+                        "b_id": job,
+                        "b_site": site,
+                        "b_slots": json.dumps(slots),
+                        "b_run": run,
+                        "b_limit": rec.limit if rec is not None else None,
+                        "b_time": t,
+                    },
+                )
+                where = self.env.sites[site].name
+                nodes = sorted({k for k, _ in slots})
+                history.append(
+                    {
+                        "job_id": job,
+                        "time": t,
+                        "state": JobState.STARTING.value,
+                        "run": run,
+                        "detail": f"{where}: {len(slots)} slots on {', '.join(nodes)}",
+                    }
+                )
+            elif kind in (EventKind.END, EventKind.FAIL):
+                info = self.details.run_end(job, run)
+                state = JobState.COMPLETED if kind == EventKind.END else JobState.FAILED
+                code = 0 if kind == EventKind.END else int(value)
+                conn.execute(
+                    db.UPDATE_JOB_END,
+                    {
+                        "b_id": job,
+                        "b_state": state.value,
+                        "b_code": code,
+                        "b_time": t,
+                        "b_runtime": info.get("runtime"),
+                    },
+                )
+                ended.append(job)
+                history.append(
+                    {"job_id": job, "time": t, "state": state.value, "run": run, "detail": f"exit code {code}"}
+                )
+            elif kind == EventKind.KILL:
+                cause = _KILL_NAMES.get(int(value), str(value))
+                detail = f"killed ({cause})"
+                why = self.details.lost_reason(job, run)
+                if why:
+                    detail += f": {why}"
+                history.append({"job_id": job, "time": t, "state": "killed", "run": run, "detail": detail})
+                conn.execute(update(J).where(J.c.id == job).values(end_time=t))
+            elif kind == EventKind.REQUEUE:
+                conn.execute(
+                    update(J)
+                    .where(J.c.id == job)
+                    .values(
+                        state=JobState.QUEUED.value, stage=int(value), site=None, slots=None, restarts=J.c.restarts + 1
+                    )
+                )
+                history.append(
+                    {
+                        "job_id": job,
+                        "time": t,
+                        "state": "queued",
+                        "run": run,
+                        "detail": f"requeued (queue {int(value)})",
+                    }
+                )
+            elif kind == EventKind.CANCEL:
+                conn.execute(update(J).where(J.c.id == job).values(state=JobState.CANCELLED.value, end_time=t))
+                history.append({"job_id": job, "time": t, "state": "cancelled", "run": run, "detail": "cancelled"})
+                ended.append(job)
+            elif kind == EventKind.REJECT:
+                reason = self.log.reasons.get(job, "rejected")
+                conn.execute(
+                    update(J).where(J.c.id == job).values(state=JobState.REJECTED.value, reason=reason, end_time=t)
+                )
+                history.append({"job_id": job, "time": t, "state": "rejected", "run": max(run, 0), "detail": reason})
+                ended.append(job)
+            elif kind == EventKind.VM_LEASE:
+                cores = self.env.sites[site].cores_per_node
+                conn.execute(insert(db.vms).values(site=site, vm=vm, state="booting", cores=cores, leased_at=t))
+            elif kind == EventKind.VM_READY:
+                conn.execute(
+                    update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(state="ready", ready_at=t)
+                )
+            elif kind == EventKind.VM_RELEASE:
+                conn.execute(
+                    update(db.vms)
+                    .where(db.vms.c.site == site, db.vms.c.vm == vm)
+                    .values(state="releasing", released_at=t)
+                )
+            elif kind == EventKind.VM_GONE:
+                conn.execute(
+                    update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(state="gone", gone_at=t)
+                )
+        if history:
+            conn.execute(db.INSERT_HISTORY, history)
+        if rows:
+            conn.execute(db.INSERT_EVENTS, rows)
+        self._ended = ended
+
+    def committed(self, n: int) -> None:
+        """The transaction that wrote events up to `n` was committed."""
+        self.persisted = n
+        for job in self._ended:
+            self.forget(job)
+        self._ended = []
