@@ -358,6 +358,30 @@ class Pilot:
         job, run = int(cmd["job"]), int(cmd["run"])
         if (job, run) in self.tasks:
             return [], None
+        started = time.time()
+        try:
+            proc, t0 = self._launch(cmd)
+        except Exception as exc:
+            # A null byte in an argument (ValueError), a missing cwd or program (OSError), an
+            # unwritable spool: the run fails alone, with the reason; the pilot and its other runs go on.
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            why = f"cannot start {str(cmd.get('command'))!r}: {type(exc).__name__}: {exc}"
+            why = why.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\x00")  # JSON- and DB-safe
+            self._log(f"job {job} run {run}: {why}")
+            with contextlib.suppress(Exception), open(cmd["stderr"], "ab") as err:
+                err.write(f"isthmus pilot: {why}\n".encode(errors="backslashreplace"))
+            ended = {"event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0, "error": why[:4000]}
+            return [
+                {"job": job, "run": run, "event": "started", "time": started},
+                {"job": job, "run": run, **ended},
+            ], None
+        task = Task(job, run, proc, t0)
+        with self._lock:
+            self.tasks[(job, run)] = task
+        return [{"job": job, "run": run, "event": "started", "time": started}], task
+
+    def _launch(self, cmd: dict[str, Any]) -> tuple[subprocess.Popen[bytes], float]:
+        """Prepare the spool entries of a start command and start its process; raises when it cannot."""
         spool = str(cmd["spool"])
         nodefile = str(cmd["nodefile"])
         if self._fresh is not None:
@@ -372,31 +396,18 @@ class Pilot:
         env.update(cmd.get("env", {}))
         env["ISTHMUS_NODEFILE"] = nodefile
         env["ISTHMUS_PILOT_NODE"] = self.cfg.node
-        started = time.time()
         t0 = time.monotonic()
         with open(cmd["stdout"], "wb") as out, open(cmd["stderr"], "wb") as err:
-            try:
-                proc = subprocess.Popen(
-                    [cmd["command"], *cmd.get("args", [])],
-                    cwd=cmd.get("cwd") or spool,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                err.write(f"isthmus pilot: cannot start {cmd['command']!r}: {exc}\n".encode())
-                err.flush()
-                code = 127 if isinstance(exc, FileNotFoundError) else 126
-                return [
-                    {"job": job, "run": run, "event": "started", "time": started},
-                    {"job": job, "run": run, "event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0},
-                ], None
-        task = Task(job, run, proc, t0)
-        with self._lock:
-            self.tasks[(job, run)] = task
-        return [{"job": job, "run": run, "event": "started", "time": started}], task
+            proc = subprocess.Popen(
+                [cmd["command"], *cmd.get("args", [])],
+                cwd=cmd.get("cwd") or spool,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        return proc, t0
 
     def _ended(self, task: Task) -> None:
         """The run's process has exited (or is about to): reap it and queue its end report."""

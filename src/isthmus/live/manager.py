@@ -92,6 +92,8 @@ class ManagerConfig:
     default_estimate: float = DEFAULT_ESTIMATE
     stop_pilots_on_exit: bool = True
     tag: str | None = None  # copied to ISTHMUS_TAG in pilots and jobs (lets tests find leftovers)
+    max_body_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413 (a 10,000-job batch fits)
+    max_batch_jobs: int = 10_000  # larger POST /jobs/batch get 413
 
     @property
     def url(self) -> str:
@@ -888,7 +890,8 @@ class Manager:
                 )
                 self.specs.pop(job, None)
                 self.users.pop(job, None)
-                history.append({"job_id": job, "time": t, "state": state, "run": run, "detail": f"exit code {code}"})
+                detail = f"exit code {code}" + (f": {info['error']}" if info.get("error") else "")
+                history.append({"job_id": job, "time": t, "state": state, "run": run, "detail": detail})
             elif kind == EventKind.KILL:
                 run = self._run_of(conn, job)
                 cause = _KILL_NAMES.get(int(value), str(value))

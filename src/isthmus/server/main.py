@@ -59,9 +59,18 @@ def serve(
     poll_wait: float = 10.0,
     tag: str | None = None,
     log_level: str = "warning",
+    max_body_bytes: int = ManagerConfig.max_body_bytes,
+    max_batch_jobs: int = ManagerConfig.max_batch_jobs,
 ) -> None:
-    """Run the manager until SIGINT/SIGTERM (graceful: pilots are told to exit)."""
+    """Run the manager until SIGINT/SIGTERM (graceful: pilots are told to exit).
+
+    Requests with a body over `max_body_bytes` or a batch of more than `max_batch_jobs` jobs get 413.
+    """
     host, port = parse_listen(listen)
+    if max_body_bytes < 1024:
+        raise ValueError(f"--max-body-bytes must be at least 1024, got {max_body_bytes}")
+    if max_batch_jobs < 1:
+        raise ValueError(f"--max-batch-jobs must be at least 1, got {max_batch_jobs}")
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     url = db_url or sqlite_url(state_dir / "isthmus.db")
@@ -77,6 +86,8 @@ def serve(
         reattach_timeout=reattach_timeout,
         poll_wait=poll_wait,
         tag=tag,
+        max_body_bytes=max_body_bytes,
+        max_batch_jobs=max_batch_jobs,
     )
     manager = Manager(cfg)
     app = create_app(manager)
