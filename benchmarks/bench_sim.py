@@ -57,9 +57,7 @@ def child(case: dict[str, object]) -> dict[str, object]:
 def run_case(case: dict[str, object]) -> dict[str, object]:
     """Run `case` in a child process; add its whole-process wall time and peak RSS."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", json.dumps(case)], stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(case)], stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode:

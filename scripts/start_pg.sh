@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Start a throwaway PostgreSQL cluster on 127.0.0.1:55432 (no systemd needed) and print its DSN.
 # Installs postgresql with apt-get only if it is missing. Runs the server as user postgres
-# (initdb and postgres refuse root). RUN defaults to /tmp/isthmus-pg; FRESH=1 wipes it first.
+# (initdb and postgres refuse root). PGDIR_ISTHMUS (default /tmp/isthmus-pg) holds it, PGPORT_ISTHMUS (default 55432) is its port; FRESH=1 wipes it first.
 # Usage: export ISTHMUS_TEST_PG=$(scripts/start_pg.sh)
 set -euo pipefail
-RUN=${RUN:-/tmp/isthmus-pg}
+RUN=${PGDIR_ISTHMUS:-/tmp/isthmus-pg}
 PORT=${PGPORT_ISTHMUS:-55432}
 DSN="postgresql://postgres@127.0.0.1:${PORT}/postgres"
 

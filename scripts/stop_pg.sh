@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stop the throwaway PostgreSQL cluster started by start_pg.sh; WIPE=1 also deletes its directory.
 set -euo pipefail
-RUN=${RUN:-/tmp/isthmus-pg}
+RUN=${PGDIR_ISTHMUS:-/tmp/isthmus-pg}
 BIN=""
 for d in /usr/lib/postgresql/*/bin; do [ -x "$d/pg_ctl" ] && BIN=$d; done
 if [ -z "$BIN" ] || [ ! -d "$RUN/data" ]; then

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import distributed
 import pytest
 from typer.testing import CliRunner
 
@@ -241,7 +242,6 @@ def test_cli_resumes_a_killed_run(small_trace, reference, tmp_path, monkeypatch)
 
 
 def test_sweep_on_a_dask_scheduler_equals_the_serial_run(small_trace, reference, tmp_path):
-    distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1"
     ) as cluster:
@@ -273,7 +273,6 @@ def test_sweep_on_a_dask_scheduler_equals_the_serial_run(small_trace, reference,
 
 
 def test_workers_start_a_local_dask_cluster(small_trace, reference, tmp_path):
-    pytest.importorskip("distributed")
     out = tmp_path / "local"
     args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
     result = CliRunner().invoke(app, [*args, "--workers", "2"])

@@ -20,9 +20,7 @@ class LogBuilder:
         self.reasons: dict[int, str] = {}
         self.jobs: dict[int, Job] = {}
 
-    def add(
-        self, t: float, kind: int, job: int = -1, site: int = -1, vm: int = -1, value: float = 0.0
-    ) -> LogBuilder:
+    def add(self, t: float, kind: int, job: int = -1, site: int = -1, vm: int = -1, value: float = 0.0) -> LogBuilder:
         self.rows.append((float(t), int(kind), job, site, vm, float(value)))
         return self
 

@@ -110,6 +110,4 @@ def test_costs_follow_billing_rule_and_utilization_is_a_fraction(sc: Scenario) -
     _, util = m.timeseries.utilization(bins=50)
     util = util[~np.isnan(util)]
     assert ((util >= -eps) & (util <= 1 + eps)).all()
-    assert (
-        m.timeseries.allocated.values <= m.timeseries.requested.value_at(m.timeseries.allocated.times)
-    ).all()
+    assert (m.timeseries.allocated.values <= m.timeseries.requested.value_at(m.timeseries.allocated.times)).all()

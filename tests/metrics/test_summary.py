@@ -139,9 +139,7 @@ def test_utilization_with_cluster_and_cloud_by_hand() -> None:
 
 
 def test_cluster_available_window_limits_available_time() -> None:
-    env = Environment(
-        "t", (Site("c0", nodes=4), Site("late", nodes=4, available_from=50, available_until=80))
-    )
+    env = Environment("t", (Site("c0", nodes=4), Site("late", nodes=4, available_from=50, available_until=80)))
     b = LogBuilder()
     b.submit(0, 1, 4).start(0, 1, 0).end(100, 1, 0)
     b.submit(0, 2, 4).start(50, 2, 1).end(80, 2, 1)

@@ -145,6 +145,15 @@ class Connection:
             self._conn = None
 
 
+class LaunchError(Exception):
+    """A run cannot be started for a reason the user can act on (its script or output file);
+    `code` is the exit status reported for it."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 @dataclass
 class Task:
     """A run executing on this pilot."""
@@ -359,6 +368,33 @@ class Pilot:
         job, run = int(cmd["job"]), int(cmd["run"])
         if (job, run) in self.tasks:
             return [], None
+        started = time.time()
+        try:
+            proc, t0 = self._launch(cmd)
+        except Exception as exc:
+            # A null byte in an argument (ValueError), a missing cwd or program (OSError), an
+            # unwritable spool or output file: the run fails alone, with the reason; the pilot
+            # and its other runs go on.
+            if isinstance(exc, LaunchError):
+                code, why = exc.code, str(exc)
+            else:
+                code = 127 if isinstance(exc, FileNotFoundError) else 126
+                why = f"cannot start {str(cmd.get('command'))!r}: {type(exc).__name__}: {exc}"
+            why = why.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\x00")  # JSON- and DB-safe
+            self._log(f"job {job} run {run}: {why}")
+            self._tell_user(cmd, run, why)
+            ended = {"event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0, "error": why[:4000]}
+            return [
+                {"job": job, "run": run, "event": "started", "time": started},
+                {"job": job, "run": run, **ended},
+            ], None
+        task = Task(job, run, proc, t0)
+        with self._lock:
+            self.tasks[(job, run)] = task
+        return [{"job": job, "run": run, "event": "started", "time": started}], task
+
+    def _launch(self, cmd: dict[str, Any]) -> tuple[subprocess.Popen[bytes], float]:
+        """Prepare the spool entries of a start command and start its process; raises when it cannot."""
         spool = str(cmd["spool"])
         nodefile = str(cmd["nodefile"])
         stdout, stderr = str(cmd["stdout"]), str(cmd["stderr"])
@@ -377,21 +413,6 @@ class Pilot:
         env["ISTHMUS_NODEFILE"] = nodefile
         env["ISTHMUS_PILOT_NODE"] = self.cfg.node
         argv = [cmd["command"], *cmd.get("args", [])]
-        started = time.time()
-        t0 = time.monotonic()
-
-        def failed(message: str, code: int) -> tuple[list[dict[str, Any]], None]:
-            try:
-                with open(stderr, "ab") as err:
-                    err.write(f"isthmus pilot: {message}\n".encode())
-            except OSError:  # the user's error file cannot be opened: the spool keeps the reason
-                with open(os.path.join(spool, f"run{run}.err"), "ab") as err:
-                    err.write(f"isthmus pilot: {message}\n".encode())
-            return [
-                {"job": job, "run": run, "event": "started", "time": started},
-                {"job": job, "run": run, "event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0},
-            ], None
-
         if cmd.get("script") is not None:
             script = os.path.join(spool, "job.script")  # the copy taken at submission
             try:
@@ -399,21 +420,22 @@ class Pilot:
                     f.write(cmd["script"])
                 os.chmod(script, 0o700)
             except OSError as exc:
-                return failed(f"cannot write the job script {script}: {exc}", 126)
+                raise LaunchError(f"cannot write the job script {script}: {exc}", 126) from exc
             shebang = cmd["script"].startswith("#!")
             argv = [script, *cmd.get("args", [])] if shebang else ["/bin/sh", script, *cmd.get("args", [])]
         mode = "ab" if cmd.get("append") else "wb"
+        t0 = time.monotonic()
         try:
             out = open(stdout, mode)  # noqa: SIM115 - closed below, once the child has them
         except OSError as exc:
-            return failed(f"cannot open the output file {stdout}: {exc.strerror or exc}", 1)
+            raise LaunchError(f"cannot open the output file {stdout}: {exc.strerror or exc}", 1) from exc
         try:
             err = out if stderr == stdout else open(stderr, mode)  # noqa: SIM115
         except OSError as exc:
             out.close()
-            return failed(f"cannot open the error file {stderr}: {exc.strerror or exc}", 1)
+            raise LaunchError(f"cannot open the error file {stderr}: {exc.strerror or exc}", 1) from exc
         try:
-            proc = subprocess.Popen(
+            return subprocess.Popen(
                 argv,
                 cwd=cmd.get("cwd") or spool,
                 env=env,
@@ -421,23 +443,24 @@ class Pilot:
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
-            )
-        except OSError as exc:
-            err.write(f"isthmus pilot: cannot start {cmd['command']!r}: {exc}\n".encode())
-            err.flush()
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
-            return [
-                {"job": job, "run": run, "event": "started", "time": started},
-                {"job": job, "run": run, "event": "ended", "time": time.time(), "exit_code": code, "runtime": 0.0},
-            ], None
+            ), t0
         finally:
             out.close()
             if err is not out:
                 err.close()
-        task = Task(job, run, proc, t0)
-        with self._lock:
-            self.tasks[(job, run)] = task
-        return [{"job": job, "run": run, "event": "started", "time": started}], task
+
+    @staticmethod
+    def _tell_user(cmd: dict[str, Any], run: int, why: str) -> None:
+        """Write why a run could not start to its error file, or to the spool when that file
+        cannot be opened."""
+        line = f"isthmus pilot: {why}\n".encode(errors="backslashreplace")
+        for path in (str(cmd.get("stderr")), os.path.join(str(cmd.get("spool")), f"run{run}.err")):
+            try:
+                with open(path, "ab") as f:
+                    f.write(line)
+                return
+            except (OSError, ValueError):
+                continue
 
     def _ended(self, task: Task) -> None:
         """The run's process has exited (or is about to): reap it and queue its end report."""

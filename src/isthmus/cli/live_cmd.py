@@ -166,6 +166,12 @@ def register(app: typer.Typer) -> None:
         ),
         tag: str | None = typer.Option(None, "--tag", envvar="ISTHMUS_TAG", hidden=True),
         log_level: str = typer.Option("warning", "--log-level"),
+        max_body_bytes: int = typer.Option(
+            8 * 1024 * 1024, "--max-body-bytes", help="Larger request bodies get 413 (default 8 MiB)."
+        ),
+        max_batch_jobs: int = typer.Option(
+            10_000, "--max-batch-jobs", help="Larger POST /jobs/batch requests get 413."
+        ),
     ) -> None:
         """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
         from isthmus.server.main import load_env, serve
@@ -192,6 +198,8 @@ def register(app: typer.Typer) -> None:
                 budget=budget,
                 tag=tag,
                 log_level=log_level,
+                max_body_bytes=max_body_bytes,
+                max_batch_jobs=max_batch_jobs,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)

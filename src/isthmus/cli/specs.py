@@ -34,4 +34,3 @@ def parse_policy(spec: str) -> PolicyChoice:
             raise ValueError(f"policy {spec!r}: parameter {part!r} is not key=value")
         params[key.strip()] = parse_value(value.strip())
     return PolicyChoice(name, params)
-

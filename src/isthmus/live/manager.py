@@ -70,6 +70,8 @@ class ManagerConfig:
     default_estimate: float = DEFAULT_ESTIMATE
     stop_pilots_on_exit: bool = True
     tag: str | None = None  # copied to ISTHMUS_TAG in pilots and jobs (lets tests find leftovers)
+    max_body_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413 (a 10,000-job batch fits)
+    max_batch_jobs: int = 10_000  # larger POST /jobs/batch get 413
     budget: float | None = None  # cap on the charged cost of all cloud leases ($), as in simulation
 
     @property

@@ -90,9 +90,7 @@ def _bar(
         bars = ax.bar(x + (k - (len(keys) - 1) / 2) * width, heights, width, label=label)
         for b, v in zip(bars, vals, strict=True):
             text = "n/a" if v is None else fmt.format(float(v))
-            ax.annotate(
-                text, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8
-            )
+            ax.annotate(text, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
     if log and positive:
         ax.set_yscale("log")
         shown = [float(v) for n in names for k in keys if (v := runs[n].summary.get(k))]
@@ -109,9 +107,7 @@ def _bar(
     return _save(fig, path)
 
 
-def plot_mean_slowdown(
-    runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, bounded: bool = False
-) -> Path:
+def plot_mean_slowdown(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, bounded: bool = False) -> Path:
     """Bar chart of the mean (or mean bounded) slowdown per run, logarithmic y axis."""
     key = "bounded_slowdown_mean" if bounded else "slowdown_mean"
     label = "mean bounded slowdown" if bounded else "mean slowdown"
@@ -133,9 +129,7 @@ def plot_cost(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str]) -> P
     )
 
 
-def plot_utilization(
-    runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, bins: int = 500
-) -> Path:
+def plot_utilization(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, bins: int = 500) -> Path:
     """Utilization over time (allocated / available processors, averaged per bin), one curve per run."""
     fig = _figure()
     ax = fig.add_subplot()
@@ -153,9 +147,7 @@ def plot_utilization(
     return _save(fig, path)
 
 
-def plot_processors(
-    runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, site: str | None = None
-) -> Path:
+def plot_processors(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, site: str | None = None) -> Path:
     """Allocated vs requested processors over time (IBM seed Figs. 7, 8), one panel per run.
 
     With `site`, the allocated curve is that site's; requested is always the whole system's.
@@ -177,9 +169,7 @@ def plot_processors(
     return _save(fig, path)
 
 
-def plot_all(
-    runs: Mapping[str, RunMetrics], out_dir: str | os.PathLike[str], prefix: str = ""
-) -> dict[str, Path]:
+def plot_all(runs: Mapping[str, RunMetrics], out_dir: str | os.PathLike[str], prefix: str = "") -> dict[str, Path]:
     """Write every plot into `out_dir` as `<prefix><kind>.png`; returns the paths by kind."""
     d = Path(out_dir)
     return {

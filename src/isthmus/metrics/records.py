@@ -283,9 +283,9 @@ def records_from_tables(
 
     killed = runs.killed
     restarts = np.bincount(runs.job[killed], minlength=n).astype(np.int64)
-    wasted = np.bincount(
-        runs.job[killed], weights=runs.size[killed] * runs.duration[killed], minlength=n
-    ).astype(np.float64)
+    wasted = np.bincount(runs.job[killed], weights=runs.size[killed] * runs.duration[killed], minlength=n).astype(
+        np.float64
+    )
 
     with np.errstate(divide="ignore", invalid="ignore"):
         wait = start - submit

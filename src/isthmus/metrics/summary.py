@@ -129,9 +129,7 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
         m = leases.site == i
         actual = float(secs[m].sum()) * s.price_per_hour / 3600.0 if s.is_cloud else 0.0
         charged = float(charged_costs(s, secs[m]).sum())
-        killed_cost = (
-            float(wasted_by_site[i]) * s.price_per_hour / 3600.0 / s.cores_per_node if s.is_paid else 0.0
-        )
+        killed_cost = float(wasted_by_site[i]) * s.price_per_hour / 3600.0 / s.cores_per_node if s.is_paid else 0.0
         tot_actual += actual
         tot_charged += charged
         tot_killed_cost += killed_cost

@@ -253,9 +253,7 @@ def _pair_leases(ev: EventColumns, horizon: float) -> LeaseTable:
     )
 
 
-def build_tables(
-    log: EventLog, known_job_ids: Iterable[int], n_sites: int, horizon: float | None = None
-) -> LogTables:
+def build_tables(log: EventLog, known_job_ids: Iterable[int], n_sites: int, horizon: float | None = None) -> LogTables:
     """Read `log` once into numpy tables.
 
     `known_job_ids` are the ids of the workload's jobs (jobs never seen in the log still get a

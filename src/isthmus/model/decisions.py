@@ -60,7 +60,6 @@ class HoldJob:
     by: str = ""
 
 
-
 @dataclass(frozen=True, slots=True)
 class WakeUp:
     """Ask for a scheduling round at `time` even if nothing else happens by then.

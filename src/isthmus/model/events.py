@@ -120,6 +120,7 @@ class EventLog:
         self.policies: list[str] = []
         self.origins: list[str] = []
         self._policy_ids: dict[str, int] = {}
+
     def append(
         self,
         time: float,
@@ -164,9 +165,7 @@ class EventLog:
         slots, origin, task = sparse["slots"], sparse["origin"], sparse["task"]
         kind, value = self._kind, self._value
         start_kind = int(EventKind.START)
-        self._slots.extend(
-            slots.get(i, int(value[i]) if kind[i] == start_kind else 0) for i in range(start, n)
-        )
+        self._slots.extend(slots.get(i, int(value[i]) if kind[i] == start_kind else 0) for i in range(start, n))
         self._origin.extend(origin.get(i, -1) for i in range(start, n))
         self._task.extend(task.get(i, -1) for i in range(start, n))
         for d in (slots, origin, task):

@@ -4,6 +4,11 @@ Every endpoint is `async def`, so it runs on the event loop thread that also dri
 engine: no locks. Users authenticate with `Authorization: Bearer <token>`; users see and
 cancel only their own jobs, the admin sees everything; pilots use their own tokens and reach
 only the /pilot endpoints.
+
+Limits: request bodies over `ManagerConfig.max_body_bytes` and batches of more than
+`max_batch_jobs` jobs get 413; invalid fields get 422 naming the field; another user's job
+answers 404 exactly like a job that does not exist. Every status a route can answer is in
+the OpenAPI document.
 """
 
 import contextlib
@@ -14,16 +19,27 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import Path as PathParam
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.routing import APIRoute
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import insert, select
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.engine.backend import CloudBackend
 from isthmus.live.jobfiles import run_files
 from isthmus.live.manager import Manager, RequestError
 from isthmus.server.auth import Principal, hash_token, new_token
+from isthmus.server.limits import BodyLimitMiddleware, json_safe
 from isthmus.server.schemas import (
+    INT64_MAX,
+    ErrorResponse,
     HistoryItem,
     JobInfo,
+    JobStateName,
     RegisterRequest,
     ReportRequest,
     SubmitRequest,
@@ -32,6 +48,25 @@ from isthmus.server.schemas import (
     TokenResponse,
 )
 from isthmus.store import tables as db
+
+JobId = Annotated[int, PathParam(ge=1, le=INT64_MAX, description="job id")]
+
+
+def _errors(**statuses: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for error statuses (keyword `e404="..."`): JSON `{"detail": ...}`."""
+    return {int(k[1:]): {"model": ErrorResponse, "description": d} for k, d in statuses.items()}
+
+
+_AUTH = {"e401": "missing, malformed or unknown token"}
+_USER = {**_AUTH, "e403": "a pilot token (users' endpoints need a user token)"}
+_ADMIN = {**_AUTH, "e403": "not the admin token"}
+_PILOT = {**_AUTH, "e403": "not a pilot token", "e410": "this node is no longer part of the manager"}
+_BODY = {
+    "e400": "the body is not UTF-8 JSON",
+    "e413": "request body larger than the manager's limit (--max-body-bytes)",
+}
+_REREGISTER = "unknown pilot registration (the manager restarted): register again"
+_SUBMIT_LIST = TypeAdapter(list[SubmitRequest])
 
 
 def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
@@ -71,9 +106,27 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     # The dependencies below are `async def`: FastAPI runs plain `def` dependencies in a thread
     # pool, a round trip to another thread for every request (a third of a submission's cost).
 
+    app.add_middleware(BodyLimitMiddleware, max_bytes=manager.config.max_body_bytes)
+    generic_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """The OpenAPI document, with the largest `size` this manager's environment can ever offer."""
+        if app.openapi_schema is None:
+            size = generic_openapi()["components"]["schemas"]["SubmitRequest"]["properties"]["size"]
+            size["maximum"] = min(int(size["maximum"]), manager.env.max_processors)
+        return app.openapi_schema or generic_openapi()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     @app.exception_handler(RequestError)
     async def _request_error(_req: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse(status_code=exc.status, content={"detail": exc.message})
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input, which may be NaN or hold lone surrogates:
+        # strict JSON cannot carry those, and the client would get a 500 instead of its 422.
+        return JSONResponse(status_code=422, content={"detail": json_safe(jsonable_encoder(exc.errors()))})
 
     async def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
         if not authorization:
@@ -130,10 +183,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
 
     def own_job(job_id: int, p: Principal) -> dict[str, Any]:
         row = manager.store.job(job_id)
-        if row is None:
+        # another user's job answers exactly like a missing one: ids reveal nothing
+        if row is None or (not p.admin and row["user"] != p.user):
             raise HTTPException(404, f"no job {job_id}")
-        if not p.admin and row["user"] != p.user:
-            raise HTTPException(403, f"job {job_id} belongs to another user")
         return row
 
     def job_info(row: dict[str, Any], *, history: bool = False) -> JobInfo:
@@ -164,14 +216,43 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 info.reason = manager.why(row["id"])
         return info
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(req: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 405:
+            # Starlette names only the first route matching the path; list every method the path
+            # has (a fixed path like /jobs/batch hides the templates it also matches, /jobs/{job_id}).
+            path = req.url.path
+            matching = [
+                r
+                for r in app.router.routes
+                if isinstance(r, APIRoute) and r.include_in_schema and r.path_regex.match(path)
+            ]
+            matching = [r for r in matching if not r.param_convertors] or matching
+            methods = sorted({m for r in matching for m in r.methods or ()})
+            return JSONResponse({"detail": exc.detail}, status_code=405, headers={"Allow": ", ".join(methods)})
+        return await http_exception_handler(req, exc)
+
     # ------------------------------------------------------------------------------ jobs
+
+    @app.get("/jobs/batch", include_in_schema=False)
+    async def _batch_get() -> None:
+        """Without this, GET /jobs/batch would reach GET /jobs/{job_id} (422 on 'batch') instead of 405."""
+        raise StarletteHTTPException(405, "Method Not Allowed")
 
     @app.get("/health", tags=["meta"])
     async def health() -> dict[str, Any]:
         """Liveness: always answers while the manager runs (no token needed)."""
         return {"ok": True, "environment": manager.env.name, "time": time.time()}
 
-    @app.post("/jobs", status_code=201, response_model=SubmitResponse, tags=["jobs"])
+    @app.post(
+        "/jobs",
+        status_code=201,
+        response_model=SubmitResponse,
+        tags=["jobs"],
+        responses=_errors(
+            **{**_USER, **_BODY, "e400": "the body is not UTF-8 JSON, or no site can offer `size` processors"}
+        ),
+    )
     async def submit(req: SubmitRequest, p: User) -> SubmitResponse:
         """Submit a job; answers its id."""
         assert p.user is not None
@@ -179,10 +260,58 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         await manager.committed()
         return SubmitResponse(id=job_id)
 
-    @app.post("/jobs/batch", status_code=201, response_model=list[SubmitResponse], tags=["jobs"])
-    async def submit_batch(reqs: list[SubmitRequest], p: User) -> list[SubmitResponse]:
-        """Submit several jobs at once (all or none are accepted); answers their ids, in order."""
+    max_batch = manager.config.max_batch_jobs
+
+    @app.post(
+        "/jobs/batch",
+        status_code=201,
+        response_model=list[SubmitResponse],
+        tags=["jobs"],
+        responses=_errors(
+            **_USER,
+            e400="the body is not UTF-8 JSON, or a job's `size` is larger than any site can offer",
+            e413=f"more than {max_batch} jobs, or a body larger than the manager's limit",
+        ),
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "array",
+                            "items": {"$ref": "#/components/schemas/SubmitRequest"},
+                            "maxItems": max_batch,
+                        }
+                    }
+                },
+            }
+        },
+    )
+    async def submit_batch(request: Request, p: User) -> list[SubmitResponse]:
+        """Submit several jobs at once (all or none are accepted); answers their ids, in order.
+
+        At most `max_batch_jobs` jobs (default 10,000) per request: the count is checked before
+        any job is validated, so an oversized batch costs the event loop next to nothing.
+        """
         assert p.user is not None
+        try:
+            raw = await request.json()
+        except ValueError as exc:
+            raise RequestValidationError(
+                [{"type": "json_invalid", "loc": ("body",), "msg": f"JSON decode error: {exc}", "input": {}}]
+            ) from None
+        if isinstance(raw, list) and len(raw) > max_batch:
+            raise HTTPException(
+                413,
+                f"batch of {len(raw)} jobs is too large: at most {max_batch} per request "
+                "(split it, or raise `isthmus server --max-batch-jobs`)",
+            )
+        try:
+            reqs = _SUBMIT_LIST.validate_python(raw)
+        except ValidationError as exc:
+            raise RequestValidationError(
+                [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+            ) from None
         specs = [r.model_dump(exclude_none=True) for r in reqs]
         for spec in specs:
             manager.check_size(int(spec["size"]))
@@ -190,10 +319,10 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         await manager.committed()
         return [SubmitResponse(id=i) for i in ids]
 
-    @app.get("/jobs", response_model=list[JobInfo], tags=["jobs"])
+    @app.get("/jobs", response_model=list[JobInfo], tags=["jobs"], responses=_errors(**_USER))
     async def list_jobs(
         p: User,
-        state: Annotated[list[str] | None, Query()] = None,
+        state: Annotated[list[JobStateName] | None, Query()] = None,
         all_: Annotated[bool, Query(alias="all", description="include finished jobs")] = False,
         user: str | None = None,
         limit: Annotated[int, Query(ge=1, le=100000)] = 1000,
@@ -203,13 +332,22 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         rows = manager.store.list_jobs(user=who, states=state, limit=limit, finished=all_)
         return [job_info(r) for r in rows]
 
-    @app.get("/jobs/{job_id}", response_model=JobInfo, tags=["jobs"])
-    async def show_job(job_id: int, p: User) -> JobInfo:
+    @app.get(
+        "/jobs/{job_id}",
+        response_model=JobInfo,
+        tags=["jobs"],
+        responses=_errors(**_USER, e404="no such job (or another user's)"),
+    )
+    async def show_job(job_id: JobId, p: User) -> JobInfo:
         """A job with its state history (and, while queued, why it waits)."""
         return job_info(own_job(job_id, p), history=True)
 
-    @app.post("/jobs/{job_id}/cancel", tags=["jobs"])
-    async def cancel_job(job_id: int, p: User) -> dict[str, Any]:
+    @app.post(
+        "/jobs/{job_id}/cancel",
+        tags=["jobs"],
+        responses=_errors(**_USER, **_BODY, e404="no such job (or another user's)", e409="the job already ended"),
+    )
+    async def cancel_job(job_id: JobId, p: User) -> dict[str, Any]:
         """Cancel a queued or running job."""
         row = own_job(job_id, p)
         if row["state"] in db.TERMINAL:
@@ -219,13 +357,24 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             raise HTTPException(409, f"job {job_id} is not active")
         return {"id": job_id, "state": "cancelled"}
 
-    @app.get("/jobs/{job_id}/output", response_class=PlainTextResponse, tags=["jobs"])
+    @app.get(
+        "/jobs/{job_id}/output",
+        response_class=PlainTextResponse,
+        tags=["jobs"],
+        responses={
+            status: {
+                "description": r["description"],
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+            }
+            for status, r in _errors(**_USER, e404="no such job (or another user's)").items()
+        },
+    )
     async def job_output(
-        job_id: int,
+        job_id: JobId,
         p: User,
         stream: Annotated[str, Query(pattern="^(stdout|stderr)$")] = "stdout",
-        run: int | None = None,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        run: Annotated[int | None, Query(ge=0, le=INT64_MAX)] = None,
+        offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
     ) -> PlainTextResponse:
         """Output of a run (default: the latest), from byte `offset`; readable while it runs.
 
@@ -251,7 +400,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
 
     # ----------------------------------------------------------------------- sites, VMs
 
-    @app.get("/sites", tags=["resources"])
+    @app.get("/sites", tags=["resources"], responses=_errors(**_USER))
     async def sites(p: User) -> list[dict[str, Any]]:
         """Every site with its capacity now."""
         out = []
@@ -274,7 +423,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             out.append(d)
         return [{**d, "queued_total": queued} for d in out]
 
-    @app.get("/vms", tags=["resources"])
+    @app.get("/vms", tags=["resources"], responses=_errors(**_USER))
     async def vm_list(
         p: User, all_: Annotated[bool, Query(alias="all", description="include released VMs")] = False
     ) -> list[dict[str, Any]]:
@@ -298,7 +447,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
 
     # ------------------------------------------------------------------------- tokens
 
-    @app.post("/tokens", status_code=201, response_model=TokenResponse, tags=["admin"])
+    @app.post(
+        "/tokens", status_code=201, response_model=TokenResponse, tags=["admin"], responses=_errors(**_ADMIN, **_BODY)
+    )
     async def create_token(req: TokenRequest, p: Admin) -> TokenResponse:
         """Create a user (if missing) and a new token for it (admin only)."""
         token = new_token()
@@ -312,47 +463,47 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             manager.store.add_token(conn, hash_token(token), user=req.user, kind="user")
         return TokenResponse(user=req.user, token=token, admin=admin)
 
-    @app.get("/users", tags=["admin"])
+    @app.get("/users", tags=["admin"], responses=_errors(**_ADMIN))
     async def list_users(p: Admin) -> list[dict[str, Any]]:
         """Every user (admin only)."""
         return manager.store.list_users()
 
-    @app.get("/whoami", tags=["meta"])
+    @app.get("/whoami", tags=["meta"], responses=_errors(**_USER))
     async def whoami(p: User) -> dict[str, Any]:
         """The user a token belongs to."""
         return {"user": p.user, "admin": p.admin}
 
-    @app.get("/events", tags=["admin"])
-    async def event_log(p: Admin, since: Annotated[int, Query(ge=0)] = 0) -> list[list[float]]:
+    @app.get("/events", tags=["admin"], responses=_errors(**_ADMIN))
+    async def event_log(p: Admin, since: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0) -> list[list[float]]:
         """The persisted engine event log (admin only): [time, kind, job, site, vm, value] rows."""
         return [list(r) for r in manager.store.event_rows()[since:]]
 
-    @app.get("/pilots", tags=["admin"])
+    @app.get("/pilots", tags=["admin"], responses=_errors(**_ADMIN))
     async def pilot_list(p: Admin) -> list[dict[str, Any]]:
         """Every pilot recorded (admin only): node, site, slots, pid, host, state and times."""
         return manager.store.pilot_rows()
 
     # -------------------------------------------------------------------------- pilots
 
-    @app.post("/pilot/register", tags=["pilot"])
+    @app.post("/pilot/register", tags=["pilot"], responses=_errors(**_PILOT, **_BODY))
     async def pilot_register(req: RegisterRequest, p: Pilot) -> dict[str, Any]:
         """A pilot registers for its node (named by its token); answers its registration id."""
         assert p.node is not None
         return manager.register(p.node, req.model_dump())
 
-    @app.get("/pilot/poll", tags=["pilot"])
+    @app.get("/pilot/poll", tags=["pilot"], responses=_errors(**_PILOT, e409=_REREGISTER))
     async def pilot_poll(
         p: Pilot,
-        pilot_id: str,
-        ack: Annotated[int, Query(ge=0)] = 0,
-        wait: Annotated[float, Query(ge=0, le=60)] = 10.0,
+        pilot_id: Annotated[str, Query(max_length=128)],
+        ack: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
+        wait: Annotated[float, Query(ge=0, le=60, allow_inf_nan=False)] = 10.0,
     ) -> JSONResponse:
         """Long poll for commands (start, kill, exit) after sequence number `ack`; also the heartbeat."""
         assert p.node is not None
         cmds = await manager.poll(p.node, pilot_id, ack, wait)
         return JSONResponse({"commands": cmds})  # plain JSON: no jsonable_encoder walk of the commands
 
-    @app.post("/pilot/report", tags=["pilot"])
+    @app.post("/pilot/report", tags=["pilot"], responses=_errors(**_PILOT, **_BODY, e409=_REREGISTER))
     async def pilot_report(req: ReportRequest, p: Pilot) -> JSONResponse:
         """Task events (started, ended with exit code and runtime); answers the pilot's commands
         after its `ack` (the runs its reports freed slots for), as the long poll would."""

@@ -63,13 +63,20 @@ def serve(
     budget: float | None = None,
     tag: str | None = None,
     log_level: str = "warning",
+    max_body_bytes: int = ManagerConfig.max_body_bytes,
+    max_batch_jobs: int = ManagerConfig.max_batch_jobs,
 ) -> None:
     """Run the manager until SIGINT/SIGTERM (graceful: pilots are told to exit).
 
-    ValueError, before anything is created, when the address cannot be listened on or the
-    state belongs to another environment.
+    ValueError, before anything is created, when the address cannot be listened on, the state
+    belongs to another environment or a limit is out of range. Requests with a body over
+    `max_body_bytes` or a batch of more than `max_batch_jobs` jobs get 413.
     """
     host, port = parse_listen(listen)
+    if max_body_bytes < 1024:
+        raise ValueError(f"--max-body-bytes must be at least 1024, got {max_body_bytes}")
+    if max_batch_jobs < 1:
+        raise ValueError(f"--max-batch-jobs must be at least 1, got {max_batch_jobs}")
     check_listen(host, port)
     state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
@@ -88,6 +95,8 @@ def serve(
         poll_wait=poll_wait,
         budget=budget,
         tag=tag,
+        max_body_bytes=max_body_bytes,
+        max_batch_jobs=max_batch_jobs,
     )
     manager = Manager(cfg)
     app = create_app(manager)

@@ -1,42 +1,110 @@
-"""Request and response bodies of the REST API (pydantic 2); invalid requests get a 422 naming the field."""
+"""Request and response bodies of the REST API (pydantic 2); invalid requests get a 422 naming the field.
+
+Every request model is strict: unknown fields, non-finite numbers (NaN, ±Infinity), integers
+outside 64 bits, null bytes and lone UTF-16 surrogates are refused, so nothing the database,
+the JSON encoder or a pilot's exec() cannot take is ever stored.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from isthmus.model.states import JobState
 
 Priority = Literal["super-high", "high", "low", "super-low"]
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+INT64_MAX = 2**63 - 1
+MAX_RUNTIME = 1e9  # seconds (about 31 years): larger estimates are mistakes, not plans
+
+
+def _clean(v: str) -> str:
+    """`v` unchanged; ValueError when it holds a null byte or a lone surrogate."""
+    if "\x00" in v:
+        raise ValueError("must not contain a null byte (\\u0000)")
+    if _SURROGATE.search(v):
+        raise ValueError("must not contain a lone UTF-16 surrogate (\\ud800-\\udfff): not valid Unicode text")
+    return v
+
+
+# The JSON schema states what the validators check (so clients and schema-driven fuzzers see
+# it); lone surrogates have no JSON-schema form: they are refused by `_clean` alone.
+_NO_NUL = "^[^\\u0000]*$"
+CleanStr = Annotated[str, AfterValidator(_clean), Field(json_schema_extra={"pattern": _NO_NUL})]
+"""A string without null bytes or lone surrogates (what exec(), PostgreSQL and UTF-8 all accept)."""
+_ENV_KEY_SCHEMA = "^(?!ISTHMUS_)[A-Za-z_][A-Za-z0-9_]*$"
+EnvKey = Annotated[str, Field(max_length=256, json_schema_extra={"pattern": _ENV_KEY_SCHEMA})]
+JobStateName = JobState
+"""A job state by its name: the one vocabulary of model/states.py."""
+
+
+def _integral(v: Any) -> Any:
+    """1.0 as 1 (JSON has one number type; JSON Schema counts 1.0 as an integer); anything else unchanged."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+_INTEGRAL = BeforeValidator(_integral)
+# Integers given as 3 or 3.0 (never true, "3" or 3.5: the request models are strict). The
+# bounds come before the validator, so that the JSON schema carries them as minimum/maximum.
+Id = Annotated[int, Field(ge=0, le=INT64_MAX), _INTEGRAL]
+"""A non-negative integer that fits the database's 64-bit columns."""
+Size = Annotated[int, Field(ge=1, le=1_000_000), _INTEGRAL]
+Cores = Annotated[int, Field(ge=1, le=4096), _INTEGRAL]
+MemoryMb = Annotated[int, Field(ge=1, le=2**40), _INTEGRAL]
+ExitCode = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), _INTEGRAL]
+Pid = Annotated[int, Field(ge=0, le=2**31 - 1), _INTEGRAL]
+
+# strict: no silent coercion (true is not 1, "1" is not 1): a request either matches the schema or gets 422
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+
+def _env_schema(schema: dict[str, Any]) -> None:
+    """JSON schema of `env`: names as `propertyNames`, string values as `additionalProperties`
+    (pydantic would make the name pattern a `patternProperties`, leaving other names unconstrained)."""
+    values = next(iter(schema.pop("patternProperties", {}).values()), {"type": "string"})
+    schema["propertyNames"] = {**schema.get("propertyNames", {}), "pattern": _ENV_KEY_SCHEMA}
+    schema["additionalProperties"] = values
 
 
 class VmRequest(BaseModel):
     """VM requirements of a job (Cloud Scheduler job attributes); every field optional."""
 
-    model_config = ConfigDict(extra="forbid")
-    vm_type: str | None = Field(None, max_length=64)
-    image: str | None = Field(None, max_length=256)
-    cpu_arch: str | None = Field(None, max_length=32)
-    cores: int | None = Field(None, ge=1, le=4096)
-    memory_mb: int | None = Field(None, ge=1)
-    storage_gb: float | None = Field(None, gt=0)
-    network: str | None = Field(None, max_length=64)
+    model_config = _STRICT
+    vm_type: CleanStr | None = Field(None, max_length=64)
+    image: CleanStr | None = Field(None, max_length=256)
+    cpu_arch: CleanStr | None = Field(None, max_length=32)
+    cores: Cores | None = None
+    memory_mb: MemoryMb | None = None
+    storage_gb: float | None = Field(None, gt=0, le=1e9)
+    network: CleanStr | None = Field(None, max_length=64)
 
 
 class SubmitRequest(BaseModel):
     """A job: a command with arguments run on `size` processors of one site."""
 
-    model_config = ConfigDict(extra="forbid")
-    command: str = Field(..., min_length=1, max_length=4096, description="program to run (PATH is searched)")
-    args: list[str] = Field(default_factory=list, max_length=10000)
-    size: int = Field(1, ge=1, le=1_000_000, description="processors (slots) on one site")
-    requested_runtime: float | None = Field(None, gt=0, description="user's runtime estimate in seconds")
+    model_config = _STRICT
+    command: CleanStr = Field(..., min_length=1, max_length=4096, description="program to run (PATH is searched)")
+    args: list[Annotated[CleanStr, Field(max_length=65536)]] = Field(default_factory=list, max_length=10000)
+    size: Size = Field(1, description="processors (slots) on one site")
+    requested_runtime: float | None = Field(
+        None, gt=0, le=MAX_RUNTIME, description="user's runtime estimate in seconds (finite, > 0)"
+    )
     priority: Priority = "high"
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment variables")
-    cwd: str | None = Field(None, description="absolute working directory; default: the job's spool directory")
-    name: str | None = Field(None, max_length=128)
+    env: dict[EnvKey, Annotated[CleanStr, Field(max_length=65536)]] = Field(
+        default_factory=dict, max_length=1000, description="extra environment variables", json_schema_extra=_env_schema
+    )
+    cwd: CleanStr | None = Field(
+        None,
+        max_length=4096,
+        description="absolute working directory; default: the job's spool directory",
+        json_schema_extra={"pattern": "^/[^\\u0000]*$"},
+    )
+    name: CleanStr | None = Field(None, max_length=128)
     vm: VmRequest | None = None
     script: str | None = Field(
         None, max_length=1_048_576, description="batch script text, run instead of `command` (copied at submission)"
@@ -72,7 +140,7 @@ class SubmitRequest(BaseModel):
     @classmethod
     def _env_keys(cls, v: dict[str, str]) -> dict[str, str]:
         for k in v:
-            if not _ENV_KEY.match(k):
+            if not _ENV_KEY.fullmatch(k):
                 raise ValueError(f"invalid environment variable name {k!r}")
             if k.startswith("ISTHMUS_"):
                 raise ValueError(f"{k!r}: ISTHMUS_* variables are set by the manager")
@@ -90,6 +158,12 @@ class SubmitResponse(BaseModel):
     """The id of the submitted job."""
 
     id: int
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx answer except 422: what was wrong, in words."""
+
+    detail: str
 
 
 class HistoryItem(BaseModel):
@@ -128,14 +202,14 @@ class JobInfo(BaseModel):
 class TokenRequest(BaseModel):
     """Create a token for `user` (created if missing)."""
 
-    model_config = ConfigDict(extra="forbid")
-    user: str
+    model_config = _STRICT
+    user: str = Field(..., json_schema_extra={"pattern": _USER.pattern})
     admin: bool = False
 
     @field_validator("user")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _USER.match(v):
+        if not _USER.fullmatch(v):
             raise ValueError("user names are 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
         return v
 
@@ -151,28 +225,31 @@ class TokenResponse(BaseModel):
 class RunningTask(BaseModel):
     """A run a pilot is executing."""
 
-    job: int
-    run: int
+    model_config = _STRICT
+    job: Id
+    run: Id
 
 
 class PilotReport(BaseModel):
-    """A task event from a pilot."""
+    """A task event from a pilot; `error` says why a run could not start."""
 
-    model_config = ConfigDict(extra="allow")
-    job: int
-    run: int
+    model_config = _STRICT
+    job: Id
+    run: Id
     event: Literal["started", "ended"]
     time: float
-    exit_code: int | None = None
+    exit_code: ExitCode | None = None
     runtime: float | None = None
+    error: CleanStr | None = Field(None, max_length=4096)
 
 
 class RegisterRequest(BaseModel):
     """A pilot registers (or re-registers after a manager restart)."""
 
-    pid: int
-    host: str = ""
-    slots: int = Field(1, ge=1)
+    model_config = _STRICT
+    pid: Pid
+    host: CleanStr = Field("", max_length=256)
+    slots: Size = 1
     running: list[RunningTask] = Field(default_factory=list)
     reports: list[PilotReport] = Field(default_factory=list)
 
@@ -180,6 +257,7 @@ class RegisterRequest(BaseModel):
 class ReportRequest(BaseModel):
     """Task events and the last command sequence number the pilot received."""
 
-    pilot_id: str
-    ack: int = 0
+    model_config = _STRICT
+    pilot_id: CleanStr = Field(..., max_length=128)
+    ack: Id = 0
     reports: list[PilotReport] = Field(default_factory=list)

@@ -136,9 +136,8 @@ class Projector:
                     },
                 )
                 ended.append(job)
-                history.append(
-                    {"job_id": job, "time": t, "state": state.value, "run": run, "detail": f"exit code {code}"}
-                )
+                detail = f"exit code {code}" + (f": {info['error']}" if info.get("error") else "")
+                history.append({"job_id": job, "time": t, "state": state.value, "run": run, "detail": detail})
             elif kind == EventKind.KILL:
                 cause = _KILL_NAMES.get(int(value), str(value))
                 detail = f"killed ({cause})"
