@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from helpers import clusters, job
 
-from isthmus.engine.harness import Harness
 from isthmus.engine.state import JobState
 from isthmus.model.decisions import StartJob
 from isthmus.model.events import EventKind, KillCause
 from isthmus.model.status import StatusCode
+from isthmus.sim.harness import Harness
 
 
 def engine_for(env, allocation="fcfs"):
