@@ -69,6 +69,22 @@ def test_cancel_running_and_queued(live: LiveServer) -> None:
     wait_for(lambda: not any(b"sleep\x0030" in _cmdline(p) for p in tagged_pids(live.tag)), what="sleep killed")
 
 
+def test_a_waiting_job_says_why_with_code_and_policy(live: LiveServer) -> None:
+    c = live.client()
+    first = c.submit(command="sleep", args=["30"], size=4)  # fills c1
+    second = c.submit(command="sleep", args=["30"], size=4)  # fills the cloud's 2 VMs x 2 cores
+    wait_state(c, first, ("running",))
+    wait_state(c, second, ("running",))
+    third = c.submit(command="sleep", args=["30"], size=4)
+    j = c.job(third)
+    assert j["state"] == "queued", j
+    assert j["reason_code"] == "no capacity" and j["reason_policy"] == "ff", j
+    assert "needs 4 processors" in j["reason"]
+    for job_id in (first, second, third):
+        c.cancel(job_id)
+    assert c.job(first)["reason_code"] is None  # only a queued job carries a reason code
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()

@@ -415,7 +415,8 @@ def register(app: typer.Typer) -> None:
             lines.append(("StdOut", spec.get("output") or "- (spool)"))
             lines.append(("StdErr", spec.get("error") or spec.get("output") or "- (spool)"))
         if j.get("reason"):
-            lines.append(("Reason", j["reason"]))
+            by = ", ".join(x for x in (j.get("reason_code"), j.get("reason_policy")) if x)
+            lines.append(("Reason", f"{j['reason']} [{by}]" if by else j["reason"]))
         for k, v in lines:
             typer.echo(f"{k:>14} {v}")
         typer.echo("History:")

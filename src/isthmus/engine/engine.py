@@ -495,19 +495,29 @@ class Engine:
         return self.why_not.get(job_id)
 
     def why(self, job_id: int) -> str:
-        """Why job `job_id` is where it is (for queued jobs: why it is still waiting)."""
+        """Why job `job_id` is where it is, in words (see `why_status`)."""
+        return self.why_status(job_id).reason
+
+    def why_status(self, job_id: int) -> Status:
+        """Why job `job_id` is where it is, as a status: for a queued job, the last refusal of a
+        decision about it (its code and deciding policy) or, when none was refused, the allocation
+        policy's own explanation (HELD) or the queue position (NO_CAPACITY when it fits on none
+        of its sites now, HELD when it waits its turn); ACCEPTED for a running job."""
         entry = self.entries.get(job_id)
         if entry is None:
             reason = self.log.reasons.get(job_id)
-            return reason if reason is not None else f"job {job_id} is not in the system"
+            return Status(
+                StatusCode.WRONG_STATE, reason if reason is not None else f"job {job_id} is not in the system"
+            )
         if entry.state is _RUNNING:
-            return f"running on {self.backends[entry.site].name} since {entry.started:g}"
+            where = self.backends[entry.site].name
+            return Status(StatusCode.ACCEPTED, f"running on {where} since {entry.started:g}", self.allocation.name)
         explicit = self.why_not.get(job_id)
         if explicit is not None:
-            return explicit.reason
+            return explicit
         text = self.allocation.explain(self.view, entry)
         if text:
-            return text
+            return Status(StatusCode.HELD, text, self.allocation.name)
         queue = self.queues[entry.stage]
         ahead = 0
         for other in queue:
@@ -516,9 +526,12 @@ class Engine:
             ahead += 1
         sites = self.stage_sites[entry.stage]
         most_free = max((self.backends[i].free for i in sites), default=0)
-        return (
+        code = StatusCode.NO_CAPACITY if entry.job.size > most_free else StatusCode.HELD
+        return Status(
+            code,
             f"waiting in queue {entry.stage} behind {ahead} jobs; needs {entry.job.size} processors, "
-            f"the most free on its sites is {most_free}"
+            f"the most free on its sites is {most_free}",
+            self.allocation.name,
         )
 
     def fingerprint(self) -> tuple[object, ...]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from isthmus.live.errors import RequestError
 from isthmus.model.job import Job, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
+from isthmus.model.status import Status
 from isthmus.store import tables as db
 
 if TYPE_CHECKING:
@@ -161,12 +162,13 @@ class Intake:
         m.after()
         return ok
 
-    def why(self, job_id: int) -> str | None:
-        """The engine's explanation for an active job, None for a job it no longer holds."""
+    def why(self, job_id: int) -> Status | None:
+        """The engine's explanation for an active job (code, reason, deciding policy), None for a
+        job it no longer holds."""
         engine = self.m.engine
         if job_id not in engine.entries:
             return None
-        return engine.why(job_id)
+        return engine.why_status(job_id)
 
     def forget(self, job: int) -> None:
         """Drop the request and owner of a job whose end is stored."""

@@ -39,6 +39,7 @@ from isthmus.live.intake import Intake
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
 from isthmus.model.environment import Environment
+from isthmus.model.status import Status
 from isthmus.policies.build import build_policies
 from isthmus.store import tables as db
 from isthmus.store.projector import Projector
@@ -145,7 +146,7 @@ class Manager:
         """Cancel a queued or running job; False when it already ended."""
         return self.intake.cancel(job_id)
 
-    def why(self, job_id: int) -> str | None:
+    def why(self, job_id: int) -> Status | None:
         """The engine's explanation for an active job, None for a job it no longer holds."""
         return self.intake.why(job_id)
 

@@ -212,8 +212,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         )
         if history:
             info.history = [HistoryItem(**h) for h in manager.store.history(row["id"])]
-            if row["state"] == "queued":
-                info.reason = manager.why(row["id"])
+            status = manager.why(row["id"]) if row["state"] == "queued" else None
+            if status is not None:
+                info.reason = status.reason
+                info.reason_code = status.code.label
+                info.reason_policy = status.policy or None
         return info
 
     @app.exception_handler(StarletteHTTPException)

@@ -196,6 +196,10 @@ class JobInfo(BaseModel):
     runtime: float | None
     spec: dict[str, Any]
     reason: str | None = None
+    reason_code: str | None = Field(
+        None, description="while queued: the status code of why it waits (no capacity, over budget, held, ...)"
+    )
+    reason_policy: str | None = Field(None, description="while queued: the policy whose decision or rule holds it")
     history: list[HistoryItem] | None = None
 
 
