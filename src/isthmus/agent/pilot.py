@@ -258,6 +258,10 @@ class Pilot:
             if r.status_code in (401, 403, 410):
                 self._log(f"manager refused this pilot ({r.status_code}): exiting")
                 return EXIT_REFUSED
+            if r.status_code == 503:  # the manager is up but cannot store anything yet: wait for it
+                self._contact()
+                time.sleep(0.5)
+                continue
             if r.status_code != 200:
                 time.sleep(0.2)
                 continue
@@ -326,6 +330,8 @@ class Pilot:
             self._log(f"registration refused ({r.status_code}: {r.text}): exiting")
             return EXIT_REFUSED
         if r.status_code != 200:
+            if r.status_code == 503:  # up, cannot store the registration yet
+                self._contact()
             time.sleep(0.2)
             return None
         self._contact()
@@ -535,6 +541,8 @@ class Pilot:
                 if commands and not self._done:
                     self._obey(commands, pilot_id, exit_ok=False)
             else:
+                if r.status_code == 503:  # up, cannot store the reports yet: they are kept and resent
+                    self._contact()
                 time.sleep(0.1)
                 if self._done:
                     return
@@ -590,7 +598,8 @@ def _signal_group(pid: int, sig: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """`python -m isthmus.agent --url URL --node KEY [--slots N] [--timeout S] [--lifetime S]`.
 
-    The token comes from ISTHMUS_PILOT_TOKEN (or --token-file), never from the command line.
+    The token comes from ISTHMUS_PILOT_TOKEN, --token-file or --token-stdin (what the manager
+    uses: jobs cannot read it from the pilot's environment), never from the command line.
     """
     import argparse
 
@@ -601,10 +610,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--lifetime", type=float, default=None)
     ap.add_argument("--token-file", default=None)
+    ap.add_argument("--token-stdin", action="store_true", help="read the token from the first line of stdin")
     ns = ap.parse_args(argv)
     token = os.environ.get("ISTHMUS_PILOT_TOKEN", "")
     if ns.token_file:
         token = Path(ns.token_file).read_text().strip()
+    if ns.token_stdin:
+        token = sys.stdin.readline().strip()
     if not token:
         print("isthmus agent: no token (set ISTHMUS_PILOT_TOKEN or use --token-file)", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from isthmus.live.errors import RequestError
+from isthmus.live.errors import PersistError, RequestError
 from isthmus.model.job import Job, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
 from isthmus.model.status import Status
@@ -21,6 +21,9 @@ from isthmus.store import tables as db
 
 if TYPE_CHECKING:
     from isthmus.live.manager import Manager
+
+COMMIT_WAIT = 10.0
+"""Seconds a submitter waits for its job to be stored while the database refuses writes."""
 
 log = logging.getLogger("isthmus.live")
 
@@ -43,9 +46,12 @@ class Intake:
         """Submit a validated job request for `user`; returns the job id.
 
         The job is in the engine at once; its rows are written by the next persist (await
-        `committed()` before acknowledging it).
+        `committed()` before acknowledging it). PersistError, before anything changes, while
+        the database refuses writes.
         """
         m = self.m
+        if m.persist_error is not None:
+            raise PersistError(m.persist_error)
         size = int(spec["size"])
         self.check_size(size)
         m.external()
@@ -110,11 +116,17 @@ class Intake:
             loop = asyncio.get_running_loop()
             fut = self._commit_future = loop.create_future()
             loop.call_soon(self._group_commit)
-        await asyncio.shield(fut)
+        try:
+            # a failed commit is retried by the clock's loop: wait a while for one to succeed
+            await asyncio.wait_for(asyncio.shield(fut), COMMIT_WAIT)
+        except TimeoutError:
+            raise PersistError(self.m.persist_error or "the database did not confirm the write in time") from None
 
     def _group_commit(self) -> None:
         try:
             self.m.persist()
+        except PersistError:
+            pass  # the waiters wait for a retry that succeeds (`written` answers them), or time out
         except Exception:
             log.exception("group commit failed")
             self.resolve_commit(RuntimeError("the submission could not be stored"))

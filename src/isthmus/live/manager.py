@@ -34,7 +34,7 @@ from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, k
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
-from isthmus.live.errors import RequestError
+from isthmus.live.errors import PersistError, RequestError
 from isthmus.live.intake import Intake
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
@@ -45,7 +45,7 @@ from isthmus.store import tables as db
 from isthmus.store.projector import Projector
 from isthmus.store.tokens import hash_token, new_token
 
-__all__ = ["DEFAULT_ESTIMATE", "Manager", "ManagerConfig", "RequestError", "free_port"]
+__all__ = ["DEFAULT_ESTIMATE", "Manager", "ManagerConfig", "PersistError", "RequestError", "free_port"]
 
 log = logging.getLogger("isthmus.live")
 
@@ -87,7 +87,11 @@ class Manager:
     def __init__(self, config: ManagerConfig) -> None:
         self.config = config
         self.env = config.env
-        self.store = db.Store(config.db_url)
+        # a lock held by another process fails a write after 2 s instead of stalling the loop
+        self.store = db.Store(config.db_url, busy_timeout=2.0)
+        #: why the last write failed, while writes fail (the manager is unhealthy); None when they work
+        self.persist_error: str | None = None
+        self._persist_retry_at = 0.0
         self.state_dir = Path(config.state_dir)
         self.spool = self.state_dir / "spool"
         self.clock = RealtimeClock()
@@ -240,11 +244,15 @@ class Manager:
     # ---------------------------------------------------------------------- the clock's loop
 
     def _step(self) -> None:
+        self.hub.housekeeping()  # first: liveness is judged even while writes fail
         self.persist()
-        self.hub.housekeeping()
 
     async def _driver(self) -> None:
-        await self.clock.run_forever(self._step, lambda exc: log.exception("driver step failed", exc_info=exc))
+        def failed(exc: BaseException) -> None:
+            if not isinstance(exc, PersistError):  # already logged once, retried each step
+                log.exception("driver step failed", exc_info=exc)
+
+        await self.clock.run_forever(self._step, failed)
 
     def external(self) -> None:
         """Before an external event: let the clock handle every due event and reach the wall time."""
@@ -268,15 +276,33 @@ class Manager:
 
     def persist(self) -> None:
         """Write the submissions and engine events since the last call (and what they imply) in one
-        transaction. If it fails, nothing in memory has moved on: the next call writes them again."""
+        transaction. If it fails, nothing in memory has moved on: the next call writes them again.
+
+        PersistError while the database refuses writes (read-only, full disk, locked): the
+        manager is unhealthy (`persist_error`) and retries at most every half second until a
+        write succeeds; commands that depend on unwritten events are not handed to pilots.
+        """
         n = len(self.engine.log)
         if n == self.projector.persisted and not self.intake.pending():
             return
-        with self.store.begin() as conn:
-            self.intake.write_new(conn)  # before the events: their updates need the job rows
-            self.projector.project(conn, n)
+        if self.persist_error is not None and time.monotonic() < self._persist_retry_at:
+            raise PersistError(self.persist_error)
+        try:
+            with self.store.begin() as conn:
+                self.intake.write_new(conn)  # before the events: their updates need the job rows
+                self.projector.project(conn, n)
+        except Exception as exc:
+            first = self.persist_error is None
+            self.persist_error = f"cannot write the database: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            self._persist_retry_at = time.monotonic() + 0.5
+            if first:
+                log.error("%s; retrying until it works (the manager answers 503 meanwhile)", self.persist_error)
+            raise PersistError(self.persist_error) from exc
         self.intake.written()
         self.projector.committed(n)
+        if self.persist_error is not None:
+            log.warning("database writes work again")
+            self.persist_error = None
 
     def _forget(self, job: int) -> None:
         self.intake.forget(job)

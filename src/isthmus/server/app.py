@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.engine.backend import CloudBackend
 from isthmus.live.jobfiles import run_files
-from isthmus.live.manager import Manager, RequestError
+from isthmus.live.manager import Manager, PersistError, RequestError
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.limits import BodyLimitMiddleware, json_safe
 from isthmus.server.schemas import (
@@ -57,7 +57,10 @@ def _errors(**statuses: str) -> dict[int | str, dict[str, Any]]:
     return {int(k[1:]): {"model": ErrorResponse, "description": d} for k, d in statuses.items()}
 
 
-_AUTH = {"e401": "missing, malformed or unknown token"}
+_AUTH = {
+    "e401": "missing, malformed or unknown token",
+    "e503": "the manager cannot write its database now: retry later (see /health)",
+}
 _USER = {**_AUTH, "e403": "a pilot token (users' endpoints need a user token)"}
 _ADMIN = {**_AUTH, "e403": "not the admin token"}
 _PILOT = {**_AUTH, "e403": "not a pilot token", "e410": "this node is no longer part of the manager"}
@@ -121,6 +124,12 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     @app.exception_handler(RequestError)
     async def _request_error(_req: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse(status_code=exc.status, content={"detail": exc.message})
+
+    @app.exception_handler(PersistError)
+    async def _persist_error_answer(_req: Request, exc: PersistError) -> JSONResponse:
+        # the manager is alive but cannot store anything: retry later (pilots keep their reports)
+        detail = f"the manager cannot store this now ({exc}); retry later"
+        return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": "2"})
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
@@ -242,10 +251,14 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         """Without this, GET /jobs/batch would reach GET /jobs/{job_id} (422 on 'batch') instead of 405."""
         raise StarletteHTTPException(405, "Method Not Allowed")
 
-    @app.get("/health", tags=["meta"])
-    async def health() -> dict[str, Any]:
-        """Liveness: always answers while the manager runs (no token needed)."""
-        return {"ok": True, "environment": manager.env.name, "time": time.time()}
+    @app.get("/health", tags=["meta"], responses={503: {"description": "the manager cannot write its database"}})
+    async def health() -> JSONResponse:
+        """Health (no token needed): 200 while the manager runs and can store what happens; 503
+        with the reason while its database refuses writes."""
+        body = {"ok": manager.persist_error is None, "environment": manager.env.name, "time": time.time()}
+        if manager.persist_error is not None:
+            return JSONResponse(status_code=503, content={**body, "reason": manager.persist_error})
+        return JSONResponse(content=body)
 
     @app.post(
         "/jobs",

@@ -205,11 +205,12 @@ def sqlite_url(path: str | Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
-def make_engine(url: str) -> Engine:
-    """An SQLAlchemy engine; SQLite gets WAL journaling and relaxed fsync (crash-safe, not power-safe)."""
+def make_engine(url: str, busy_timeout: float = 30.0) -> Engine:
+    """An SQLAlchemy engine; SQLite gets WAL journaling and relaxed fsync (crash-safe, not power-safe)
+    and waits at most `busy_timeout` seconds for a lock held by another process."""
     url = normalize_url(url)
     if url.startswith("sqlite"):
-        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout})
 
         @event.listens_for(eng, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -226,9 +227,9 @@ def make_engine(url: str) -> Engine:
 class Store:
     """The manager's database: schema creation and the few queries the manager and API need."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, busy_timeout: float = 30.0) -> None:
         self.url = normalize_url(url)
-        self.engine = make_engine(self.url)
+        self.engine = make_engine(self.url, busy_timeout)
 
     def create(self) -> None:
         """Create missing tables and the event columns an older database lacks (idempotent)."""

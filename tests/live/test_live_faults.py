@@ -1,0 +1,78 @@
+"""Faults of the manager's own: a database that refuses writes for a while, and a pause of the
+manager process (SIGSTOP). Neither loses or re-runs a job, and pilots are not declared lost
+for what the manager itself could not do (issue 10, item 1)."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import LiveServer, wait_for, wait_state
+
+from isthmus.live.client import ApiError
+
+
+def _ledger_job(ledger: Path, seconds: float) -> dict[str, object]:
+    """A job that appends its id to `ledger` when it starts, then sleeps (each run leaves a line)."""
+    return {"command": "sh", "args": ["-c", f'echo "$ISTHMUS_JOB_ID" >> {ledger}; sleep {seconds}']}
+
+
+def _history(live: LiveServer, job_id: int) -> list[str]:
+    return [f"{h['state']} {h['detail']}" for h in live.client().job(job_id)["history"]]
+
+
+def test_database_refusing_writes_makes_the_manager_unhealthy_and_loses_nothing(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    if not live.db_url.startswith("sqlite"):
+        pytest.skip("the write refusal is made with an SQLite lock held by the test")
+    c = live.client()
+    ledger = tmp_path / "ledger"
+    job = c.submit(**_ledger_job(ledger, 1.5))
+    wait_state(c, job, ("running",))
+    db_file = live.db_url.removeprefix("sqlite:///")
+    lock = sqlite3.connect(db_file, timeout=10, isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")  # every write of the manager now fails (after its 2 s busy wait)
+    try:
+        # the job ends while the database refuses writes: the manager says it is unhealthy
+        def unhealthy() -> httpx.Response | None:
+            r = httpx.get(live.url + "/health")
+            return r if r.status_code == 503 else None
+
+        health = wait_for(unhealthy, timeout=20, what="/health 503")
+        assert "cannot write the database" in health.json()["reason"]
+        with pytest.raises(ApiError) as refused:
+            c.submit(command="true")
+        assert refused.value.status == 503  # refused before anything changed: nothing to store later
+        time.sleep(4.0)  # longer than the heartbeat timeout (3 s): pilots must not be judged lost
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    wait_for(lambda: httpx.get(live.url + "/health").status_code == 200, timeout=20, what="/health 200")
+    assert wait_state(c, job, ("completed",))["exit_code"] == 0
+    assert ledger.read_text().split() == [str(job)]  # ran once
+    assert not any("lost" in h for h in _history(live, job)), _history(live, job)
+    later = c.submit(command="true")  # submissions work again
+    assert wait_state(c, later, ("completed",))["state"] == "completed"
+    assert len(c.jobs(all_=True)) == 2  # the refused submission was never stored
+
+
+def test_a_paused_manager_does_not_declare_its_pilots_lost(live: LiveServer, tmp_path: Path) -> None:
+    c = live.client()
+    ledger = tmp_path / "ledger"
+    job = c.submit(**_ledger_job(ledger, 2.0))
+    wait_state(c, job, ("running",))
+    assert live.proc is not None
+    live.proc.send_signal(signal.SIGSTOP)
+    time.sleep(6.0)  # twice the heartbeat timeout; the job ends during the pause
+    live.proc.send_signal(signal.SIGCONT)
+    assert wait_state(c, job, ("completed",))["exit_code"] == 0
+    assert ledger.read_text().split() == [str(job)]  # its report was accepted: not run again
+    assert not any("lost" in h for h in _history(live, job)), _history(live, job)
+    log = (live.state_dir.parent / f"server-{live.starts}.log").read_text()
+    assert "did not run for" in log  # the pause was seen ...
+    assert "lost:" not in log, log  # ... and no pilot was judged on it
