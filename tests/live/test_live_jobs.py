@@ -69,6 +69,16 @@ def test_cancel_running_and_queued(live: LiveServer) -> None:
     wait_for(lambda: not any(b"sleep\x0030" in _cmdline(p) for p in tagged_pids(live.tag)), what="sleep killed")
 
 
+def test_requested_runtime_is_enforced_and_the_job_ends_timeout(live: LiveServer) -> None:
+    c = live.client()
+    job = c.submit(command="sleep", args=["37"], requested_runtime=1.5)
+    j = wait_state(c, job, ("timeout",), timeout=30)
+    assert j["end_time"] - j["start_time"] < 5
+    assert any(h["state"] == "killed" and "timeout" in h["detail"] for h in j["history"]), j["history"]
+    assert c.jobs(states=["timeout"])[0]["id"] == job
+    wait_for(lambda: not any(b"sleep\x0037" in _cmdline(p) for p in tagged_pids(live.tag)), what="sleep killed")
+
+
 def test_a_waiting_job_says_why_with_code_and_policy(live: LiveServer) -> None:
     c = live.client()
     first = c.submit(command="sleep", args=["30"], size=4)  # fills c1

@@ -28,6 +28,7 @@ from isthmus.engine.clock import (
     EV_END,
     EV_LIMIT,
     EV_ROUND,
+    EV_TIMEOUT,
     EV_VM_GONE,
     EV_VM_READY,
     EV_WAKE,
@@ -75,6 +76,7 @@ class Engine:
         log: EventLog | None = None,
         check_purity: bool = False,
         budget: float | None = None,
+        enforce_walltime: bool = False,
     ) -> None:
         self.env = env
         self.policies = policies
@@ -89,6 +91,10 @@ class Engine:
         self.round_interval = round_interval
         self.log = log if log is not None else EventLog()
         self.check_purity = check_purity
+        #: Kill a run that reaches its job's requested runtime; the job ends TIMEOUT (a batch
+        #: system's walltime). Off in trace simulation: traces record runtimes that the original
+        #: system allowed, some past the request.
+        self.enforce_walltime = enforce_walltime
         if budget is not None and (budget < 0 or math.isnan(budget)):
             raise ValueError(f"budget must be a number >= 0, got {budget}")
         #: Cap on the charged cost of all leases ($); None: no cap.
@@ -205,6 +211,8 @@ class Engine:
                 self.run_round()
         elif kind == EV_LIMIT:
             self._limit_reached(a, b)
+        elif kind == EV_TIMEOUT:
+            self._walltime_reached(a, b)
         elif kind == EV_VM_READY:
             backend = self.cloud_backend(a)
             if backend.vm_ready(b, self.clock.now):
@@ -279,6 +287,7 @@ class Engine:
         entry.started = started
         entry.run = run
         entry.limit = limit
+        self.schedule_walltime(entry, started)
         backend.start(entry, started)
         if limit is not None:
             self.schedule(started + limit, PRIO_LIMIT, EV_LIMIT, job_id, run)
@@ -321,6 +330,18 @@ class Engine:
         self.why_not.pop(job_id, None)
         self._changed()
 
+    def schedule_walltime(self, entry: JobEntry, started: float) -> None:
+        """With `enforce_walltime`, schedule the end of the current run of `entry` at its job's
+        requested runtime after `started` (nothing when it has none)."""
+        if self.enforce_walltime and entry.job.requested_runtime is not None:
+            self.schedule(started + entry.job.requested_runtime, PRIO_LIMIT, EV_TIMEOUT, entry.job.id, entry.run)
+
+    def _walltime_reached(self, job_id: int, run: int) -> None:
+        entry = self.entries.get(job_id)
+        if entry is None or entry.state is not _RUNNING or entry.run != run:
+            return
+        self.kill(entry, KillCause.TIMEOUT, requeue=False)
+
     def _limit_reached(self, job_id: int, run: int) -> None:
         entry = self.entries.get(job_id)
         if entry is None or entry.state is not _RUNNING or entry.run != run:
@@ -355,7 +376,9 @@ class Engine:
             self._enqueue(entry, entry.stage)
             self.log.append(now, _REQUEUE, entry.job.id, -1, -1, entry.stage, run)
         else:
-            entry.state = JobState.FAILED
+            # the run's end: FAIL with the status of a process killed by SIGKILL; a FAIL right
+            # after a KILL with cause TIMEOUT is the end of a job that timed out
+            entry.state = JobState.TIMEOUT if cause is KillCause.TIMEOUT else JobState.FAILED
             self.log.append(now, int(EventKind.FAIL), entry.job.id, site, -1, -9, run)
             del self.entries[entry.job.id]
         self._changed()

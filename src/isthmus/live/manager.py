@@ -74,6 +74,7 @@ class ManagerConfig:
     max_body_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413 (a 10,000-job batch fits)
     max_batch_jobs: int = 10_000  # larger POST /jobs/batch get 413
     budget: float | None = None  # cap on the charged cost of all cloud leases ($), as in simulation
+    enforce_walltime: bool = True  # a run reaching its job's requested runtime is killed: TIMEOUT
 
     @property
     def url(self) -> str:
@@ -125,6 +126,7 @@ class Manager:
             lambda _schedule: backends,
             round_interval=float(interval) if interval else None,
             budget=self.config.budget,
+            enforce_walltime=self.config.enforce_walltime,
         )
 
     # ------------------------------------------------------------------ the API's entry points
