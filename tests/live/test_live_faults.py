@@ -4,6 +4,7 @@ for what the manager itself could not do (issue 10, item 1)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import time
@@ -76,3 +77,42 @@ def test_a_paused_manager_does_not_declare_its_pilots_lost(live: LiveServer, tmp
     log = (live.state_dir.parent / f"server-{live.starts}.log").read_text()
     assert "did not run for" in log  # the pause was seen ...
     assert "lost:" not in log, log  # ... and no pilot was judged on it
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _job_pids(tag: str, job: int) -> list[int]:
+    """Live processes (not zombies) whose environment names job `job` and carries `tag`."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            environ = (d / "environ").read_bytes().split(b"\0")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"ISTHMUS_TAG={tag}".encode() in environ and f"ISTHMUS_JOB_ID={job}".encode() in environ and state != "Z":
+            out.append(int(d.name))
+    return out
+
+
+def test_a_run_dies_with_its_pilot_before_it_is_run_again(live: LiveServer, tmp_path: Path) -> None:
+    c = live.client()
+    ledger = tmp_path / "ledger"
+    job = c.submit(**_ledger_job(ledger, 60))
+    wait_state(c, job, ("running",))
+    first = wait_for(lambda: _job_pids(live.tag, job), what="the job's processes")
+    leader = min(first)
+    pilot = _ppid(leader)
+    os.kill(pilot, signal.SIGKILL)  # the pilot dies; its run's process group is its own
+    wait_for(lambda: len(ledger.read_text().split()) == 2, timeout=30, what="the rerun")
+    assert not any(Path(f"/proc/{p}").exists() and p in _job_pids(live.tag, job) for p in first), (
+        "a process of the lost run outlived its pilot"
+    )
+    history = _history(live, job)
+    assert any("killed (lost)" in h for h in history), history
+    c.cancel(job)
+    wait_for(lambda: not _job_pids(live.tag, job), what="no process of the job left")

@@ -202,7 +202,8 @@ class Pilot:
         self._reaper: Reaper[Task] = Reaper(self._ended)
         self._fresh: FreshEntries | None = None  # once the manager has named its spool directory
         # what every run's environment starts from: the pilot's own, less its token
-        self._base_env = {k: v for k, v in os.environ.items() if k != "ISTHMUS_PILOT_TOKEN"}
+        # no credential reaches a job through its environment
+        self._base_env = {k: v for k, v in os.environ.items() if k not in ("ISTHMUS_PILOT_TOKEN", "ISTHMUS_TOKEN")}
 
     # ------------------------------------------------------------------------- main loop
 
@@ -312,7 +313,7 @@ class Pilot:
 
     def _register(self) -> int | None:
         with self._lock:
-            running = [{"job": j, "run": r} for (j, r), t in self.tasks.items() if not t.killed]
+            running = [{"job": j, "run": r, "pid": t.proc.pid} for (j, r), t in self.tasks.items() if not t.killed]
             reports = list(self.pending)
         body = {
             "pid": os.getpid(),
@@ -397,7 +398,7 @@ class Pilot:
         task = Task(job, run, proc, t0)
         with self._lock:
             self.tasks[(job, run)] = task
-        return [{"job": job, "run": run, "event": "started", "time": started}], task
+        return [{"job": job, "run": run, "event": "started", "time": started, "pid": proc.pid}], task
 
     def _launch(self, cmd: dict[str, Any]) -> tuple[subprocess.Popen[bytes], float]:
         """Prepare the spool entries of a start command and start its process; raises when it cannot."""

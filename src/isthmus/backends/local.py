@@ -229,6 +229,20 @@ def pid_is_pilot(pid: int) -> bool:
     return b"isthmus.agent" in cmdline or (b"agent" in cmdline and b"isthmus" in cmdline)
 
 
+def kill_run(pid: int, job: int, run: int) -> bool:
+    """SIGKILL the process group of run `run` of job `job`, led by `pid`, if `pid` is still that
+    run (its environment names the job and run: a recycled pid is left alone); True if killed."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read().split(b"\0")
+    except OSError:
+        return False
+    if f"ISTHMUS_JOB_ID={job}".encode() not in environ or f"ISTHMUS_RUN={run}".encode() not in environ:
+        return False
+    kill_group(pid)
+    return True
+
+
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
     """Signal the process group led by `pid`, ignoring a group already gone."""
     try:  # noqa: SIM105

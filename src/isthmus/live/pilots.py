@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, insert, select, update
 
 from isthmus.agent.fresh import remove_pools
-from isthmus.backends.local import Slot, kill_group, spawn_pilot, still_pilot, vm_node_key
+from isthmus.backends.local import Slot, kill_group, kill_run, spawn_pilot, still_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend, Vm, VmState
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
 from isthmus.engine.state import JobEntry, JobState
@@ -58,6 +58,7 @@ class Assignment:
     site: int
     slots: list[Slot]
     delivered: bool = False
+    pid: int = 0  # the run's process (leader of its process group), as its pilot reported it
 
     @property
     def launcher(self) -> str:
@@ -346,6 +347,7 @@ class PilotHub:
         node.deadline = math.inf
         node.state = "registered"
         running = {(int(t["job"]), int(t["run"])) for t in body.get("running", [])}
+        pids = {(int(t["job"]), int(t["run"])): _pid(t.get("pid")) for t in body.get("running", [])}
         # rebuild the outbox: re-send undelivered starts, drop everything else
         old = node.outbox
         node.outbox = []
@@ -354,6 +356,7 @@ class PilotHub:
         for a in [a for a in self.assign.values() if a.launcher == node.key]:
             if (a.job, a.run) in running:
                 a.delivered = True
+                a.pid = pids.get((a.job, a.run)) or a.pid
                 continue
             if any(r["job"] == a.job and r["run"] == a.run for r in body.get("reports", [])):
                 continue
@@ -497,6 +500,7 @@ class PilotHub:
             if r.get("event") == "started":
                 started.append((job, run, float(r.get("time", time.time()))))
                 a.delivered = True
+                a.pid = _pid(r.get("pid"))
             elif r.get("event") == "ended":
                 code = int(r.get("exit_code", -1))
                 self.ended[(job, run)] = r
@@ -561,9 +565,13 @@ class PilotHub:
     def node_lost(self, node: Node, why: str) -> bool:
         self.m.external()
         log.warning("pilot of %s lost: %s", node.key, why)
-        for a in [a for a in self.assign.values() if a.launcher == node.key]:
-            self.lose(a, f"pilot of {node.key} lost ({why})")
         self.terminate(node.pid, node.proc)
+        for a in [a for a in self.assign.values() if a.launcher == node.key]:
+            # "killed" means killed: the run's processes do not outlive their pilot here, so
+            # that its rerun never runs beside it (they are in their own process group)
+            if a.pid:
+                kill_run(a.pid, a.job, a.run)
+            self.lose(a, f"pilot of {node.key} lost ({why})")
         node.proc = None
         node.pid = None
         node.outbox = []
@@ -572,3 +580,12 @@ class PilotHub:
         if not self.m.stopping:
             self.spawn(node)  # the node (cluster node or leased VM) is still there: new pilot
         return True
+
+
+def _pid(value: Any) -> int:
+    """A process id from a pilot's report: a positive int, else 0 (unknown)."""
+    try:
+        pid = int(value)
+    except (TypeError, ValueError):
+        return 0
+    return pid if 0 < pid < 2**31 else 0

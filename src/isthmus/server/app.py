@@ -44,6 +44,7 @@ from isthmus.server.schemas import (
     ReportRequest,
     SubmitRequest,
     SubmitResponse,
+    TokenInfo,
     TokenRequest,
     TokenResponse,
 )
@@ -161,12 +162,21 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 f"invalid token: this manager did not issue it; {token_hint}",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        user, kind, node, admin = found
+        user, kind, node, admin, expires = found
+        if expires is not None and expires <= time.time():
+            raise HTTPException(
+                401,
+                f"token expired at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(expires))}; "
+                "ask the admin for a new one ('isthmus token create USER')",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         p = Principal(kind=kind, user=user, admin=admin, node=node)
         if len(token_cache) > 10000:
             token_cache.clear()
         if kind == "user":
-            token_cache[h] = (p, time.monotonic() + 5.0, manager.token_generation)
+            # cached 5 s at most, and never past the token's expiry
+            ttl = 5.0 if expires is None else min(5.0, expires - time.time())
+            token_cache[h] = (p, time.monotonic() + ttl, manager.token_generation)
         else:
             token_cache[h] = (p, math.inf, manager.token_generation)
         return p
@@ -476,8 +486,36 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 admin = req.admin
             else:
                 admin = bool(existing[0])
-            manager.store.add_token(conn, hash_token(token), user=req.user, kind="user")
-        return TokenResponse(user=req.user, token=token, admin=admin)
+            expires = None if req.expires_in is None else time.time() + req.expires_in
+            token_hash = hash_token(token)
+            manager.store.add_token(conn, token_hash, user=req.user, kind="user", expires=expires)
+        return TokenResponse(
+            user=req.user, token=token, admin=admin, id=token_hash[: db.TOKEN_ID_LENGTH], expires=expires
+        )
+
+    @app.get("/tokens", response_model=list[TokenInfo], tags=["admin"], responses=_errors(**_ADMIN))
+    async def list_tokens(p: Admin) -> list[TokenInfo]:
+        """Every user token by id (the first digits of its hash; the tokens themselves are not
+        kept), with its user, creation and expiry times (admin only)."""
+        return [TokenInfo(**t) for t in manager.store.user_tokens()]
+
+    @app.delete(
+        "/tokens/{token_id}",
+        status_code=204,
+        tags=["admin"],
+        responses=_errors(**_ADMIN, e404="no user token has this id", e409="several tokens start with this id"),
+    )
+    async def revoke_token(
+        token_id: Annotated[str, PathParam(min_length=4, max_length=64, pattern="^[0-9a-f]+$")], p: Admin
+    ) -> Response:
+        """Revoke a user token (admin only): refused from the next request on."""
+        found = manager.store.revoke_token(token_id)
+        if not found:
+            raise HTTPException(404, f"no user token has id {token_id!r} ('isthmus token list' shows them)")
+        if len(found) > 1:
+            raise HTTPException(409, f"{len(found)} tokens start with {token_id!r}: give more digits")
+        token_cache.clear()  # revoked means refused at once, not after the cache's 5 s
+        return Response(status_code=204)
 
     @app.get("/users", tags=["admin"], responses=_errors(**_ADMIN))
     async def list_users(p: Admin) -> list[dict[str, Any]]:

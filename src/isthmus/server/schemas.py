@@ -209,6 +209,7 @@ class TokenRequest(BaseModel):
     model_config = _STRICT
     user: str = Field(..., json_schema_extra={"pattern": _USER.pattern})
     admin: bool = False
+    expires_in: float | None = Field(None, gt=0, le=100 * 365 * 86400, description="seconds until it is refused")
 
     @field_validator("user")
     @classmethod
@@ -224,6 +225,17 @@ class TokenResponse(BaseModel):
     user: str
     token: str
     admin: bool
+    id: str = Field(description="what `GET /tokens` and `DELETE /tokens/{id}` name it by")
+    expires: float | None = Field(None, description="wall time after which it is refused")
+
+
+class TokenInfo(BaseModel):
+    """A user token as the admin sees it: never the token itself."""
+
+    id: str
+    user: str
+    created: float
+    expires: float | None = None
 
 
 class RunningTask(BaseModel):
@@ -232,6 +244,7 @@ class RunningTask(BaseModel):
     model_config = _STRICT
     job: Id
     run: Id
+    pid: Pid | None = Field(None, description="the run's process, leader of its process group")
 
 
 class PilotReport(BaseModel):
@@ -245,6 +258,7 @@ class PilotReport(BaseModel):
     exit_code: ExitCode | None = None
     runtime: float | None = None
     error: CleanStr | None = Field(None, max_length=4096)
+    pid: Pid | None = Field(None, description="started: the run's process, leader of its process group")
 
 
 class RegisterRequest(BaseModel):
