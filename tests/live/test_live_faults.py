@@ -5,6 +5,7 @@ for what the manager itself could not do (issue 10, item 1)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import time
@@ -116,3 +117,17 @@ def test_a_run_dies_with_its_pilot_before_it_is_run_again(live: LiveServer, tmp_
     assert any("killed (lost)" in h for h in history), history
     c.cancel(job)
     wait_for(lambda: not _job_pids(live.tag, job), what="no process of the job left")
+
+
+def test_removing_the_output_spool_under_a_running_job_is_said(live: LiveServer) -> None:
+    c = live.client()
+    job = c.submit(command="sh", args=["-c", "echo before; sleep 1.5; echo after"])
+    j = wait_state(c, job, ("running",))
+    time.sleep(0.3)
+    shutil.rmtree(live.state_dir / "spool" / str(job))  # an operator cleaning up too early
+    j = wait_state(c, job, ("completed",))
+    ended = j["history"][-1]["detail"]
+    assert "output lost" in ended and "removed while the run ran" in ended, j["history"]
+    with pytest.raises(ApiError) as gone:
+        c.output(job)
+    assert gone.value.status == 410 and "was removed" in str(gone.value)

@@ -163,6 +163,7 @@ class Task:
     proc: subprocess.Popen[bytes]
     started: float
     killed: bool = False
+    outputs: tuple[str, ...] = ()  # its stdout and stderr files, checked at its end
 
 
 @dataclass
@@ -395,7 +396,7 @@ class Pilot:
                 {"job": job, "run": run, "event": "started", "time": started},
                 {"job": job, "run": run, **ended},
             ], None
-        task = Task(job, run, proc, t0)
+        task = Task(job, run, proc, t0, outputs=(str(cmd["stdout"]), str(cmd["stderr"])))
         with self._lock:
             self.tasks[(job, run)] = task
         return [{"job": job, "run": run, "event": "started", "time": started, "pid": proc.pid}], task
@@ -475,18 +476,21 @@ class Pilot:
         runtime = time.monotonic() - task.started
         if code < 0:
             code = 128 - code  # killed by signal N: 128 + N, as shells report it
+        report: dict[str, Any] = {
+            "job": task.job,
+            "run": task.run,
+            "event": "ended",
+            "time": time.time(),
+            "exit_code": code,
+            "runtime": runtime,
+        }
+        gone = sorted({p for p in task.outputs if not os.path.exists(p)})
+        if gone:  # written to a deleted file: the output is lost, and the user is told
+            report["error"] = f"output lost: {', '.join(gone)} removed while the run ran"[:4000]
+            self._log(f"job {task.job} run {task.run}: {report['error']}")
         with self._cv:  # one step: a run is always either in `tasks` or in `pending`
             self.tasks.pop((task.job, task.run), None)
-            self.pending.append(
-                {
-                    "job": task.job,
-                    "run": task.run,
-                    "event": "ended",
-                    "time": time.time(),
-                    "exit_code": code,
-                    "runtime": runtime,
-                }
-            )
+            self.pending.append(report)
             self._cv.notify()
 
     def _kill(self, job: int, run: int) -> None:

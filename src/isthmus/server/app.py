@@ -392,7 +392,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 "description": r["description"],
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
             }
-            for status, r in _errors(**_USER, e404="no such job (or another user's)").items()
+            for status, r in _errors(
+                **_USER, e404="no such job (or another user's)", e410="the run's output file was removed"
+            ).items()
         },
     )
     async def job_output(
@@ -414,7 +416,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         stdout, stderr, _custom = run_files(row["spec"], job_id, row["spool"], r)
         path = Path(stdout if stream == "stdout" else stderr)
         if not path.is_file():  # a user's file that could not be opened: the spool has the reason
-            path = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
+            spooled = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
+            if not spooled.is_file() and not (r == row["run"] and row["state"] == "starting"):
+                # the run has begun, so its file was made: someone removed it
+                raise HTTPException(410, f"the {stream} of run {r} is gone: {path} was removed")
+            path = spooled
         data = b""
         if path.is_file():
             with open(path, "rb") as f:
