@@ -247,7 +247,7 @@ def test_openapi_served(live: LiveServer) -> None:
         assert path in spec["paths"], path
 
 
-def test_graceful_stop_leaves_no_process(live: LiveServer) -> None:
+def test_stop_kill_jobs_leaves_no_process(live: LiveServer) -> None:
     c = live.client()
     jid = c.submit(command="sleep", args=["60"])
     wait_state(c, jid, ("running",))
@@ -255,7 +255,9 @@ def test_graceful_stop_leaves_no_process(live: LiveServer) -> None:
     spool = live.state_dir / "spool"
     assert any(p.name.startswith(".fresh-") for p in spool.iterdir())  # pilots keep entries ready
     t0 = time.time()
-    live.stop()
+    assert c.stop("kill") == {"mode": "kill", "running": 1}
+    assert live.proc is not None
+    live.proc.wait(timeout=10)
     assert time.time() - t0 < 10
     wait_for(lambda: not tagged_pids(live.tag), timeout=10, what="all processes gone")
     assert not [p.name for p in spool.iterdir() if p.name.startswith(".fresh-")]  # pilots removed their pools

@@ -305,6 +305,12 @@ class Pilot:
                     elif op == "exit":
                         self._log(f"told to exit: {cmd.get('reason', '')}")
                         return EXIT_OK
+                    elif op == "detach":
+                        # the manager stops but means to come back: keep the runs, wait longer
+                        wait = float(cmd.get("wait", self.cfg.timeout))
+                        with self._lock:
+                            self.cfg.timeout = max(self.cfg.timeout, wait)
+                        self._log(f"detached ({cmd.get('reason', '')}): runs go on, waiting {wait:g} s for a manager")
             finally:
                 if started:
                     self._queue(*started)

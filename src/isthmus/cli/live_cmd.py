@@ -172,6 +172,12 @@ def register(app: typer.Typer) -> None:
         max_batch_jobs: int = typer.Option(
             10_000, "--max-batch-jobs", help="Larger POST /jobs/batch requests get 413."
         ),
+        on_stop: str = typer.Option(
+            "detach",
+            "--on-stop",
+            help="What SIGTERM/SIGINT do to running jobs: detach (they go on; re-attached at the next "
+            "start) or kill (requeued at the next start). 'isthmus stop --drain' finishes them first.",
+        ),
     ) -> None:
         """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
         from isthmus.server.main import load_env, serve
@@ -200,10 +206,29 @@ def register(app: typer.Typer) -> None:
                 log_level=log_level,
                 max_body_bytes=max_body_bytes,
                 max_batch_jobs=max_batch_jobs,
+                on_stop=on_stop,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+
+    @app.command("stop")
+    def stop(
+        drain: bool = typer.Option(False, "--drain", help="Start nothing new; stop once running jobs have ended."),
+        kill_jobs: bool = typer.Option(False, "--kill-jobs", help="Kill running jobs (requeued at the next start)."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+    ) -> None:
+        """Stop the manager (admin). By default running jobs go on and are re-attached at the next
+        start; queued jobs stay queued."""
+        if drain and kill_jobs:
+            raise typer.BadParameter("choose one of --drain and --kill-jobs")
+        mode = "drain" if drain else "kill" if kill_jobs else "detach"
+        res = _call(url, token, lambda c: c.stop(mode))
+        if mode == "drain":
+            typer.echo(f"draining: {res['running']} running job(s) to finish; nothing new starts")
+        else:
+            typer.echo(f"stopping ({mode}): {res['running']} running job(s) {'killed' if mode == 'kill' else 'go on'}")
 
     @app.command("agent", context_settings={"allow_extra_args": False})
     def agent(

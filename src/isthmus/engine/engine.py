@@ -95,6 +95,8 @@ class Engine:
         #: system's walltime). Off in trace simulation: traces record runtimes that the original
         #: system allowed, some past the request.
         self.enforce_walltime = enforce_walltime
+        #: no round decides anything while set (a live manager draining before it stops)
+        self.paused = False
         if budget is not None and (budget < 0 or math.isnan(budget)):
             raise ValueError(f"budget must be a number >= 0, got {budget}")
         #: Cap on the charged cost of all leases ($); None: no cap.
@@ -443,7 +445,10 @@ class Engine:
             self.schedule(t, PRIO_ROUND, EV_ROUND, -1, -1)
 
     def run_round(self) -> None:
-        """Ask the deciding policies (in their families' order) for decisions and apply them."""
+        """Ask the deciding policies (in their families' order) for decisions and apply them
+        (nothing while `paused`: a live manager draining)."""
+        if self.paused:
+            return
         self._round_at = math.inf
         self._last_round = self.clock.now
         self.rounds += 1

@@ -52,6 +52,8 @@ class Intake:
         m = self.m
         if m.persist_error is not None:
             raise PersistError(m.persist_error)
+        if m.stop_mode is not None or m.stopping:
+            raise RequestError(503, f"the manager is stopping ({m.stop_mode or 'stop'}): submit again once it is back")
         size = int(spec["size"])
         self.check_size(size)
         m.external()

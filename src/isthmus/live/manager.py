@@ -69,7 +69,9 @@ class ManagerConfig:
     spawn_timeout: float = 30.0  # a started pilot must register within this
     round_interval: float | str | None = "env"  # "env": the environment's
     default_estimate: float = DEFAULT_ESTIMATE
-    stop_pilots_on_exit: bool = True
+    stop_pilots_on_exit: bool = True  # False: pilots are left alone at stop (tests of restarts)
+    on_stop: str = "detach"  # what a stop signal does: "detach" (runs go on) or "kill" (see `begin_shutdown`)
+    detach_timeout: float = 3600.0  # detached pilots keep their runs this long waiting for a manager
     tag: str | None = None  # copied to ISTHMUS_TAG in pilots and jobs (lets tests find leftovers)
     max_body_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413 (a 10,000-job batch fits)
     max_batch_jobs: int = 10_000  # larger POST /jobs/batch get 413
@@ -97,6 +99,10 @@ class Manager:
         self.spool = self.state_dir / "spool"
         self.clock = RealtimeClock()
         self.stopping = False
+        #: how the current stop treats running jobs: None (running), "detach", "kill" or "drain"
+        self.stop_mode: str | None = None
+        #: set by the server: ends the process (used when a drain finishes or an admin stops it)
+        self.request_exit: Callable[[], None] = lambda: None
         self.admin_token: str | None = None
         self._driver_task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
@@ -181,14 +187,44 @@ class Manager:
         self.persist()
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
 
-    def begin_shutdown(self) -> None:
-        """Graceful stop requested (signal): stop scheduling and, if configured, tell pilots to exit now."""
+    def begin_shutdown(self, mode: str | None = None) -> None:
+        """Stop (a signal, or `isthmus stop`): stop scheduling, and
+
+        - "detach" (the default for signals): running jobs go on; pilots are told to keep their
+          runs and wait up to `detach_timeout` for a manager, and the next start re-attaches
+          them, as after a crash;
+        - "kill": pilots are told to exit, killing their runs (requeued at the next start);
+        - "drain": no new run starts and submissions are refused; once no run is left, pilots
+          exit and the manager stops; queued jobs stay queued for the next start.
+        """
+        mode = mode or self.config.on_stop
+        if mode not in ("detach", "kill", "drain"):
+            raise ValueError(f"unknown stop mode {mode!r}: expected detach, kill or drain")
+        if self.stop_mode in ("detach", "kill"):
+            return  # already stopping; a later signal does not change how
+        self.stop_mode = mode
+        if mode == "drain":
+            self.engine.paused = True  # no new decisions; runs end and are recorded
+            self.clock.wake()
+            self._drained_check()
+            return
         self.stopping = True
         self.clock.wake()
-        if self.config.stop_pilots_on_exit:
-            for node in self.hub.nodes.values():
-                if node.state in ("registered", "awaiting", "spawned"):
+        if not self.config.stop_pilots_on_exit:
+            return
+        for node in self.hub.nodes.values():
+            if node.state in ("registered", "awaiting", "spawned"):
+                if mode == "kill":
                     node.send({"op": "exit", "reason": "manager shutting down"})
+                else:
+                    node.send({"op": "detach", "wait": self.config.detach_timeout, "reason": "manager stopping"})
+
+    def _drained_check(self) -> None:
+        """While draining: once no run is left, stop like "kill" (nothing is left to kill)."""
+        if self.stop_mode == "drain" and not any(b.running for b in self.engine.backends):
+            self.stop_mode = None
+            self.begin_shutdown("kill")
+            self.request_exit()
 
     async def stop(self) -> None:
         """Stop the clock's loop; unless configured otherwise, tell pilots to exit and kill them."""
@@ -203,8 +239,18 @@ class Manager:
             except (asyncio.CancelledError, Exception):
                 pass
         if self.config.stop_pilots_on_exit:
-            await self._stop_pilots()
+            if self.stop_mode == "detach":
+                await self._detach_pilots()
+            else:
+                await self._stop_pilots()
         self.store.close()
+
+    async def _detach_pilots(self) -> None:
+        """Leave the pilots and their runs alone: they got "detach" from their long polls, which
+        the stop signal answered while the server still served them."""
+        for node in self.hub.nodes.values():
+            if node.pid is not None:
+                self.hub.set_pilot_row(node, "detached")
 
     async def _stop_pilots(self) -> None:
         nodes = self.hub.nodes.values()
@@ -248,6 +294,8 @@ class Manager:
     def _step(self) -> None:
         self.hub.housekeeping()  # first: liveness is judged even while writes fail
         self.persist()
+        if self.stop_mode == "drain":
+            self._drained_check()
 
     async def _driver(self) -> None:
         def failed(exc: BaseException) -> None:

@@ -11,6 +11,7 @@ answers 404 exactly like a job that does not exist. Every status a route can ans
 the OpenAPI document.
 """
 
+import asyncio
 import contextlib
 import math
 import time
@@ -42,6 +43,8 @@ from isthmus.server.schemas import (
     JobStateName,
     RegisterRequest,
     ReportRequest,
+    StopRequest,
+    StopResponse,
     SubmitRequest,
     SubmitResponse,
     TokenInfo,
@@ -537,6 +540,21 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def event_log(p: Admin, since: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0) -> list[list[float]]:
         """The persisted engine event log (admin only): [time, kind, job, site, vm, value] rows."""
         return [list(r) for r in manager.store.event_rows()[since:]]
+
+    @app.post(
+        "/admin/stop",
+        status_code=202,
+        response_model=StopResponse,
+        tags=["admin"],
+        responses=_errors(**_ADMIN, **_BODY),
+    )
+    async def admin_stop(req: StopRequest, p: Admin) -> StopResponse:
+        """Stop the manager (admin only): see `isthmus stop`. Answers before it stops."""
+        running = sum(len(b.running) for b in manager.engine.backends)
+        manager.begin_shutdown(req.mode)
+        if req.mode != "drain":
+            asyncio.get_running_loop().call_later(0.2, manager.request_exit)  # after this answer
+        return StopResponse(mode=req.mode, running=running)
 
     @app.get("/pilots", tags=["admin"], responses=_errors(**_ADMIN))
     async def pilot_list(p: Admin) -> list[dict[str, Any]]:

@@ -160,6 +160,21 @@ class SubmitResponse(BaseModel):
     id: int
 
 
+class StopRequest(BaseModel):
+    """How to stop the manager: running jobs go on ("detach"), are killed ("kill"), or finish
+    first while nothing new starts ("drain")."""
+
+    model_config = _STRICT
+    mode: Literal["detach", "kill", "drain"] = "detach"
+
+
+class StopResponse(BaseModel):
+    """The stop under way and how many jobs were running when it began."""
+
+    mode: str
+    running: int
+
+
 class ErrorResponse(BaseModel):
     """Every 4xx answer except 422: what was wrong, in words."""
 
