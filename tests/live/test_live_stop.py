@@ -36,21 +36,27 @@ def _job_pid(tag: str, job: int) -> int:
     return 0
 
 
-def test_sigterm_leaves_running_jobs_running_and_the_restart_reattaches_them(live: LiveServer, tmp_path: Path) -> None:
-    c = live.client()
-    ledger = tmp_path / "ledger"
-    job = c.submit(command="sh", args=["-c", f'echo "$ISTHMUS_JOB_ID" >> {ledger}; sleep 4; echo done'])
-    wait_state(c, job, ("running",))
-    pid = wait_for(lambda: _job_pid(live.tag, job), what="the job's process")
-    live.stop()  # SIGTERM: detach
-    assert live.proc is not None and live.proc.returncode is not None
-    assert _alive(pid), "the job was killed by a normal stop"
-    live.start()
-    c = live.client()
-    j = wait_state(c, job, ("completed",), timeout=30)
-    assert ledger.read_text().split() == [str(job)]  # not run again
-    assert not any(h["state"] == "killed" for h in j["history"]), j["history"]
-    assert c.output(job)[0] == "done\n"
+def test_sigterm_leaves_running_jobs_running_and_the_restart_reattaches_them(
+    tmp_path: Path, db_url: str, tag: str
+) -> None:
+    live = LiveServer(write_env(tmp_path / "env.toml"), tmp_path / "state", db_url, tag, on_stop="detach").start()
+    try:
+        c = live.client()
+        ledger = tmp_path / "ledger"
+        job = c.submit(command="sh", args=["-c", f'echo "$ISTHMUS_JOB_ID" >> {ledger}; sleep 4; echo done'])
+        wait_state(c, job, ("running",))
+        pid = wait_for(lambda: _job_pid(live.tag, job), what="the job's process")
+        live.stop()  # SIGTERM: detach (the server's default)
+        assert live.proc is not None and live.proc.returncode is not None
+        assert _alive(pid), "the job was killed by a normal stop"
+        live.start()
+        c = live.client()
+        j = wait_state(c, job, ("completed",), timeout=30)
+        assert ledger.read_text().split() == [str(job)]  # not run again
+        assert not any(h["state"] == "killed" for h in j["history"]), j["history"]
+        assert c.output(job)[0] == "done\n"
+    finally:
+        live.stop("kill")
 
 
 def test_drain_finishes_running_jobs_starts_nothing_new_and_stops(tmp_path: Path, db_url: str, tag: str) -> None:
