@@ -76,7 +76,7 @@ SWF_FIELD_COUNT = 18
 UNKNOWN = -1
 #: Lines at least this long skip the fast path (a 300-digit number could overflow to inf).
 _FAST_LINE_LIMIT = 300
-#: Job numbers with at least this many characters take the careful path (range check).
+#: Integers with at least this many characters take the careful path (64-bit range check).
 _FAST_ID_DIGITS = 19
 
 #: A ``; Key: value`` line: any key when it follows ';' closely (up to two blanks), as most
@@ -305,6 +305,8 @@ def parse_field(token: str, number: int, name: str, kind: type) -> int | float:
             if not math.isfinite(as_float) or not as_float.is_integer():
                 raise ValueError(f"field {number} ({name}): expected an integer, got {_show(token)}") from None
             value = int(as_float)
+        if value > MAX_JOB_ID:  # 64 bits hold every integer the store and the API take
+            raise ValueError(f"field {number} ({name}): expected at most {MAX_JOB_ID}, got {_show(token)}")
     else:
         try:
             value = float(token)
@@ -330,7 +332,6 @@ def parse_swf_tokens(tokens: list[str]) -> SwfRecord:
     values = [
         parse_field(tok, number, name, kind) for tok, (number, name, kind) in zip(tokens, SWF_FIELDS, strict=True)
     ]
-    check_job_id(values[0], tokens[0], "job number")
     return SwfRecord._make(values)
 
 
@@ -460,6 +461,10 @@ class SwfReader(TextFileReader):
                     (t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15, t16,
                      t17) = tokens  # fmt: skip
                     try:
+                        # an integer of 19+ digits may not fit 64 bits: the careful path says so
+                        if (len(t4) | len(t7) | len(t10) | len(t11) | len(t12) | len(t13) | len(t14)
+                                | len(t15) | len(t16)) >= _FAST_ID_DIGITS:  # fmt: skip
+                            raise ValueError
                         fast: SwfRecord | None = new(
                             record_type,
                             (
