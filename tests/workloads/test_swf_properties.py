@@ -158,7 +158,7 @@ def test_any_corruption_gives_a_clean_error_naming_file_and_line(
 
 @pytest.mark.parametrize("field", [1, 5, 8, 11, 12, 13, 14, 15, 16, 17])
 def test_an_integer_beyond_64_bits_is_refused_naming_its_field(tmp_path: Path, field: int) -> None:
-    tokens = "1 0 5 100 4 -1 -1 4 100 -1 1 1 1 -1 1 -1 -1 -1".split()
+    tokens = ["1", "0", "5", "100", "4", "-1", "-1", "4", "100", "-1", "1", "1", "1", "-1", "1", "-1", "-1", "-1"]
     tokens[field - 1] = "9" * 25
     path = tmp_path / "big.swf"
     path.write_text(" ".join(tokens) + "\n")
