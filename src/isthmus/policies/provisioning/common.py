@@ -102,6 +102,27 @@ def queue_demand(
     return demand
 
 
+class Allowance:
+    """What the budget cap still pays for in this round, counted down as leases are planned.
+
+    The engine refuses a lease whose first increment the budget cannot pay; a policy that keeps
+    asking would also keep asking to be woken, so the policies cap their leases here first.
+    """
+
+    def __init__(self, view: View) -> None:
+        self.left = view.budget_left
+
+    def take(self, cloud: CloudInfo, n: int) -> int:
+        """How many of `n` VMs of `cloud` the budget pays for (and count them as spent)."""
+        site = cloud.site
+        if n <= 0 or self.left is None or not site.is_paid:
+            return max(0, n)
+        price = site.price_per_increment
+        n = max(0, min(n, int((self.left + 1e-9) / price)))
+        self.left -= n * price
+        return n
+
+
 def idle_release(
     cloud: CloudInfo, now: float, idle_time: float, keep: int, name: str, limit: int | None = None
 ) -> tuple[ReleaseVms | None, float]:

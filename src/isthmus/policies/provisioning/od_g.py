@@ -9,8 +9,8 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, LeaseVms, WakeUp
-from isthmus.policies.api import View
-from isthmus.policies.provisioning.common import idle_release, queue_demand, usable_clouds
+from isthmus.policies.api import CloudInfo, View
+from isthmus.policies.provisioning.common import Allowance, idle_release, queue_demand, usable_clouds
 from isthmus.policies.provisioning.od_s import idle_seconds
 
 
@@ -62,21 +62,27 @@ class OnDemandGeometric:
         if not clouds:
             return out
         now = view.now
-        busy = view.queued > 0 or any(c.idle_vms() for c in clouds.values())
-        if now < self._next_at - 1e-9:
-            if busy:
-                out.append(WakeUp(self._next_at, by=self.name))
-            return out
-        self._next_at = now + self.params.period
         n = self.params.increase
         demand = queue_demand(view, clouds)
+        allowance = Allowance(view)
+        need = {i: allowance.take(c, demand.lease[i]) for i, c in clouds.items()}
+        if now < self._next_at - 1e-9:
+            # between decisions: come back at the next one if there will be something to do
+            due = self._next_release(view, clouds, demand.claimed_vms)
+            if any(need.values()):
+                out.append(WakeUp(self._next_at, by=self.name))
+            elif due < math.inf:
+                out.append(WakeUp(max(self._next_at, due), by=self.name))
+            return out
+        self._next_at = now + self.params.period
+        stepped = False
         for i, c in clouds.items():
-            need = demand.lease[i]
-            if need > 0:
+            if need[i] > 0:
                 k = self._lease_step.get(i, 0)
-                out.append(LeaseVms(i, min(need, n**k), by=self.name))
+                out.append(LeaseVms(i, min(need[i], n**k), by=self.name))
                 self._lease_step[i] = k + 1
                 self._release_step[i] = 0
+                stepped = True
                 continue
             self._lease_step[i] = 0
             j = self._release_step.get(i, 0)
@@ -85,8 +91,24 @@ class OnDemandGeometric:
             if release is not None:
                 out.append(release)
                 self._release_step[i] = j + 1
+                stepped = True
             else:
                 self._release_step[i] = 0
-        if busy or any(isinstance(d, LeaseVms) for d in out):
+        if stepped:
+            # the sequence goes on at the next decision (more to lease or to release, or the
+            # counters to reset): look again then
             out.append(WakeUp(self._next_at, by=self.name))
+        else:
+            due = self._next_release(view, clouds, demand.claimed_vms)
+            if due < math.inf:
+                out.append(WakeUp(max(self._next_at, due), by=self.name))
         return out
+
+    def _next_release(self, view: View, clouds: dict[int, CloudInfo], claimed: dict[int, int]) -> float:
+        """When the next idle VM becomes releasable (now if one already is; inf if none)."""
+        due = math.inf
+        for i, c in clouds.items():
+            idle = idle_seconds(c, self.params.idle_time)
+            release, at = idle_release(c, view.now, idle, claimed[i], self.name)
+            due = min(due, view.now if release is not None else at)
+        return due

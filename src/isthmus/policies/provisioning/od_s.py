@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, LeaseVms, WakeUp
 from isthmus.policies.api import CloudInfo, View
-from isthmus.policies.provisioning.common import idle_release, queue_demand, usable_clouds
+from isthmus.policies.provisioning.common import Allowance, idle_release, queue_demand, usable_clouds
 
 
 class OdSParams(BaseModel):
@@ -62,9 +62,10 @@ class OnDemandSingle:
         if not clouds:
             return out
         demand = queue_demand(view, clouds)
+        allowance = Allowance(view)
         wake = math.inf
         for i, c in clouds.items():
-            n = demand.lease[i]
+            n = allowance.take(c, demand.lease[i])
             if n > 0:
                 out.append(LeaseVms(i, n, by=self.name))
                 continue

@@ -12,7 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, LeaseVms, WakeUp
 from isthmus.policies.api import CloudInfo, JobInfo, View
-from isthmus.policies.provisioning.common import BootObserver, idle_release, queue_demand, usable_clouds
+from isthmus.policies.provisioning.common import (
+    Allowance,
+    BootObserver,
+    idle_release,
+    queue_demand,
+    usable_clouds,
+)
 from isthmus.policies.provisioning.od_s import idle_seconds
 
 
@@ -84,6 +90,9 @@ class ThresholdProvisioning:
         target = self._target(view, clouds)
         wake = math.inf
         leased_on: set[int] = set()
+        allowance = Allowance(view)
+        if target is not None and not allowance.take(target, 1):
+            target = None  # the budget pays for no more VMs there
         threshold = self.params.factor * self._boots.mean(target) if target is not None else math.inf
         if total > threshold and target is not None:
             out.append(LeaseVms(target.index, 1, by=self.name))
@@ -94,9 +103,12 @@ class ThresholdProvisioning:
         else:
             if threshold < math.inf:
                 wake = self.crossing(view, total, threshold)
+            allowance = Allowance(view)
             for i, n in self._starving(view, clouds).items():
-                out.append(LeaseVms(i, n, by=self.name))
-                leased_on.add(i)
+                n = allowance.take(clouds[i], n)
+                if n > 0:
+                    out.append(LeaseVms(i, n, by=self.name))
+                    leased_on.add(i)
         for i, c in clouds.items():
             if i in leased_on:
                 continue
