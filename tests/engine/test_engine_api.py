@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from helpers import clusters, job
 
-from isthmus.engine.harness import Harness
 from isthmus.engine.state import JobState
 from isthmus.model.decisions import StartJob
 from isthmus.model.events import EventKind, KillCause
 from isthmus.model.status import StatusCode
+from isthmus.sim.harness import Harness
 
 
 def engine_for(env, allocation="fcfs"):
@@ -34,6 +34,21 @@ def test_why_a_job_waits():
     assert [(d.job, d.value, d.policy) for d in decisions] == [(2, StatusCode.NO_CAPACITY, "manual")]
     assert eng.log.notes[len(eng.log) - 1] == refused.reason
     assert eng.why(99) == "job 99 is not in the system"
+
+
+def test_why_status_carries_code_and_policy():
+    eng, _ = engine_for(clusters(4))
+    eng.submit(job(1, 0, 3, 100))
+    eng.submit(job(2, 0, 4, 100))
+    eng.submit(job(3, 0, 1, 100))
+    eng.run_round()
+    assert eng.why_status(1).code is StatusCode.ACCEPTED
+    assert (eng.why_status(2).code, eng.why_status(2).policy) == (StatusCode.NO_CAPACITY, "fcfs")
+    # job 3 fits (1 free) but strict FCFS holds it behind job 2: held, not out of capacity
+    assert (eng.why_status(3).code, eng.why_status(3).policy) == (StatusCode.HELD, "fcfs")
+    refused = eng.apply(StartJob(3, 99), "manual")  # no site 99
+    assert refused.code is StatusCode.UNKNOWN_TARGET and eng.why_status(3) == refused
+    assert eng.why_status(99).code is StatusCode.WRONG_STATE
 
 
 def test_why_a_job_was_rejected():

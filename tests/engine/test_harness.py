@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from helpers import cloud_env, clusters, job
 
-from isthmus.engine.harness import Harness
 from isthmus.model.decisions import LeaseVms, ReleaseVms, StartJob, WakeUp
 from isthmus.model.events import EventKind
 from isthmus.model.status import StatusCode
+from isthmus.sim.harness import Harness
 
 
 def test_easy_backfills_behind_a_reservation_on_a_hand_built_state():

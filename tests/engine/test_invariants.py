@@ -73,11 +73,14 @@ def environments(draw):
 def capacity_never_exceeded(env, log):
     busy = defaultdict(int)
     ready = defaultdict(int)
+    up = set()  # (site, vm) of the VMs that became ready and were not released
     for e in log:
         site = env.sites[e.site] if e.site >= 0 else None
         if e.kind is EventKind.VM_READY:
+            up.add((e.site, e.vm))
             ready[e.site] += site.cores_per_node
-        elif e.kind is EventKind.VM_RELEASE:
+        elif e.kind is EventKind.VM_RELEASE and (e.site, e.vm) in up:  # a VM still booting holds no job
+            up.discard((e.site, e.vm))
             ready[e.site] -= site.cores_per_node
             assert ready[e.site] >= busy[e.site], "a VM running a job was released"
         elif e.kind is EventKind.START:

@@ -6,7 +6,7 @@ import pytest
 from helpers import cloud_env, clusters, job
 
 from isthmus.engine.backend import SiteBackend
-from isthmus.engine.harness import Harness
+from isthmus.sim.harness import Harness
 
 
 def test_sites_are_read_only_proxies_not_backends():

@@ -120,6 +120,7 @@ class LiveServer:
         heartbeat_timeout: float = 3.0,
         reattach_timeout: float = 3.0,
         poll_wait: float = 1.0,
+        on_stop: str = "kill",
         module: str = "isthmus.cli.live_entry",
     ) -> None:
         self.env_file = env_file
@@ -137,6 +138,9 @@ class LiveServer:
             str(reattach_timeout),
             "--poll-wait",
             str(poll_wait),
+            # tests stop their managers for good (no pilot outlives the test) unless they test detaching
+            "--on-stop",
+            on_stop,
         ]
         self.module = module
         self.proc: subprocess.Popen[bytes] | None = None
@@ -200,9 +204,17 @@ class LiveServer:
                 self.proc.kill()
                 self.proc.wait()
 
-    def stop(self) -> None:
-        """Graceful stop (SIGTERM)."""
-        self.kill(signal.SIGTERM)
+    def stop(self, mode: str | None = None) -> None:
+        """Graceful stop: SIGTERM (the server's `--on-stop` mode), or `POST /admin/stop` with `mode`."""
+        if mode is None or self.proc is None or self.proc.poll() is not None:
+            self.kill(signal.SIGTERM)
+            return
+        with self.client() as c:
+            c.stop(mode)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill(signal.SIGTERM)
 
 
 @pytest.fixture

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
-from pathlib import Path
+import subprocess
+import sys
 
 import httpx
-from conftest import LiveServer, tagged_pids, wait_for, wait_state
+from conftest import LiveServer, wait_for, wait_state
+
+from isthmus.store.tables import Store
+from isthmus.store.tokens import hash_token, new_token
 
 USER_ENDPOINTS = [
     ("POST", "/jobs", {"command": "true"}),
@@ -37,16 +42,17 @@ def call(url: str, token: str | None, method: str, path: str, body: object, job:
     return httpx.request(method, url + path.format(job=job), json=body, headers=headers, timeout=10)
 
 
-def _pilot_token(tag: str) -> str:
-    for pid in tagged_pids(tag):
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        for item in env:
-            if item.startswith(b"ISTHMUS_PILOT_TOKEN="):
-                return item.split(b"=", 1)[1].decode()
-    raise AssertionError("no pilot token found")
+def _pilot_token(live: LiveServer) -> str:
+    """A pilot token for node 0/n1, added to the database the way the manager adds one (the
+    tokens of the running pilots are out of reach: they reach the pilots on stdin)."""
+    token = new_token()
+    store = Store(live.db_url)
+    try:
+        with store.begin() as conn:
+            store.add_token(conn, hash_token(token), user=None, kind="pilot", node="0/n1")
+    finally:
+        store.close()
+    return token
 
 
 def test_admin_token_file_is_private(live: LiveServer) -> None:
@@ -105,9 +111,48 @@ def test_every_endpoint_no_token_bad_token_other_user_admin_pilot(live: LiveServ
     assert call(url, live.admin_token, "GET", "/jobs/{job}", None, 99999).status_code == 404
 
     # a pilot's own token reaches only the pilot endpoints
-    pilot_tok = wait_for(lambda: _pilot_token(live.tag), what="a pilot token")
+    pilot_tok = _pilot_token(live)
     for method, path, body in USER_ENDPOINTS + ADMIN_ENDPOINTS:
         r = call(url, pilot_tok, method, path, body, job)
         assert r.status_code == 403 and "pilot" in r.json()["detail"], path
     r = call(url, pilot_tok, "GET", "/pilot/poll?pilot_id=bogus&wait=0", None, job)
     assert r.status_code == 409  # a real pilot token, but not its registration
+
+
+def _cli(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ISTHMUS_URL": live.url, "ISTHMUS_TOKEN": live.admin_token}
+    return subprocess.run(  # noqa: PLW1510
+        [sys.executable, "-m", "isthmus.cli.live_entry", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_tokens_are_listed_by_id_revoked_at_once_and_expire(live: LiveServer) -> None:
+    made = json.loads(_cli(live, "token", "create", "carol", "--json").stdout)
+    carol = live.client(made["token"])
+    assert carol.request("GET", "/whoami")["user"] == "carol"  # now in the API's token cache
+    listed = json.loads(_cli(live, "token", "list", "--json").stdout)
+    assert {"id": made["id"], "user": "carol", "expires": None} == {
+        k: v for k, v in listed[-1].items() if k != "created"
+    }
+    assert all(made["token"] not in json.dumps(t) for t in listed)  # ids, never the tokens
+    r = _cli(live, "token", "revoke", made["id"][:8])
+    assert r.returncode == 0, r.stderr
+    denied = httpx.get(live.url + "/whoami", headers={"Authorization": f"Bearer {made['token']}"})
+    assert denied.status_code == 401  # at once, although it was cached
+    again = _cli(live, "token", "revoke", made["id"])
+    assert again.returncode != 0 and "no user token has id" in again.stderr
+
+    short = json.loads(_cli(live, "token", "create", "dave", "--expires-in", "2s", "--json").stdout)
+    assert short["expires"] is not None
+    assert live.client(short["token"]).request("GET", "/whoami")["user"] == "dave"
+    wait_for(
+        lambda: (
+            httpx.get(live.url + "/whoami", headers={"Authorization": f"Bearer {short['token']}"}).status_code == 401
+        ),
+        timeout=10,
+        what="the token to expire",
+    )
+    expired = httpx.get(live.url + "/whoami", headers={"Authorization": f"Bearer {short['token']}"})
+    assert "token expired at" in expired.json()["detail"]
+    bad = _cli(live, "token", "create", "erin", "--expires-in", "soon")
+    assert bad.returncode != 0 and "--expires-in" in bad.stderr

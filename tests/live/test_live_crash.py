@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
@@ -125,9 +126,13 @@ def test_kill_and_restart_loop_during_workload(tmp_path: Path, db_url: str, tag:
             assert set(runs) <= set(range(1, j["run"] + 1)) and j["run"] in runs, (jid, runs, hist)
             assert j["restarts"] == j["run"] - 1, (jid, hist)
             assert sum(1 for h in hist if h["state"] == "killed") == j["restarts"], (jid, hist)
+            # time never goes backwards: nothing of a job is stamped before its submission
+            assert all(h["time"] >= j["submit_time"] for h in hist), (jid, j["submit_time"], hist)
             lost_restarts += j["restarts"]
             out, _ = c.output(jid)
             assert out == f"start {jid}\nend {jid}\n", (jid, out)
+        times = [row[0] for row in c.request("GET", "/events")]
+        assert all(b >= a for a, b in itertools.pairwise(times)), "an event stamped before the one logged ahead of it"
         # pilots of earlier incarnations are gone: at most one pilot per node and VM
         agents = wait_for(
             lambda: (lambda a: a if len(a) <= 6 else None)(_agents(tag)),  # noqa: PLC3002

@@ -69,6 +69,32 @@ def test_cancel_running_and_queued(live: LiveServer) -> None:
     wait_for(lambda: not any(b"sleep\x0030" in _cmdline(p) for p in tagged_pids(live.tag)), what="sleep killed")
 
 
+def test_requested_runtime_is_enforced_and_the_job_ends_timeout(live: LiveServer) -> None:
+    c = live.client()
+    job = c.submit(command="sleep", args=["37"], requested_runtime=1.5)
+    j = wait_state(c, job, ("timeout",), timeout=30)
+    assert j["end_time"] - j["start_time"] < 5
+    assert any(h["state"] == "killed" and "timeout" in h["detail"] for h in j["history"]), j["history"]
+    assert c.jobs(states=["timeout"])[0]["id"] == job
+    wait_for(lambda: not any(b"sleep\x0037" in _cmdline(p) for p in tagged_pids(live.tag)), what="sleep killed")
+
+
+def test_a_waiting_job_says_why_with_code_and_policy(live: LiveServer) -> None:
+    c = live.client()
+    first = c.submit(command="sleep", args=["30"], size=4)  # fills c1
+    second = c.submit(command="sleep", args=["30"], size=4)  # fills the cloud's 2 VMs x 2 cores
+    wait_state(c, first, ("running",))
+    wait_state(c, second, ("running",))
+    third = c.submit(command="sleep", args=["30"], size=4)
+    j = c.job(third)
+    assert j["state"] == "queued", j
+    assert j["reason_code"] == "no capacity" and j["reason_policy"] == "ff", j
+    assert "needs 4 processors" in j["reason"]
+    for job_id in (first, second, third):
+        c.cancel(job_id)
+    assert c.job(first)["reason_code"] is None  # only a queued job carries a reason code
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -221,7 +247,7 @@ def test_openapi_served(live: LiveServer) -> None:
         assert path in spec["paths"], path
 
 
-def test_graceful_stop_leaves_no_process(live: LiveServer) -> None:
+def test_stop_kill_jobs_leaves_no_process(live: LiveServer) -> None:
     c = live.client()
     jid = c.submit(command="sleep", args=["60"])
     wait_state(c, jid, ("running",))
@@ -229,7 +255,9 @@ def test_graceful_stop_leaves_no_process(live: LiveServer) -> None:
     spool = live.state_dir / "spool"
     assert any(p.name.startswith(".fresh-") for p in spool.iterdir())  # pilots keep entries ready
     t0 = time.time()
-    live.stop()
+    assert c.stop("kill") == {"mode": "kill", "running": 1}
+    assert live.proc is not None
+    live.proc.wait(timeout=10)
     assert time.time() - t0 < 10
     wait_for(lambda: not tagged_pids(live.tag), timeout=10, what="all processes gone")
     assert not [p.name for p in spool.iterdir() if p.name.startswith(".fresh-")]  # pilots removed their pools

@@ -116,7 +116,7 @@ def test_exit_is_left_to_the_long_poll(tmp_path: Path, monkeypatch: pytest.Monke
     async def body(m: Manager, pid: str) -> None:
         (a,) = await _submit(m, 1)
         await m.poll(NODE, pid, 0, 0)
-        m.begin_shutdown()
+        m.begin_shutdown("kill")
         assert m.report(NODE, pid, {"pilot_id": pid, "ack": 1, "reports": _ended(a)}) == []
         cmds = await m.poll(NODE, pid, 1, 5)
         assert [c["op"] for c in cmds] == ["exit"]

@@ -163,6 +163,7 @@ class Task:
     proc: subprocess.Popen[bytes]
     started: float
     killed: bool = False
+    outputs: tuple[str, ...] = ()  # its stdout and stderr files, checked at its end
 
 
 @dataclass
@@ -202,7 +203,8 @@ class Pilot:
         self._reaper: Reaper[Task] = Reaper(self._ended)
         self._fresh: FreshEntries | None = None  # once the manager has named its spool directory
         # what every run's environment starts from: the pilot's own, less its token
-        self._base_env = {k: v for k, v in os.environ.items() if k != "ISTHMUS_PILOT_TOKEN"}
+        # no credential reaches a job through its environment
+        self._base_env = {k: v for k, v in os.environ.items() if k not in ("ISTHMUS_PILOT_TOKEN", "ISTHMUS_TOKEN")}
 
     # ------------------------------------------------------------------------- main loop
 
@@ -258,6 +260,10 @@ class Pilot:
             if r.status_code in (401, 403, 410):
                 self._log(f"manager refused this pilot ({r.status_code}): exiting")
                 return EXIT_REFUSED
+            if r.status_code == 503:  # the manager is up but cannot store anything yet: wait for it
+                self._contact()
+                time.sleep(0.5)
+                continue
             if r.status_code != 200:
                 time.sleep(0.2)
                 continue
@@ -299,6 +305,12 @@ class Pilot:
                     elif op == "exit":
                         self._log(f"told to exit: {cmd.get('reason', '')}")
                         return EXIT_OK
+                    elif op == "detach":
+                        # the manager stops but means to come back: keep the runs, wait longer
+                        wait = float(cmd.get("wait", self.cfg.timeout))
+                        with self._lock:
+                            self.cfg.timeout = max(self.cfg.timeout, wait)
+                        self._log(f"detached ({cmd.get('reason', '')}): runs go on, waiting {wait:g} s for a manager")
             finally:
                 if started:
                     self._queue(*started)
@@ -308,7 +320,7 @@ class Pilot:
 
     def _register(self) -> int | None:
         with self._lock:
-            running = [{"job": j, "run": r} for (j, r), t in self.tasks.items() if not t.killed]
+            running = [{"job": j, "run": r, "pid": t.proc.pid} for (j, r), t in self.tasks.items() if not t.killed]
             reports = list(self.pending)
         body = {
             "pid": os.getpid(),
@@ -326,6 +338,8 @@ class Pilot:
             self._log(f"registration refused ({r.status_code}: {r.text}): exiting")
             return EXIT_REFUSED
         if r.status_code != 200:
+            if r.status_code == 503:  # up, cannot store the registration yet
+                self._contact()
             time.sleep(0.2)
             return None
         self._contact()
@@ -388,10 +402,10 @@ class Pilot:
                 {"job": job, "run": run, "event": "started", "time": started},
                 {"job": job, "run": run, **ended},
             ], None
-        task = Task(job, run, proc, t0)
+        task = Task(job, run, proc, t0, outputs=(str(cmd["stdout"]), str(cmd["stderr"])))
         with self._lock:
             self.tasks[(job, run)] = task
-        return [{"job": job, "run": run, "event": "started", "time": started}], task
+        return [{"job": job, "run": run, "event": "started", "time": started, "pid": proc.pid}], task
 
     def _launch(self, cmd: dict[str, Any]) -> tuple[subprocess.Popen[bytes], float]:
         """Prepare the spool entries of a start command and start its process; raises when it cannot."""
@@ -468,18 +482,21 @@ class Pilot:
         runtime = time.monotonic() - task.started
         if code < 0:
             code = 128 - code  # killed by signal N: 128 + N, as shells report it
+        report: dict[str, Any] = {
+            "job": task.job,
+            "run": task.run,
+            "event": "ended",
+            "time": time.time(),
+            "exit_code": code,
+            "runtime": runtime,
+        }
+        gone = sorted({p for p in task.outputs if not os.path.exists(p)})
+        if gone:  # written to a deleted file: the output is lost, and the user is told
+            report["error"] = f"output lost: {', '.join(gone)} removed while the run ran"[:4000]
+            self._log(f"job {task.job} run {task.run}: {report['error']}")
         with self._cv:  # one step: a run is always either in `tasks` or in `pending`
             self.tasks.pop((task.job, task.run), None)
-            self.pending.append(
-                {
-                    "job": task.job,
-                    "run": task.run,
-                    "event": "ended",
-                    "time": time.time(),
-                    "exit_code": code,
-                    "runtime": runtime,
-                }
-            )
+            self.pending.append(report)
             self._cv.notify()
 
     def _kill(self, job: int, run: int) -> None:
@@ -535,6 +552,8 @@ class Pilot:
                 if commands and not self._done:
                     self._obey(commands, pilot_id, exit_ok=False)
             else:
+                if r.status_code == 503:  # up, cannot store the reports yet: they are kept and resent
+                    self._contact()
                 time.sleep(0.1)
                 if self._done:
                     return
@@ -590,7 +609,8 @@ def _signal_group(pid: int, sig: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """`python -m isthmus.agent --url URL --node KEY [--slots N] [--timeout S] [--lifetime S]`.
 
-    The token comes from ISTHMUS_PILOT_TOKEN (or --token-file), never from the command line.
+    The token comes from ISTHMUS_PILOT_TOKEN, --token-file or --token-stdin (what the manager
+    uses: jobs cannot read it from the pilot's environment), never from the command line.
     """
     import argparse
 
@@ -601,10 +621,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--lifetime", type=float, default=None)
     ap.add_argument("--token-file", default=None)
+    ap.add_argument("--token-stdin", action="store_true", help="read the token from the first line of stdin")
     ns = ap.parse_args(argv)
     token = os.environ.get("ISTHMUS_PILOT_TOKEN", "")
     if ns.token_file:
         token = Path(ns.token_file).read_text().strip()
+    if ns.token_stdin:
+        token = sys.stdin.readline().strip()
     if not token:
         print("isthmus agent: no token (set ISTHMUS_PILOT_TOKEN or use --token-file)", file=sys.stderr)
         return 2

@@ -179,11 +179,14 @@ def spawn_pilot(
     pilot_timeout: float,
     extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start `python -m isthmus.agent` for `node` in its own session; the token goes in the environment."""
+    """Start `python -m isthmus.agent` for `node` in its own session.
+
+    The token goes through a pipe on the pilot's stdin, neither on its command line nor in its
+    environment: its jobs, which run as the same user, could read both (`/proc/$PPID/environ`).
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in ("ISTHMUS_PILOT_TOKEN", "ISTHMUS_TOKEN")}
     env.update(extra_env or {})
-    env["ISTHMUS_PILOT_TOKEN"] = token
     cmd = [
         sys.executable,
         "-m",
@@ -196,12 +199,20 @@ def spawn_pilot(
         str(slots),
         "--timeout",
         str(pilot_timeout),
+        "--token-stdin",
     ]
     safe = node.replace("/", "-")
     with open(log_dir / f"{safe}.log", "ab") as log:
-        return subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(token.encode() + b"\n")
+        proc.stdin.close()
+    except BrokenPipeError:  # the pilot died at once: housekeeping sees it exit
+        pass
+    return proc
 
 
 def pid_is_pilot(pid: int) -> bool:
@@ -216,6 +227,20 @@ def pid_is_pilot(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return b"isthmus.agent" in cmdline or (b"agent" in cmdline and b"isthmus" in cmdline)
+
+
+def kill_run(pid: int, job: int, run: int) -> bool:
+    """SIGKILL the process group of run `run` of job `job`, led by `pid`, if `pid` is still that
+    run (its environment names the job and run: a recycled pid is left alone); True if killed."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read().split(b"\0")
+    except OSError:
+        return False
+    if f"ISTHMUS_JOB_ID={job}".encode() not in environ or f"ISTHMUS_RUN={run}".encode() not in environ:
+        return False
+    kill_group(pid)
+    return True
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:

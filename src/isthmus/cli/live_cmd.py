@@ -172,6 +172,12 @@ def register(app: typer.Typer) -> None:
         max_batch_jobs: int = typer.Option(
             10_000, "--max-batch-jobs", help="Larger POST /jobs/batch requests get 413."
         ),
+        on_stop: str = typer.Option(
+            "detach",
+            "--on-stop",
+            help="What SIGTERM/SIGINT do to running jobs: detach (they go on; re-attached at the next "
+            "start) or kill (requeued at the next start). 'isthmus stop --drain' finishes them first.",
+        ),
     ) -> None:
         """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
         from isthmus.server.main import load_env, serve
@@ -200,10 +206,29 @@ def register(app: typer.Typer) -> None:
                 log_level=log_level,
                 max_body_bytes=max_body_bytes,
                 max_batch_jobs=max_batch_jobs,
+                on_stop=on_stop,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+
+    @app.command("stop")
+    def stop(
+        drain: bool = typer.Option(False, "--drain", help="Start nothing new; stop once running jobs have ended."),
+        kill_jobs: bool = typer.Option(False, "--kill-jobs", help="Kill running jobs (requeued at the next start)."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+    ) -> None:
+        """Stop the manager (admin). By default running jobs go on and are re-attached at the next
+        start; queued jobs stay queued."""
+        if drain and kill_jobs:
+            raise typer.BadParameter("choose one of --drain and --kill-jobs")
+        mode = "drain" if drain else "kill" if kill_jobs else "detach"
+        res = _call(url, token, lambda c: c.stop(mode))
+        if mode == "drain":
+            typer.echo(f"draining: {res['running']} running job(s) to finish; nothing new starts")
+        else:
+            typer.echo(f"stopping ({mode}): {res['running']} running job(s) {'killed' if mode == 'kill' else 'go on'}")
 
     @app.command("agent", context_settings={"allow_extra_args": False})
     def agent(
@@ -415,7 +440,8 @@ def register(app: typer.Typer) -> None:
             lines.append(("StdOut", spec.get("output") or "- (spool)"))
             lines.append(("StdErr", spec.get("error") or spec.get("output") or "- (spool)"))
         if j.get("reason"):
-            lines.append(("Reason", j["reason"]))
+            by = ", ".join(x for x in (j.get("reason_code"), j.get("reason_policy")) if x)
+            lines.append(("Reason", f"{j['reason']} [{by}]" if by else j["reason"]))
         for k, v in lines:
             typer.echo(f"{k:>14} {v}")
         typer.echo("History:")
@@ -529,12 +555,49 @@ def register(app: typer.Typer) -> None:
     def token_create(
         user: str = typer.Argument(..., help="User name (created if missing)."),
         admin: bool = typer.Option(False, "--admin", help="Make a new user an admin."),
+        expires_in: str | None = typer.Option(
+            None, "--expires-in", help="Refuse the token after this long (90m, 12h, 30d, D-HH:MM:SS); default never."
+        ),
         url: str | None = URL_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
         """Create a token for USER; prints it (it is shown only once)."""
-        res = _call(url, token, lambda c: c.create_token(user, admin))
+        seconds = None
+        if expires_in is not None:
+            try:
+                seconds = parse_duration(expires_in)
+            except ValueError as exc:
+                raise typer.BadParameter(f"{exc}; expected e.g. 90m, 12h, 30d", param_hint="--expires-in") from None
+            if seconds <= 0:
+                raise typer.BadParameter("must be a positive duration", param_hint="--expires-in")
+        res = _call(url, token, lambda c: c.create_token(user, admin, seconds))
         typer.echo(json.dumps(res) if as_json else res["token"])
+
+    @token_app.command("list")
+    def token_list(url: str | None = URL_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT) -> None:
+        """Every user token by id (the tokens themselves are not kept), with its user and expiry."""
+        rows = _call(url, token, lambda c: c.tokens())
+        if as_json:
+            typer.echo(json.dumps(rows))
+            return
+
+        def when(t: float | None) -> str:
+            return "never" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+        _table(
+            ["ID", "USER", "CREATED", "EXPIRES"],
+            [[r["id"], r["user"], when(r["created"]), when(r["expires"])] for r in rows],
+        )
+
+    @token_app.command("revoke")
+    def token_revoke(
+        token_id: str = typer.Argument(..., help="The token's id from 'isthmus token list' (at least 4 digits)."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+    ) -> None:
+        """Revoke a user token: it is refused from the next request on."""
+        _call(url, token, lambda c: c.revoke_token(token_id))
+        typer.echo(f"revoked {token_id}")
 
     app.add_typer(token_app, name="token")

@@ -162,6 +162,13 @@ def simulate_command(
     budget: Annotated[
         float | None, typer.Option("--budget", help="Cap on the charged cost of cloud leases ($).", min=0)
     ] = None,
+    walltime: Annotated[
+        bool,
+        typer.Option(
+            "--kill-at-walltime/--no-kill-at-walltime",
+            help="Kill runs at their requested runtime (they end TIMEOUT), as the live manager does.",
+        ),
+    ] = False,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip malformed workload lines (counted and reported).")
@@ -270,6 +277,7 @@ def simulate_command(
                     round_interval=interval,
                     label=label,
                     budget=budget,
+                    enforce_walltime=walltime,
                     progress=tick,
                 )
             except (PolicyError, ValueError) as exc:

@@ -28,6 +28,7 @@ from isthmus.engine.clock import (
     EV_END,
     EV_LIMIT,
     EV_ROUND,
+    EV_TIMEOUT,
     EV_VM_GONE,
     EV_VM_READY,
     EV_WAKE,
@@ -75,6 +76,7 @@ class Engine:
         log: EventLog | None = None,
         check_purity: bool = False,
         budget: float | None = None,
+        enforce_walltime: bool = False,
     ) -> None:
         self.env = env
         self.policies = policies
@@ -89,6 +91,12 @@ class Engine:
         self.round_interval = round_interval
         self.log = log if log is not None else EventLog()
         self.check_purity = check_purity
+        #: Kill a run that reaches its job's requested runtime; the job ends TIMEOUT (a batch
+        #: system's walltime). Off in trace simulation: traces record runtimes that the original
+        #: system allowed, some past the request.
+        self.enforce_walltime = enforce_walltime
+        #: no round decides anything while set (a live manager draining before it stops)
+        self.paused = False
         if budget is not None and (budget < 0 or math.isnan(budget)):
             raise ValueError(f"budget must be a number >= 0, got {budget}")
         #: Cap on the charged cost of all leases ($); None: no cap.
@@ -205,6 +213,8 @@ class Engine:
                 self.run_round()
         elif kind == EV_LIMIT:
             self._limit_reached(a, b)
+        elif kind == EV_TIMEOUT:
+            self._walltime_reached(a, b)
         elif kind == EV_VM_READY:
             backend = self.cloud_backend(a)
             if backend.vm_ready(b, self.clock.now):
@@ -279,6 +289,7 @@ class Engine:
         entry.started = started
         entry.run = run
         entry.limit = limit
+        self.schedule_walltime(entry, started)
         backend.start(entry, started)
         if limit is not None:
             self.schedule(started + limit, PRIO_LIMIT, EV_LIMIT, job_id, run)
@@ -321,6 +332,18 @@ class Engine:
         self.why_not.pop(job_id, None)
         self._changed()
 
+    def schedule_walltime(self, entry: JobEntry, started: float) -> None:
+        """With `enforce_walltime`, schedule the end of the current run of `entry` at its job's
+        requested runtime after `started` (nothing when it has none)."""
+        if self.enforce_walltime and entry.job.requested_runtime is not None:
+            self.schedule(started + entry.job.requested_runtime, PRIO_LIMIT, EV_TIMEOUT, entry.job.id, entry.run)
+
+    def _walltime_reached(self, job_id: int, run: int) -> None:
+        entry = self.entries.get(job_id)
+        if entry is None or entry.state is not _RUNNING or entry.run != run:
+            return
+        self.kill(entry, KillCause.TIMEOUT, requeue=False)
+
     def _limit_reached(self, job_id: int, run: int) -> None:
         entry = self.entries.get(job_id)
         if entry is None or entry.state is not _RUNNING or entry.run != run:
@@ -355,7 +378,9 @@ class Engine:
             self._enqueue(entry, entry.stage)
             self.log.append(now, _REQUEUE, entry.job.id, -1, -1, entry.stage, run)
         else:
-            entry.state = JobState.FAILED
+            # the run's end: FAIL with the status of a process killed by SIGKILL; a FAIL right
+            # after a KILL with cause TIMEOUT is the end of a job that timed out
+            entry.state = JobState.TIMEOUT if cause is KillCause.TIMEOUT else JobState.FAILED
             self.log.append(now, int(EventKind.FAIL), entry.job.id, site, -1, -9, run)
             del self.entries[entry.job.id]
         self._changed()
@@ -420,7 +445,10 @@ class Engine:
             self.schedule(t, PRIO_ROUND, EV_ROUND, -1, -1)
 
     def run_round(self) -> None:
-        """Ask the deciding policies (in their families' order) for decisions and apply them."""
+        """Ask the deciding policies (in their families' order) for decisions and apply them
+        (nothing while `paused`: a live manager draining)."""
+        if self.paused:
+            return
         self._round_at = math.inf
         self._last_round = self.clock.now
         self.rounds += 1
@@ -495,19 +523,29 @@ class Engine:
         return self.why_not.get(job_id)
 
     def why(self, job_id: int) -> str:
-        """Why job `job_id` is where it is (for queued jobs: why it is still waiting)."""
+        """Why job `job_id` is where it is, in words (see `why_status`)."""
+        return self.why_status(job_id).reason
+
+    def why_status(self, job_id: int) -> Status:
+        """Why job `job_id` is where it is, as a status: for a queued job, the last refusal of a
+        decision about it (its code and deciding policy) or, when none was refused, the allocation
+        policy's own explanation (HELD) or the queue position (NO_CAPACITY when it fits on none
+        of its sites now, HELD when it waits its turn); ACCEPTED for a running job."""
         entry = self.entries.get(job_id)
         if entry is None:
             reason = self.log.reasons.get(job_id)
-            return reason if reason is not None else f"job {job_id} is not in the system"
+            return Status(
+                StatusCode.WRONG_STATE, reason if reason is not None else f"job {job_id} is not in the system"
+            )
         if entry.state is _RUNNING:
-            return f"running on {self.backends[entry.site].name} since {entry.started:g}"
+            where = self.backends[entry.site].name
+            return Status(StatusCode.ACCEPTED, f"running on {where} since {entry.started:g}", self.allocation.name)
         explicit = self.why_not.get(job_id)
         if explicit is not None:
-            return explicit.reason
+            return explicit
         text = self.allocation.explain(self.view, entry)
         if text:
-            return text
+            return Status(StatusCode.HELD, text, self.allocation.name)
         queue = self.queues[entry.stage]
         ahead = 0
         for other in queue:
@@ -516,9 +554,12 @@ class Engine:
             ahead += 1
         sites = self.stage_sites[entry.stage]
         most_free = max((self.backends[i].free for i in sites), default=0)
-        return (
+        code = StatusCode.NO_CAPACITY if entry.job.size > most_free else StatusCode.HELD
+        return Status(
+            code,
             f"waiting in queue {entry.stage} behind {ahead} jobs; needs {entry.job.size} processors, "
-            f"the most free on its sites is {most_free}"
+            f"the most free on its sites is {most_free}",
+            self.allocation.name,
         )
 
     def fingerprint(self) -> tuple[object, ...]:

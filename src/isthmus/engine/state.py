@@ -1,4 +1,10 @@
-"""The engine's per-job state, shared read-only with policies through the view."""
+"""The engine's per-job state.
+
+Policies see these very objects through the view (copying 100,000 queued entries each round
+would cost more than the round), typed as `policies.api.JobInfo`, whose read-only properties
+make mypy reject a policy that writes to one; the purity check (tests/engine/test_policy_purity.py)
+catches a write at run time.
+"""
 
 from __future__ import annotations
 

@@ -133,9 +133,24 @@ class Client:
         """VM leases."""
         return list(self.request("GET", "/vms", params={"all": all_}))
 
-    def create_token(self, user: str, admin: bool = False) -> dict[str, Any]:
-        """A new token for `user` (admin only)."""
-        return dict(self.request("POST", "/tokens", json={"user": user, "admin": admin}))
+    def create_token(self, user: str, admin: bool = False, expires_in: float | None = None) -> dict[str, Any]:
+        """A new token for `user`, refused after `expires_in` seconds if given (admin only)."""
+        body: dict[str, Any] = {"user": user, "admin": admin}
+        if expires_in is not None:
+            body["expires_in"] = expires_in
+        return dict(self.request("POST", "/tokens", json=body))
+
+    def stop(self, mode: str = "detach") -> dict[str, Any]:
+        """Stop the manager: "detach", "kill" or "drain" (admin only; see `isthmus stop`)."""
+        return dict(self.request("POST", "/admin/stop", json={"mode": mode}))
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """Every user token by id, with its user and times (admin only)."""
+        return list(self.request("GET", "/tokens"))
+
+    def revoke_token(self, token_id: str) -> None:
+        """Revoke the user token whose id starts with `token_id` (admin only)."""
+        self.request("DELETE", f"/tokens/{token_id}")
 
     def pilots(self) -> list[dict[str, Any]]:
         """Every pilot the manager recorded (admin only)."""

@@ -10,3 +10,8 @@ class RequestError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class PersistError(Exception):
+    """The manager cannot write its database now; requests that need a write are answered 503
+    and retried by their senders, and nothing in memory has moved on (see `Manager.persist`)."""

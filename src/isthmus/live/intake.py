@@ -13,13 +13,17 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from isthmus.live.errors import RequestError
+from isthmus.live.errors import PersistError, RequestError
 from isthmus.model.job import Job, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
+from isthmus.model.status import Status
 from isthmus.store import tables as db
 
 if TYPE_CHECKING:
     from isthmus.live.manager import Manager
+
+COMMIT_WAIT = 10.0
+"""Seconds a submitter waits for its job to be stored while the database refuses writes."""
 
 log = logging.getLogger("isthmus.live")
 
@@ -42,9 +46,14 @@ class Intake:
         """Submit a validated job request for `user`; returns the job id.
 
         The job is in the engine at once; its rows are written by the next persist (await
-        `committed()` before acknowledging it).
+        `committed()` before acknowledging it). PersistError, before anything changes, while
+        the database refuses writes.
         """
         m = self.m
+        if m.persist_error is not None:
+            raise PersistError(m.persist_error)
+        if m.stop_mode is not None or m.stopping:
+            raise RequestError(503, f"the manager is stopping ({m.stop_mode or 'stop'}): submit again once it is back")
         size = int(spec["size"])
         self.check_size(size)
         m.external()
@@ -109,11 +118,17 @@ class Intake:
             loop = asyncio.get_running_loop()
             fut = self._commit_future = loop.create_future()
             loop.call_soon(self._group_commit)
-        await asyncio.shield(fut)
+        try:
+            # a failed commit is retried by the clock's loop: wait a while for one to succeed
+            await asyncio.wait_for(asyncio.shield(fut), COMMIT_WAIT)
+        except TimeoutError:
+            raise PersistError(self.m.persist_error or "the database did not confirm the write in time") from None
 
     def _group_commit(self) -> None:
         try:
             self.m.persist()
+        except PersistError:
+            pass  # the waiters wait for a retry that succeeds (`written` answers them), or time out
         except Exception:
             log.exception("group commit failed")
             self.resolve_commit(RuntimeError("the submission could not be stored"))
@@ -161,12 +176,13 @@ class Intake:
         m.after()
         return ok
 
-    def why(self, job_id: int) -> str | None:
-        """The engine's explanation for an active job, None for a job it no longer holds."""
+    def why(self, job_id: int) -> Status | None:
+        """The engine's explanation for an active job (code, reason, deciding policy), None for a
+        job it no longer holds."""
         engine = self.m.engine
         if job_id not in engine.entries:
             return None
-        return engine.why(job_id)
+        return engine.why_status(job_id)
 
     def forget(self, job: int) -> None:
         """Drop the request and owner of a job whose end is stored."""

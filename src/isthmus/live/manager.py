@@ -34,17 +34,18 @@ from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, k
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
-from isthmus.live.errors import RequestError
+from isthmus.live.errors import PersistError, RequestError
 from isthmus.live.intake import Intake
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
 from isthmus.model.environment import Environment
+from isthmus.model.status import Status
 from isthmus.policies.build import build_policies
 from isthmus.store import tables as db
 from isthmus.store.projector import Projector
 from isthmus.store.tokens import hash_token, new_token
 
-__all__ = ["DEFAULT_ESTIMATE", "Manager", "ManagerConfig", "RequestError", "free_port"]
+__all__ = ["DEFAULT_ESTIMATE", "Manager", "ManagerConfig", "PersistError", "RequestError", "free_port"]
 
 log = logging.getLogger("isthmus.live")
 
@@ -68,11 +69,14 @@ class ManagerConfig:
     spawn_timeout: float = 30.0  # a started pilot must register within this
     round_interval: float | str | None = "env"  # "env": the environment's
     default_estimate: float = DEFAULT_ESTIMATE
-    stop_pilots_on_exit: bool = True
+    stop_pilots_on_exit: bool = True  # False: pilots are left alone at stop (tests of restarts)
+    on_stop: str = "detach"  # what a stop signal does: "detach" (runs go on) or "kill" (see `begin_shutdown`)
+    detach_timeout: float = 3600.0  # detached pilots keep their runs this long waiting for a manager
     tag: str | None = None  # copied to ISTHMUS_TAG in pilots and jobs (lets tests find leftovers)
     max_body_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413 (a 10,000-job batch fits)
     max_batch_jobs: int = 10_000  # larger POST /jobs/batch get 413
     budget: float | None = None  # cap on the charged cost of all cloud leases ($), as in simulation
+    enforce_walltime: bool = True  # a run reaching its job's requested runtime is killed: TIMEOUT
 
     @property
     def url(self) -> str:
@@ -86,11 +90,19 @@ class Manager:
     def __init__(self, config: ManagerConfig) -> None:
         self.config = config
         self.env = config.env
-        self.store = db.Store(config.db_url)
+        # a lock held by another process fails a write after 2 s instead of stalling the loop
+        self.store = db.Store(config.db_url, busy_timeout=2.0)
+        #: why the last write failed, while writes fail (the manager is unhealthy); None when they work
+        self.persist_error: str | None = None
+        self._persist_retry_at = 0.0
         self.state_dir = Path(config.state_dir)
         self.spool = self.state_dir / "spool"
         self.clock = RealtimeClock()
         self.stopping = False
+        #: how the current stop treats running jobs: None (running), "detach", "kill" or "drain"
+        self.stop_mode: str | None = None
+        #: set by the server: ends the process (used when a drain finishes or an admin stops it)
+        self.request_exit: Callable[[], None] = lambda: None
         self.admin_token: str | None = None
         self._driver_task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
@@ -120,6 +132,7 @@ class Manager:
             lambda _schedule: backends,
             round_interval=float(interval) if interval else None,
             budget=self.config.budget,
+            enforce_walltime=self.config.enforce_walltime,
         )
 
     # ------------------------------------------------------------------ the API's entry points
@@ -145,7 +158,7 @@ class Manager:
         """Cancel a queued or running job; False when it already ended."""
         return self.intake.cancel(job_id)
 
-    def why(self, job_id: int) -> str | None:
+    def why(self, job_id: int) -> Status | None:
         """The engine's explanation for an active job, None for a job it no longer holds."""
         return self.intake.why(job_id)
 
@@ -174,14 +187,44 @@ class Manager:
         self.persist()
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
 
-    def begin_shutdown(self) -> None:
-        """Graceful stop requested (signal): stop scheduling and, if configured, tell pilots to exit now."""
+    def begin_shutdown(self, mode: str | None = None) -> None:
+        """Stop (a signal, or `isthmus stop`): stop scheduling, and
+
+        - "detach" (the default for signals): running jobs go on; pilots are told to keep their
+          runs and wait up to `detach_timeout` for a manager, and the next start re-attaches
+          them, as after a crash;
+        - "kill": pilots are told to exit, killing their runs (requeued at the next start);
+        - "drain": no new run starts and submissions are refused; once no run is left, pilots
+          exit and the manager stops; queued jobs stay queued for the next start.
+        """
+        mode = mode or self.config.on_stop
+        if mode not in ("detach", "kill", "drain"):
+            raise ValueError(f"unknown stop mode {mode!r}: expected detach, kill or drain")
+        if self.stop_mode in ("detach", "kill"):
+            return  # already stopping; a later signal does not change how
+        self.stop_mode = mode
+        if mode == "drain":
+            self.engine.paused = True  # no new decisions; runs end and are recorded
+            self.clock.wake()
+            self._drained_check()
+            return
         self.stopping = True
         self.clock.wake()
-        if self.config.stop_pilots_on_exit:
-            for node in self.hub.nodes.values():
-                if node.state in ("registered", "awaiting", "spawned"):
+        if not self.config.stop_pilots_on_exit:
+            return
+        for node in self.hub.nodes.values():
+            if node.state in ("registered", "awaiting", "spawned"):
+                if mode == "kill":
                     node.send({"op": "exit", "reason": "manager shutting down"})
+                else:
+                    node.send({"op": "detach", "wait": self.config.detach_timeout, "reason": "manager stopping"})
+
+    def _drained_check(self) -> None:
+        """While draining: once no run is left, stop like "kill" (nothing is left to kill)."""
+        if self.stop_mode == "drain" and not any(b.running for b in self.engine.backends):
+            self.stop_mode = None
+            self.begin_shutdown("kill")
+            self.request_exit()
 
     async def stop(self) -> None:
         """Stop the clock's loop; unless configured otherwise, tell pilots to exit and kill them."""
@@ -196,8 +239,18 @@ class Manager:
             except (asyncio.CancelledError, Exception):
                 pass
         if self.config.stop_pilots_on_exit:
-            await self._stop_pilots()
+            if self.stop_mode == "detach":
+                await self._detach_pilots()
+            else:
+                await self._stop_pilots()
         self.store.close()
+
+    async def _detach_pilots(self) -> None:
+        """Leave the pilots and their runs alone: they got "detach" from their long polls, which
+        the stop signal answered while the server still served them."""
+        for node in self.hub.nodes.values():
+            if node.pid is not None:
+                self.hub.set_pilot_row(node, "detached")
 
     async def _stop_pilots(self) -> None:
         nodes = self.hub.nodes.values()
@@ -239,11 +292,17 @@ class Manager:
     # ---------------------------------------------------------------------- the clock's loop
 
     def _step(self) -> None:
+        self.hub.housekeeping()  # first: liveness is judged even while writes fail
         self.persist()
-        self.hub.housekeeping()
+        if self.stop_mode == "drain":
+            self._drained_check()
 
     async def _driver(self) -> None:
-        await self.clock.run_forever(self._step, lambda exc: log.exception("driver step failed", exc_info=exc))
+        def failed(exc: BaseException) -> None:
+            if not isinstance(exc, PersistError):  # already logged once, retried each step
+                log.exception("driver step failed", exc_info=exc)
+
+        await self.clock.run_forever(self._step, failed)
 
     def external(self) -> None:
         """Before an external event: let the clock handle every due event and reach the wall time."""
@@ -267,15 +326,33 @@ class Manager:
 
     def persist(self) -> None:
         """Write the submissions and engine events since the last call (and what they imply) in one
-        transaction. If it fails, nothing in memory has moved on: the next call writes them again."""
+        transaction. If it fails, nothing in memory has moved on: the next call writes them again.
+
+        PersistError while the database refuses writes (read-only, full disk, locked): the
+        manager is unhealthy (`persist_error`) and retries at most every half second until a
+        write succeeds; commands that depend on unwritten events are not handed to pilots.
+        """
         n = len(self.engine.log)
         if n == self.projector.persisted and not self.intake.pending():
             return
-        with self.store.begin() as conn:
-            self.intake.write_new(conn)  # before the events: their updates need the job rows
-            self.projector.project(conn, n)
+        if self.persist_error is not None and time.monotonic() < self._persist_retry_at:
+            raise PersistError(self.persist_error)
+        try:
+            with self.store.begin() as conn:
+                self.intake.write_new(conn)  # before the events: their updates need the job rows
+                self.projector.project(conn, n)
+        except Exception as exc:
+            first = self.persist_error is None
+            self.persist_error = f"cannot write the database: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            self._persist_retry_at = time.monotonic() + 0.5
+            if first:
+                log.error("%s; retrying until it works (the manager answers 503 meanwhile)", self.persist_error)
+            raise PersistError(self.persist_error) from exc
         self.intake.written()
         self.projector.committed(n)
+        if self.persist_error is not None:
+            log.warning("database writes work again")
+            self.persist_error = None
 
     def _forget(self, job: int) -> None:
         self.intake.forget(job)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, insert, select, update
 
 from isthmus.agent.fresh import remove_pools
-from isthmus.backends.local import Slot, kill_group, spawn_pilot, still_pilot, vm_node_key
+from isthmus.backends.local import Slot, kill_group, kill_run, spawn_pilot, still_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend, Vm, VmState
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
 from isthmus.engine.state import JobEntry, JobState
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("isthmus.live")
 
+PAUSE_CREDIT_AFTER = 2.0
+"""Seconds between two housekeeping calls (normally at most ~0.5 s) that count as a pause of the
+manager, credited to the pilots (see `PilotHub.housekeeping`)."""
+
 RESEND_AFTER = 2.0
 """Seconds a command handed out in a report answer may stay unacknowledged before the long poll repeats it."""
 
@@ -54,6 +58,7 @@ class Assignment:
     site: int
     slots: list[Slot]
     delivered: bool = False
+    pid: int = 0  # the run's process (leader of its process group), as its pilot reported it
 
     @property
     def launcher(self) -> str:
@@ -117,6 +122,7 @@ class PilotHub:
         self._incarnation = secrets.token_hex(3)
         self._pilot_counter = 0
         self._last_housekeeping = 0.0
+        self._unwritten_rows: dict[str, str] = {}  # node -> state whose pilot row a failed write lost
 
     # --------------------------------------------------------- what the projector asks
 
@@ -299,6 +305,16 @@ class PilotHub:
         self.m.later(3.0, _hard)
 
     def set_pilot_row(self, node: Node, state: str) -> None:
+        """Record a pilot's state in the pilots table (what `isthmus sites` shows). Best effort:
+        while the database refuses writes the row is rewritten by housekeeping once it works."""
+        try:
+            self._write_pilot_row(node, state)
+            self._unwritten_rows.pop(node.key, None)
+        except Exception as exc:
+            log.debug("pilot row of %s not written: %s", node.key, exc)
+            self._unwritten_rows[node.key] = state
+
+    def _write_pilot_row(self, node: Node, state: str) -> None:
         now = time.time()
         values = {
             "site": node.site,
@@ -331,6 +347,7 @@ class PilotHub:
         node.deadline = math.inf
         node.state = "registered"
         running = {(int(t["job"]), int(t["run"])) for t in body.get("running", [])}
+        pids = {(int(t["job"]), int(t["run"])): _pid(t.get("pid")) for t in body.get("running", [])}
         # rebuild the outbox: re-send undelivered starts, drop everything else
         old = node.outbox
         node.outbox = []
@@ -339,6 +356,7 @@ class PilotHub:
         for a in [a for a in self.assign.values() if a.launcher == node.key]:
             if (a.job, a.run) in running:
                 a.delivered = True
+                a.pid = pids.get((a.job, a.run)) or a.pid
                 continue
             if any(r["job"] == a.job and r["run"] == a.run for r in body.get("reports", [])):
                 continue
@@ -469,11 +487,20 @@ class PilotHub:
         started: list[tuple[int, int, float]] = []
         for r in reports:
             job, run = int(r["job"]), int(r["run"])
+            a = self.assign.get(job)
+            if a is None or a.run != run or a.launcher != node.key:
+                # Only the pilot a run was given may report on it: a job that read its pilot's
+                # token cannot end or start another node's runs. Stale reports (a run killed
+                # and restarted meanwhile) end here too.
+                if a is not None and a.run == run:
+                    log.warning(
+                        "pilot of %s reported on job %s run %s, given to %s: ignored", node.key, job, run, a.launcher
+                    )
+                continue
             if r.get("event") == "started":
                 started.append((job, run, float(r.get("time", time.time()))))
-                a = self.assign.get(job)
-                if a is not None and a.run == run:
-                    a.delivered = True
+                a.delivered = True
+                a.pid = _pid(r.get("pid"))
             elif r.get("event") == "ended":
                 code = int(r.get("exit_code", -1))
                 self.ended[(job, run)] = r
@@ -501,10 +528,29 @@ class PilotHub:
         self.m.engine.lost(entry.job.id, entry.run)
 
     def housekeeping(self) -> None:
+        """Judge pilots' liveness (heartbeats, registration deadlines, exited processes).
+
+        A pause of the manager itself (SIGSTOP, a blocked loop) is not held against the pilots:
+        the time since the previous housekeeping beyond its usual period is credited to every
+        pilot's last heartbeat and registration deadline before judging.
+        """
         now = time.time()
-        if now - self._last_housekeeping < 0.25:
+        since = now - self._last_housekeeping
+        if since < 0.25:
             return
+        if self._last_housekeeping and since > PAUSE_CREDIT_AFTER:
+            log.warning("the manager did not run for %.1f s: pilots are not judged on that pause", since)
+            for node in self.nodes.values():
+                if node.last_seen:
+                    node.last_seen += since
+                node.deadline += since
         self._last_housekeeping = now
+        if self._unwritten_rows and self.m.persist_error is None:
+            for key, state in list(self._unwritten_rows.items()):
+                if key in self.nodes:
+                    self.set_pilot_row(self.nodes[key], state)
+                else:
+                    self._unwritten_rows.pop(key, None)
         changed = False
         for node in list(self.nodes.values()):
             if node.state == "registered" and now - node.last_seen > self.m.config.heartbeat_timeout:
@@ -519,9 +565,13 @@ class PilotHub:
     def node_lost(self, node: Node, why: str) -> bool:
         self.m.external()
         log.warning("pilot of %s lost: %s", node.key, why)
-        for a in [a for a in self.assign.values() if a.launcher == node.key]:
-            self.lose(a, f"pilot of {node.key} lost ({why})")
         self.terminate(node.pid, node.proc)
+        for a in [a for a in self.assign.values() if a.launcher == node.key]:
+            # "killed" means killed: the run's processes do not outlive their pilot here, so
+            # that its rerun never runs beside it (they are in their own process group)
+            if a.pid:
+                kill_run(a.pid, a.job, a.run)
+            self.lose(a, f"pilot of {node.key} lost ({why})")
         node.proc = None
         node.pid = None
         node.outbox = []
@@ -530,3 +580,12 @@ class PilotHub:
         if not self.m.stopping:
             self.spawn(node)  # the node (cluster node or leased VM) is still there: new pilot
         return True
+
+
+def _pid(value: Any) -> int:
+    """A process id from a pilot's report: a positive int, else 0 (unknown)."""
+    try:
+        pid = int(value)
+    except (TypeError, ValueError):
+        return 0
+    return pid if 0 < pid < 2**31 else 0

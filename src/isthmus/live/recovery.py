@@ -84,7 +84,12 @@ def recover(m: Manager) -> None:
     for key, node in hub.nodes.items():
         old = pilot_rows.get(key)
         backend = engine.backends[node.site]
-        if old and old["state"] in ("spawned", "registered") and old.get("pid") and pid_is_pilot(old["pid"]):
+        if (
+            old
+            and old["state"] in ("spawned", "registered", "detached")
+            and old.get("pid")
+            and pid_is_pilot(old["pid"])
+        ):
             node.pid = old["pid"]
             node.state = "awaiting"
             node.deadline = now + m.config.reattach_timeout

@@ -18,7 +18,7 @@ import annotated_types
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from isthmus.config.errors import show_value
+from isthmus.model.text import show_value
 
 #: Families and the order in which their policies decide in a round (None: not consulted each
 #: round). Provisioning looks first (VMs leased this round count as capacity for allocation),

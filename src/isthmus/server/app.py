@@ -11,6 +11,7 @@ answers 404 exactly like a job that does not exist. Every status a route can ans
 the OpenAPI document.
 """
 
+import asyncio
 import contextlib
 import math
 import time
@@ -31,7 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.engine.backend import CloudBackend
 from isthmus.live.jobfiles import run_files
-from isthmus.live.manager import Manager, RequestError
+from isthmus.live.manager import Manager, PersistError, RequestError
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.limits import BodyLimitMiddleware, json_safe
 from isthmus.server.schemas import (
@@ -42,8 +43,11 @@ from isthmus.server.schemas import (
     JobStateName,
     RegisterRequest,
     ReportRequest,
+    StopRequest,
+    StopResponse,
     SubmitRequest,
     SubmitResponse,
+    TokenInfo,
     TokenRequest,
     TokenResponse,
 )
@@ -57,7 +61,10 @@ def _errors(**statuses: str) -> dict[int | str, dict[str, Any]]:
     return {int(k[1:]): {"model": ErrorResponse, "description": d} for k, d in statuses.items()}
 
 
-_AUTH = {"e401": "missing, malformed or unknown token"}
+_AUTH = {
+    "e401": "missing, malformed or unknown token",
+    "e503": "the manager cannot write its database now: retry later (see /health)",
+}
 _USER = {**_AUTH, "e403": "a pilot token (users' endpoints need a user token)"}
 _ADMIN = {**_AUTH, "e403": "not the admin token"}
 _PILOT = {**_AUTH, "e403": "not a pilot token", "e410": "this node is no longer part of the manager"}
@@ -122,6 +129,12 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def _request_error(_req: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse(status_code=exc.status, content={"detail": exc.message})
 
+    @app.exception_handler(PersistError)
+    async def _persist_error_answer(_req: Request, exc: PersistError) -> JSONResponse:
+        # the manager is alive but cannot store anything: retry later (pilots keep their reports)
+        detail = f"the manager cannot store this now ({exc}); retry later"
+        return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": "2"})
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's own handler echoes the input, which may be NaN or hold lone surrogates:
@@ -152,12 +165,21 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 f"invalid token: this manager did not issue it; {token_hint}",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        user, kind, node, admin = found
+        user, kind, node, admin, expires = found
+        if expires is not None and expires <= time.time():
+            raise HTTPException(
+                401,
+                f"token expired at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(expires))}; "
+                "ask the admin for a new one ('isthmus token create USER')",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         p = Principal(kind=kind, user=user, admin=admin, node=node)
         if len(token_cache) > 10000:
             token_cache.clear()
         if kind == "user":
-            token_cache[h] = (p, time.monotonic() + 5.0, manager.token_generation)
+            # cached 5 s at most, and never past the token's expiry
+            ttl = 5.0 if expires is None else min(5.0, expires - time.time())
+            token_cache[h] = (p, time.monotonic() + ttl, manager.token_generation)
         else:
             token_cache[h] = (p, math.inf, manager.token_generation)
         return p
@@ -212,8 +234,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         )
         if history:
             info.history = [HistoryItem(**h) for h in manager.store.history(row["id"])]
-            if row["state"] == "queued":
-                info.reason = manager.why(row["id"])
+            status = manager.why(row["id"]) if row["state"] == "queued" else None
+            if status is not None:
+                info.reason = status.reason
+                info.reason_code = status.code.label
+                info.reason_policy = status.policy or None
         return info
 
     @app.exception_handler(StarletteHTTPException)
@@ -239,10 +264,14 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         """Without this, GET /jobs/batch would reach GET /jobs/{job_id} (422 on 'batch') instead of 405."""
         raise StarletteHTTPException(405, "Method Not Allowed")
 
-    @app.get("/health", tags=["meta"])
-    async def health() -> dict[str, Any]:
-        """Liveness: always answers while the manager runs (no token needed)."""
-        return {"ok": True, "environment": manager.env.name, "time": time.time()}
+    @app.get("/health", tags=["meta"], responses={503: {"description": "the manager cannot write its database"}})
+    async def health() -> JSONResponse:
+        """Health (no token needed): 200 while the manager runs and can store what happens; 503
+        with the reason while its database refuses writes."""
+        body = {"ok": manager.persist_error is None, "environment": manager.env.name, "time": time.time()}
+        if manager.persist_error is not None:
+            return JSONResponse(status_code=503, content={**body, "reason": manager.persist_error})
+        return JSONResponse(content=body)
 
     @app.post(
         "/jobs",
@@ -366,7 +395,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 "description": r["description"],
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
             }
-            for status, r in _errors(**_USER, e404="no such job (or another user's)").items()
+            for status, r in _errors(
+                **_USER, e404="no such job (or another user's)", e410="the run's output file was removed"
+            ).items()
         },
     )
     async def job_output(
@@ -388,7 +419,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         stdout, stderr, _custom = run_files(row["spec"], job_id, row["spool"], r)
         path = Path(stdout if stream == "stdout" else stderr)
         if not path.is_file():  # a user's file that could not be opened: the spool has the reason
-            path = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
+            spooled = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
+            if not spooled.is_file() and not (r == row["run"] and row["state"] == "starting"):
+                # the run has begun, so its file was made: someone removed it
+                raise HTTPException(410, f"the {stream} of run {r} is gone: {path} was removed")
+            path = spooled
         data = b""
         if path.is_file():
             with open(path, "rb") as f:
@@ -460,8 +495,36 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 admin = req.admin
             else:
                 admin = bool(existing[0])
-            manager.store.add_token(conn, hash_token(token), user=req.user, kind="user")
-        return TokenResponse(user=req.user, token=token, admin=admin)
+            expires = None if req.expires_in is None else time.time() + req.expires_in
+            token_hash = hash_token(token)
+            manager.store.add_token(conn, token_hash, user=req.user, kind="user", expires=expires)
+        return TokenResponse(
+            user=req.user, token=token, admin=admin, id=token_hash[: db.TOKEN_ID_LENGTH], expires=expires
+        )
+
+    @app.get("/tokens", response_model=list[TokenInfo], tags=["admin"], responses=_errors(**_ADMIN))
+    async def list_tokens(p: Admin) -> list[TokenInfo]:
+        """Every user token by id (the first digits of its hash; the tokens themselves are not
+        kept), with its user, creation and expiry times (admin only)."""
+        return [TokenInfo(**t) for t in manager.store.user_tokens()]
+
+    @app.delete(
+        "/tokens/{token_id}",
+        status_code=204,
+        tags=["admin"],
+        responses=_errors(**_ADMIN, e404="no user token has this id", e409="several tokens start with this id"),
+    )
+    async def revoke_token(
+        token_id: Annotated[str, PathParam(min_length=4, max_length=64, pattern="^[0-9a-f]+$")], p: Admin
+    ) -> Response:
+        """Revoke a user token (admin only): refused from the next request on."""
+        found = manager.store.revoke_token(token_id)
+        if not found:
+            raise HTTPException(404, f"no user token has id {token_id!r} ('isthmus token list' shows them)")
+        if len(found) > 1:
+            raise HTTPException(409, f"{len(found)} tokens start with {token_id!r}: give more digits")
+        token_cache.clear()  # revoked means refused at once, not after the cache's 5 s
+        return Response(status_code=204)
 
     @app.get("/users", tags=["admin"], responses=_errors(**_ADMIN))
     async def list_users(p: Admin) -> list[dict[str, Any]]:
@@ -477,6 +540,21 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def event_log(p: Admin, since: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0) -> list[list[float]]:
         """The persisted engine event log (admin only): [time, kind, job, site, vm, value] rows."""
         return [list(r) for r in manager.store.event_rows()[since:]]
+
+    @app.post(
+        "/admin/stop",
+        status_code=202,
+        response_model=StopResponse,
+        tags=["admin"],
+        responses=_errors(**_ADMIN, **_BODY),
+    )
+    async def admin_stop(req: StopRequest, p: Admin) -> StopResponse:
+        """Stop the manager (admin only): see `isthmus stop`. Answers before it stops."""
+        running = sum(len(b.running) for b in manager.engine.backends)
+        manager.begin_shutdown(req.mode)
+        if req.mode != "drain":
+            asyncio.get_running_loop().call_later(0.2, manager.request_exit)  # after this answer
+        return StopResponse(mode=req.mode, running=running)
 
     @app.get("/pilots", tags=["admin"], responses=_errors(**_ADMIN))
     async def pilot_list(p: Admin) -> list[dict[str, Any]]:

@@ -65,8 +65,9 @@ def serve(
     log_level: str = "warning",
     max_body_bytes: int = ManagerConfig.max_body_bytes,
     max_batch_jobs: int = ManagerConfig.max_batch_jobs,
+    on_stop: str = ManagerConfig.on_stop,
 ) -> None:
-    """Run the manager until SIGINT/SIGTERM (graceful: pilots are told to exit).
+    """Run the manager until SIGINT/SIGTERM or `isthmus stop` (`on_stop`: what a signal does to running jobs).
 
     ValueError, before anything is created, when the address cannot be listened on, the state
     belongs to another environment or a limit is out of range. Requests with a body over
@@ -77,6 +78,8 @@ def serve(
         raise ValueError(f"--max-body-bytes must be at least 1024, got {max_body_bytes}")
     if max_batch_jobs < 1:
         raise ValueError(f"--max-batch-jobs must be at least 1, got {max_batch_jobs}")
+    if on_stop not in ("detach", "kill"):
+        raise ValueError(f"--on-stop expects detach or kill, got {on_stop!r}")
     check_listen(host, port)
     state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
@@ -97,6 +100,7 @@ def serve(
         tag=tag,
         max_body_bytes=max_body_bytes,
         max_batch_jobs=max_batch_jobs,
+        on_stop=on_stop,
     )
     manager = Manager(cfg)
     app = create_app(manager)
@@ -110,6 +114,11 @@ def serve(
         backlog=2048,
     )
     server = _Server(config, manager)
+
+    def exit_now() -> None:
+        server.should_exit = True
+
+    manager.request_exit = exit_now
     asyncio.run(server.serve())
 
 

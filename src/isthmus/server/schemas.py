@@ -160,6 +160,21 @@ class SubmitResponse(BaseModel):
     id: int
 
 
+class StopRequest(BaseModel):
+    """How to stop the manager: running jobs go on ("detach"), are killed ("kill"), or finish
+    first while nothing new starts ("drain")."""
+
+    model_config = _STRICT
+    mode: Literal["detach", "kill", "drain"] = "detach"
+
+
+class StopResponse(BaseModel):
+    """The stop under way and how many jobs were running when it began."""
+
+    mode: str
+    running: int
+
+
 class ErrorResponse(BaseModel):
     """Every 4xx answer except 422: what was wrong, in words."""
 
@@ -196,6 +211,10 @@ class JobInfo(BaseModel):
     runtime: float | None
     spec: dict[str, Any]
     reason: str | None = None
+    reason_code: str | None = Field(
+        None, description="while queued: the status code of why it waits (no capacity, over budget, held, ...)"
+    )
+    reason_policy: str | None = Field(None, description="while queued: the policy whose decision or rule holds it")
     history: list[HistoryItem] | None = None
 
 
@@ -205,6 +224,7 @@ class TokenRequest(BaseModel):
     model_config = _STRICT
     user: str = Field(..., json_schema_extra={"pattern": _USER.pattern})
     admin: bool = False
+    expires_in: float | None = Field(None, gt=0, le=100 * 365 * 86400, description="seconds until it is refused")
 
     @field_validator("user")
     @classmethod
@@ -220,6 +240,17 @@ class TokenResponse(BaseModel):
     user: str
     token: str
     admin: bool
+    id: str = Field(description="what `GET /tokens` and `DELETE /tokens/{id}` name it by")
+    expires: float | None = Field(None, description="wall time after which it is refused")
+
+
+class TokenInfo(BaseModel):
+    """A user token as the admin sees it: never the token itself."""
+
+    id: str
+    user: str
+    created: float
+    expires: float | None = None
 
 
 class RunningTask(BaseModel):
@@ -228,6 +259,7 @@ class RunningTask(BaseModel):
     model_config = _STRICT
     job: Id
     run: Id
+    pid: Pid | None = Field(None, description="the run's process, leader of its process group")
 
 
 class PilotReport(BaseModel):
@@ -241,6 +273,7 @@ class PilotReport(BaseModel):
     exit_code: ExitCode | None = None
     runtime: float | None = None
     error: CleanStr | None = Field(None, max_length=4096)
+    pid: Pid | None = Field(None, description="started: the run's process, leader of its process group")
 
 
 class RegisterRequest(BaseModel):

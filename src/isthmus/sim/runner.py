@@ -68,6 +68,7 @@ def simulate(
     check_purity: bool = False,
     until: float = math.inf,
     budget: float | None = None,
+    enforce_walltime: bool = False,
     progress: Callable[[int], None] | None = None,
     clock: SimClock | None = None,
 ) -> SimulationResult:
@@ -77,6 +78,9 @@ def simulate(
     (None: event-triggered rounds). The predictor is used only by policies that need one.
     `budget` caps the charged cost of cloud leases ($): leases it cannot pay are refused and a
     paid VM whose next billing increment it cannot pay is released at the boundary.
+    With `enforce_walltime`, a run that reaches its job's requested runtime is killed and the
+    job ends TIMEOUT, as the live manager does (off by default: a trace's runtimes are what its
+    system allowed, some past the request).
     `progress` is called with the number of jobs submitted so far, now and then.
     The run is driven by `clock` (a new simulated clock by default) through its `run()`.
     """
@@ -96,6 +100,7 @@ def simulate(
         round_interval=float(interval) if interval else None,
         check_purity=check_purity,
         budget=budget,
+        enforce_walltime=enforce_walltime,
     )
     t0 = time.perf_counter()
     clock.feed(jobs, _submit_time, engine.submit, PRIO_SUBMIT)

@@ -63,6 +63,8 @@ class Projector:
         #: events already in the database
         self.persisted = 0
         self._ended: list[int] = []
+        #: (job, run) killed at their requested runtime: their FAIL ends them TIMEOUT
+        self._timed_out: set[tuple[int, int]] = set()
 
     def pending(self) -> bool:
         """True when events are waiting to be written."""
@@ -124,6 +126,8 @@ class Projector:
             elif kind in (EventKind.END, EventKind.FAIL):
                 info = self.details.run_end(job, run)
                 state = JobState.COMPLETED if kind == EventKind.END else JobState.FAILED
+                if kind == EventKind.FAIL and (job, run) in self._timed_out:
+                    state = JobState.TIMEOUT
                 code = 0 if kind == EventKind.END else int(value)
                 conn.execute(
                     db.UPDATE_JOB_END,
@@ -139,6 +143,8 @@ class Projector:
                 detail = f"exit code {code}" + (f": {info['error']}" if info.get("error") else "")
                 history.append({"job_id": job, "time": t, "state": state.value, "run": run, "detail": detail})
             elif kind == EventKind.KILL:
+                if int(value) == KillCause.TIMEOUT:
+                    self._timed_out.add((job, run))
                 cause = _KILL_NAMES.get(int(value), str(value))
                 detail = f"killed ({cause})"
                 why = self.details.lost_reason(job, run)
@@ -202,4 +208,7 @@ class Projector:
         self.persisted = n
         for job in self._ended:
             self.forget(job)
+        if self._timed_out:
+            gone = set(self._ended)
+            self._timed_out = {k for k in self._timed_out if k[0] not in gone}
         self._ended = []

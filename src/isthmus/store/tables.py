@@ -28,6 +28,7 @@ from sqlalchemy import (
     Text,
     bindparam,
     create_engine,
+    delete,
     event,
     func,
     insert,
@@ -58,7 +59,11 @@ tokens = Table(
     Column("kind", String(8), nullable=False),  # "user" | "pilot"
     Column("node", String(64), nullable=True),  # pilot tokens: the node key the pilot serves
     Column("created", Float, nullable=False),
+    Column("expires", Float, nullable=True),  # wall time after which it is refused; None: never
 )
+
+TOKEN_ID_LENGTH = 12
+"""A token is named by this many leading hex digits of its hash (never by the token itself)."""
 
 jobs = Table(
     "jobs",
@@ -117,6 +122,9 @@ events = Table(
 )
 
 #: Columns added to `events` after the first release, created on an older database at start.
+TOKEN_COLUMNS_ADDED = {"expires": "FLOAT"}
+"""Columns added to `tokens` since the first release: `Store.create` adds them to older databases."""
+
 EVENT_COLUMNS_ADDED = {
     "run": "INTEGER NOT NULL DEFAULT -1",
     "slots": "INTEGER NOT NULL DEFAULT 0",
@@ -205,11 +213,12 @@ def sqlite_url(path: str | Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
-def make_engine(url: str) -> Engine:
-    """An SQLAlchemy engine; SQLite gets WAL journaling and relaxed fsync (crash-safe, not power-safe)."""
+def make_engine(url: str, busy_timeout: float = 30.0) -> Engine:
+    """An SQLAlchemy engine; SQLite gets WAL journaling and relaxed fsync (crash-safe, not power-safe)
+    and waits at most `busy_timeout` seconds for a lock held by another process."""
     url = normalize_url(url)
     if url.startswith("sqlite"):
-        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout})
 
         @event.listens_for(eng, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -226,19 +235,20 @@ def make_engine(url: str) -> Engine:
 class Store:
     """The manager's database: schema creation and the few queries the manager and API need."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, busy_timeout: float = 30.0) -> None:
         self.url = normalize_url(url)
-        self.engine = make_engine(self.url)
+        self.engine = make_engine(self.url, busy_timeout)
 
     def create(self) -> None:
         """Create missing tables and the event columns an older database lacks (idempotent)."""
         metadata.create_all(self.engine)
-        have = {c["name"] for c in inspect(self.engine).get_columns("events")}
-        missing = [(name, ddl) for name, ddl in EVENT_COLUMNS_ADDED.items() if name not in have]
-        if missing:
-            with self.engine.begin() as conn:
-                for name, ddl in missing:
-                    conn.exec_driver_sql(f"ALTER TABLE events ADD COLUMN {name} {ddl}")
+        for table, added in (("events", EVENT_COLUMNS_ADDED), ("tokens", TOKEN_COLUMNS_ADDED)):
+            have = {c["name"] for c in inspect(self.engine).get_columns(table)}
+            missing = [(name, ddl) for name, ddl in added.items() if name not in have]
+            if missing:
+                with self.engine.begin() as conn:
+                    for name, ddl in missing:
+                        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")
 
     def close(self) -> None:
         """Release every pooled connection."""
@@ -268,22 +278,62 @@ class Store:
             conn.execute(insert(users).values(name=name, admin=admin, created=time.time()))
 
     def add_token(
-        self, conn: Connection, token_hash: str, *, user: str | None, kind: str, node: str | None = None
+        self,
+        conn: Connection,
+        token_hash: str,
+        *,
+        user: str | None,
+        kind: str,
+        node: str | None = None,
+        expires: float | None = None,
     ) -> None:
-        """Store a token's hash."""
-        conn.execute(insert(tokens).values(hash=token_hash, user=user, kind=kind, node=node, created=time.time()))
+        """Store a token's hash (and the wall time it expires at, if any)."""
+        conn.execute(
+            insert(tokens).values(
+                hash=token_hash, user=user, kind=kind, node=node, created=time.time(), expires=expires
+            )
+        )
 
-    def lookup_token(self, token_hash: str) -> tuple[str | None, str, str | None, bool] | None:
-        """(user, kind, node, admin) for a token hash, None if unknown."""
+    def lookup_token(self, token_hash: str) -> tuple[str | None, str, str | None, bool, float | None] | None:
+        """(user, kind, node, admin, expires) for a token hash, None if unknown."""
         with self.engine.connect() as conn:
             row = conn.execute(
-                select(tokens.c.user, tokens.c.kind, tokens.c.node, users.c.admin)
+                select(tokens.c.user, tokens.c.kind, tokens.c.node, users.c.admin, tokens.c.expires)
                 .select_from(tokens.outerjoin(users, users.c.name == tokens.c.user))
                 .where(tokens.c.hash == token_hash)
             ).first()
         if row is None:
             return None
-        return row[0], row[1], row[2], bool(row[3])
+        return row[0], row[1], row[2], bool(row[3]), row[4]
+
+    def user_tokens(self) -> list[dict[str, Any]]:
+        """Every user token: its id (the first hex digits of its hash), user, created and expires."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(tokens.c.hash, tokens.c.user, tokens.c.created, tokens.c.expires)
+                .where(tokens.c.kind == "user")
+                .order_by(tokens.c.user, tokens.c.created)
+            )
+            return [
+                {"id": r.hash[:TOKEN_ID_LENGTH], "user": r.user, "created": r.created, "expires": r.expires}
+                for r in rows
+            ]
+
+    def revoke_token(self, token_id: str) -> list[str]:
+        """Delete the user tokens whose hash starts with `token_id` if exactly one does; returns the
+        hashes that matched (none: unknown; several: ambiguous, nothing deleted)."""
+        with self.engine.begin() as conn:
+            found = [
+                r[0]
+                for r in conn.execute(
+                    select(tokens.c.hash).where(
+                        tokens.c.kind == "user", tokens.c.hash.startswith(token_id, autoescape=True)
+                    )
+                )
+            ]
+            if len(found) == 1:
+                conn.execute(delete(tokens).where(tokens.c.hash == found[0]))
+            return found
 
     def list_users(self) -> list[dict[str, Any]]:
         """All users."""
