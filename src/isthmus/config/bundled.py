@@ -323,20 +323,31 @@ def _ibm_enterprise_cloud(p: Mapping[str, Any]) -> dict[str, Any]:
 
 def _villegas(site: str, max_vms: int, what: str) -> Builder:
     def build(p: Mapping[str, Any]) -> dict[str, Any]:
+        def cloud(name: str, vms: int) -> dict[str, Any]:
+            return _cloud(
+                name,
+                max_vms=vms,
+                boot_time=p["boot_time"],
+                shutdown_time=p["shutdown_time"],
+                price_per_hour=p["price"],
+                billing_increment=3600,
+                idle_release_time=p["idle_time"],
+            )
+
+        if p["pools"]:
+            short = (max_vms + 1) // 2
+            return {
+                "description": f"Villegas Table 6.3: {what}, up to {max_vms} single-core VMs in two pools "
+                f"(short jobs: {short}, long jobs: {max_vms - short}) for OD-2Q + FCFS-2Q",
+                "round_interval": 20,
+                "policies": _policies("fcfs-2q", "od-2q"),
+                "sites": [cloud(f"{site}-short", short), cloud(f"{site}-long", max_vms - short)],
+            }
         return {
             "description": f"Villegas Table 6.3: {what}, up to {max_vms} single-core VMs",
             "round_interval": 20,
-            "policies": _policies("fcfs", "on-demand"),
-            "sites": [
-                _cloud(
-                    site,
-                    max_vms=max_vms,
-                    boot_time=p["boot_time"],
-                    shutdown_time=p["shutdown_time"],
-                    price_per_hour=p["price"],
-                    billing_increment=3600,
-                )
-            ],
+            "policies": _policies("fcfs", "od-s"),
+            "sites": [cloud(site, max_vms)],
         }
 
     build.__doc__ = f"Villegas dissertation §6.4.2, Table 6.3 row {what!r}: one IaaS cloud of {max_vms} VMs."
@@ -347,13 +358,16 @@ _VILLEGAS_PARAMS = (
     Parameter("boot_time", float, 600.0, "VM boot time in seconds (§6.5.5 VM_BOOT_TIME)", 0),
     Parameter("shutdown_time", float, 60.0, "VM shutdown time in seconds (§7.4.1)", 0),
     Parameter("price", float, EC2_PRICE_PER_HOUR, "price per VM-hour, billed per started hour (§6.4.4)", 0),
+    Parameter("idle_time", float, 300.0, "seconds an idle VM is kept by OD-S and the threshold policies", 0),
+    Parameter("pools", bool, False, "split the VMs into a short-job and a long-job pool for OD-2Q + FCFS-2Q"),
 )
 
 _VILLEGAS_NOTE = (
     "Single-core VMs, one task per VM (§6.3.2, §7.4.1); no minimum. Boot 600 s is the simulator's "
     "empirically observed VM_BOOT_TIME (§6.5.5), shutdown 60 s as in §7.4.1. Charged cost uses the "
     "EC2 model of hourly increments on every testbed (§6.4.4); the price is $0.065/VM-hour as in "
-    "KOALA-C (the dissertation gives no price). Rounds every 20 s (OD-G period, §6.3.1); FCFS + On-Demand."
+    "KOALA-C (the dissertation gives no price). Rounds every 20 s (OD-G period, §6.3.1); FCFS + OD-S "
+    "(§6.3); pools=true splits the VMs into two sites (short pool: half rounded up) with FCFS-2Q + OD-2Q."
 )
 
 

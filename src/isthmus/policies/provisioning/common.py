@@ -1,0 +1,213 @@
+"""Pieces shared by the dissertation's provisioning policies (Villegas dissertation §6.3.1).
+
+All of them are pure decisions over the read-only view: which clouds may be used now, the
+queued demand placed on paper on free and booting capacity, idle-VM release after an idle
+time, and two small observers kept as private memory (the provisioning-plus-boot times of the
+VMs seen so far; the runtimes of jobs seen to finish). Nothing here reads a clock or a backend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from isthmus.model.decisions import Decision, ReleaseVms, WakeUp
+from isthmus.policies.api import CloudInfo, JobInfo, View
+
+
+def usable_clouds(view: View, name: str) -> tuple[dict[int, CloudInfo], list[Decision]]:
+    """The clouds inside their availability window, by site index, and a wake-up for each cloud
+    whose window has not opened yet (the policy looks again then)."""
+    now = view.now
+    clouds: dict[int, CloudInfo] = {}
+    wakes: list[Decision] = []
+    for s in view.sites:
+        c = view.cloud(s.index)
+        if c is None:
+            continue
+        opens, closes = c.site.available_from, c.site.available_until
+        if opens is not None and now < opens:
+            wakes.append(WakeUp(opens, by=name))
+        elif closes is None or now < closes:
+            clouds[s.index] = c
+    return clouds, wakes
+
+
+@dataclass
+class Demand:
+    """The queue placed on paper: VMs to lease per cloud for jobs that fit nowhere (one VM per
+    processor-sized piece of each such job) and the ready VMs the queue claims per cloud."""
+
+    lease: dict[int, int] = field(default_factory=dict)
+    claimed_vms: dict[int, int] = field(default_factory=dict)
+    #: queued jobs that fit nowhere, even after the leases (over every cloud's maximum)
+    unplaced: int = 0
+
+    @property
+    def total_lease(self) -> int:
+        """VMs to lease over all clouds."""
+        return sum(self.lease.values())
+
+
+def queue_demand(
+    view: View, clouds: Mapping[int, CloudInfo], jobs: Callable[[int], Iterable[JobInfo]] | None = None
+) -> Demand:
+    """Place the queued jobs (every queue in order, or `jobs(stage)`) on paper.
+
+    Free processors, VMs still booting and VMs needed to reach each cloud's minimum count as
+    capacity. A job that fits on no site of its queue gets enough VMs on the first cloud of the
+    queue that can take them without passing its maximum. Processors the queue takes from the
+    free processors of a cloud are its claimed VMs: idle VMs a release must leave alone (the
+    dissertation's reservation of partially available VMs, §7.3.1, falls out of this: an idle
+    VM waiting for the head job to fit is claimed by it).
+    """
+    demand = Demand(lease=dict.fromkeys(clouds, 0), claimed_vms=dict.fromkeys(clouds, 0))
+    ready_free = [s.free for s in view.sites]
+    free = list(ready_free)
+    for i, c in clouds.items():
+        deficit = max(0, c.site.min_vms - c.leased)
+        demand.lease[i] = deficit
+        free[i] += (c.booting + deficit) * c.site.cores_per_node
+    claimed = [0] * len(free)
+    for stage in range(view.stages):
+        order = view.stage_sites(stage)
+        for e in jobs(stage) if jobs is not None else view.queue(stage):
+            size = e.job.size
+            placed = False
+            for i in order:
+                if free[i] >= size:
+                    free[i] -= size
+                    claimed[i] += size
+                    placed = True
+                    break
+            if placed:
+                continue
+            for i in order:
+                cl = clouds.get(i)
+                if cl is None:
+                    continue
+                vms = math.ceil((size - free[i]) / cl.site.cores_per_node)
+                if cl.leased + demand.lease[i] + vms <= cl.site.max_vms:
+                    demand.lease[i] += vms
+                    claimed[i] += free[i]
+                    free[i] += vms * cl.site.cores_per_node - size
+                    placed = True
+                    break
+            if not placed:
+                demand.unplaced += 1
+    for i, c in clouds.items():
+        demand.claimed_vms[i] = math.ceil(min(claimed[i], ready_free[i]) / c.site.cores_per_node)
+    return demand
+
+
+class Allowance:
+    """What the budget cap still pays for in this round, counted down as leases are planned.
+
+    The engine refuses a lease whose first increment the budget cannot pay; a policy that keeps
+    asking would also keep asking to be woken, so the policies cap their leases here first.
+    """
+
+    def __init__(self, view: View) -> None:
+        self.left = view.budget_left
+
+    def take(self, cloud: CloudInfo, n: int) -> int:
+        """How many of `n` VMs of `cloud` the budget pays for (and count them as spent)."""
+        site = cloud.site
+        if n <= 0 or self.left is None or not site.is_paid:
+            return max(0, n)
+        price = site.price_per_increment
+        n = max(0, min(n, int((self.left + 1e-9) / price)))
+        self.left -= n * price
+        return n
+
+
+def idle_release(
+    cloud: CloudInfo, now: float, idle_time: float, keep: int, name: str, limit: int | None = None
+) -> tuple[ReleaseVms | None, float]:
+    """Release the idle VMs of `cloud` idle for at least `idle_time`, longest idle first, leaving
+    `keep` idle VMs (claimed by the queue) and the cloud's minimum; at most `limit` VMs.
+
+    Returns the release (None when nothing is due) and the earliest time another idle VM
+    becomes due (inf when none), for a wake-up.
+    """
+    spare = cloud.leased - cloud.site.min_vms
+    idle = list(cloud.idle_vms())
+    # the queue keeps the most recently idle VMs; the longest idle ones go first
+    candidates = idle[: max(0, len(idle) - keep)]
+    budget = min(spare, len(candidates) if limit is None else min(limit, len(candidates)))
+    release: list[int] = []
+    wake = math.inf
+    for vm in candidates:
+        at = vm.idle_since + idle_time
+        if at <= now + 1e-9:
+            if len(release) < budget:
+                release.append(vm.id)
+        else:
+            wake = min(wake, at)
+    return (ReleaseVms(cloud.index, tuple(release), by=name) if release else None), wake
+
+
+class BootObserver:
+    """The mean provisioning-plus-boot time of the VMs seen so far, per cloud (OD-ExecTime's
+    "average time needed to provision and boot a VM instance, as observed for previously
+    leased VMs", §6.3.1).
+
+    A VM is observed the first time it shows up ready and idle: provisioning decides first in
+    every round and a VM coming up triggers a round, so that is the first round after it
+    became ready; its observed time is that round's time minus its lease time (exact with
+    event-triggered rounds, rounded up to the round with periodic ones, as a polling
+    controller would see it). Before any observation the cloud's configured boot time is used.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, set[int]] = {}
+        self._sum: dict[int, float] = {}
+        self._count: dict[int, int] = {}
+
+    def observe(self, cloud: CloudInfo, now: float) -> None:
+        """Record the VMs of `cloud` seen ready for the first time."""
+        seen = self._seen.setdefault(cloud.index, set())
+        for vm in cloud.idle_vms():
+            if vm.id not in seen:
+                seen.add(vm.id)
+                self._sum[cloud.index] = self._sum.get(cloud.index, 0.0) + max(0.0, now - vm.leased_at)
+                self._count[cloud.index] = self._count.get(cloud.index, 0) + 1
+
+    def mean(self, cloud: CloudInfo) -> float:
+        """Observed mean provisioning-plus-boot time of `cloud`, its boot time before any."""
+        n = self._count.get(cloud.index, 0)
+        return self._sum[cloud.index] / n if n else cloud.site.boot_time
+
+    def observed(self, cloud: CloudInfo) -> int:
+        """How many VMs of `cloud` were observed."""
+        return self._count.get(cloud.index, 0)
+
+
+class CompletionObserver:
+    """Runtimes of jobs seen to finish, with a feature of each job, most recent last (at most
+    `keep`).
+
+    A job is tracked while it runs; when it is no longer running at a later round it has
+    finished, and its runtime is taken as that round's time minus its start (exact with
+    event-triggered rounds, up to one round interval long with periodic rounds). Jobs that
+    start and finish between two rounds are not seen.
+    """
+
+    def __init__(self, feature: Callable[[JobInfo], float], keep: int = 1000) -> None:
+        self._feature = feature
+        self._running: dict[int, tuple[float, float]] = {}
+        self.done: deque[tuple[float, float]] = deque(maxlen=keep)
+
+    def observe(self, view: View) -> None:
+        """Update the running set from the view; record the jobs that finished since last time."""
+        now = view.now
+        current: dict[int, tuple[float, float]] = {}
+        for s in view.sites:
+            for job_id, e in s.running.items():
+                current[job_id] = self._running.get(job_id) or (e.started, self._feature(e))
+        for job_id, (started, feat) in self._running.items():
+            if job_id not in current:
+                self.done.append((feat, max(0.0, now - started)))
+        self._running = current
