@@ -131,3 +131,20 @@ def test_removing_the_output_spool_under_a_running_job_is_said(live: LiveServer)
     with pytest.raises(ApiError) as gone:
         c.output(job)
     assert gone.value.status == 410 and "was removed" in str(gone.value)
+
+
+def test_a_run_that_finished_while_the_manager_was_down_is_completed_not_rerun(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    c = live.client()
+    ledger = tmp_path / "ledger"
+    job = c.submit(**_ledger_job(ledger, 1.0))
+    wait_state(c, job, ("running",))
+    live.kill(signal.SIGKILL)
+    time.sleep(2.0)  # the run ends while no manager is there to hear it
+    live.start()
+    c = live.client()
+    j = wait_state(c, job, ("completed",), timeout=30)
+    assert j["exit_code"] == 0 and j["run"] == 1 and j["restarts"] == 0, _history(live, job)
+    assert ledger.read_text().split() == [str(job)]  # the reconnecting pilot's report won: not run again
+    assert not any("killed" in h for h in _history(live, job)), _history(live, job)
