@@ -19,6 +19,7 @@ module per kind holding its validation and its application.
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
@@ -125,6 +126,8 @@ class Engine:
         #: refusals per status code (holds included), for a run's summary
         self.refusals: dict[StatusCode, int] = {}
         self.rounds = 0
+        #: called with each round's duration in wall seconds (the live manager's /metrics)
+        self.round_observer: Callable[[float], None] | None = None
         #: the policy whose decisions are being applied (named in the log when a decision does not)
         self.deciding = ""
         self._kinds = kinds()
@@ -453,6 +456,8 @@ class Engine:
         self._last_round = self.clock.now
         self.rounds += 1
         view = self.view
+        observe = self.round_observer
+        began = time.perf_counter() if observe is not None else 0.0
         for policy in self._deciders:
             before = self.fingerprint() if self.check_purity else None
             decisions = list(policy.decide(view))
@@ -460,6 +465,8 @@ class Engine:
                 raise AssertionError(f"policy {policy.name!r} changed the engine state while deciding")
             for d in decisions:
                 self.apply(d, policy.name)
+        if observe is not None:
+            observe(time.perf_counter() - began)
 
     def apply(self, d: object, policy: str = "") -> Status:
         """Validate and apply one decision; return its status (ACCEPTED, or a refusal with its

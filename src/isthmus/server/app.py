@@ -35,6 +35,7 @@ from isthmus.live.jobfiles import run_files
 from isthmus.live.manager import Manager, PersistError, RequestError
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.limits import BodyLimitMiddleware, json_safe
+from isthmus.server.prometheus import LatencyMiddleware, Metrics
 from isthmus.server.schemas import (
     INT64_MAX,
     ErrorResponse,
@@ -114,6 +115,8 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     # pool, a round trip to another thread for every request (a third of a submission's cost).
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=manager.config.max_body_bytes)
+    metrics = Metrics(manager)
+    app.add_middleware(LatencyMiddleware, metrics=metrics)
     generic_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -530,6 +533,17 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def list_users(p: Admin) -> list[dict[str, Any]]:
         """Every user (admin only)."""
         return manager.store.list_users()
+
+    @app.get(
+        "/metrics",
+        tags=["meta"],
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}, **_errors(**_USER)},
+    )
+    async def prometheus_metrics(p: User) -> Response:
+        """The pool in the Prometheus text format (any user's token: aggregate figures only)."""
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
 
     @app.get("/whoami", tags=["meta"], responses=_errors(**_USER))
     async def whoami(p: User) -> dict[str, Any]:

@@ -389,6 +389,18 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
+    def job_counts(self) -> dict[str, int]:
+        """How many jobs are in each state (states with none are absent)."""
+        q = select(jobs.c.state, func.count()).group_by(jobs.c.state)
+        with self.engine.connect() as conn:
+            return {state: int(n) for state, n in conn.execute(q)}
+
+    def vm_counts(self) -> dict[int, tuple[int, int]]:
+        """Per site index: (VMs ever leased, VMs whose release was requested)."""
+        q = select(vms.c.site, func.count(), func.count(vms.c.released_at)).group_by(vms.c.site)
+        with self.engine.connect() as conn:
+            return {int(site): (int(leased), int(released)) for site, leased, released in conn.execute(q)}
+
     def pilot_rows(self) -> list[dict[str, Any]]:
         """Every pilot ever recorded, by node key."""
         with self.engine.connect() as conn:

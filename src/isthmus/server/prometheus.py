@@ -1,0 +1,160 @@
+"""`GET /metrics`: the live manager in the Prometheus text format (prometheus-client).
+
+Gauges are read at scrape time from the engine (the same state the policies see) and from the
+database (job counts by state, VM leases and releases), so a scrape costs two grouped queries
+and no bookkeeping on the hot path; the round duration and the API latency are histograms fed
+as rounds and requests happen. Each app has its own registry (several managers in one process
+do not mix). Labels are bounded: site names from the environment, job states, refusal codes,
+and the API's route templates (never a raw path, which a client could vary at will).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.model.states import TERMINAL_NAMES
+
+if TYPE_CHECKING:
+    from isthmus.live.manager import Manager
+
+ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+API_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+JOB_STATES = ("queued", "running", *sorted(TERMINAL_NAMES))
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class ManagerCollector(Collector):
+    """Reads the pool's figures from `manager` at each scrape."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.m = manager
+
+    def collect(self) -> Iterator[Metric]:
+        """Every gauge and counter read from the engine and the database now."""
+        engine = self.m.engine
+        counts = self.m.store.job_counts()
+        jobs = GaugeMetricFamily("isthmus_jobs", "Jobs by state (every job the database holds)", labels=["state"])
+        for state in sorted(set(JOB_STATES) | set(counts)):
+            jobs.add_metric([state], counts.get(state, 0))
+        yield jobs
+
+        queued = GaugeMetricFamily(
+            "isthmus_queue_length", "Jobs waiting in each queue (a queue serves a set of sites)", labels=["queue"]
+        )
+        for sites, queue in zip(engine.stage_sites, engine.queues, strict=True):
+            queued.add_metric(["+".join(engine.backends[i].name for i in sites)], len(queue))
+        yield queued
+
+        running = GaugeMetricFamily("isthmus_jobs_running", "Jobs running on each site", labels=["site"])
+        busy = GaugeMetricFamily("isthmus_processors_busy", "Processors running jobs", labels=["site"])
+        online = GaugeMetricFamily("isthmus_processors_online", "Processors usable now", labels=["site"])
+        vms = GaugeMetricFamily("isthmus_vms", "VMs of each cloud site by state", labels=["site", "state"])
+        for b in engine.backends:
+            running.add_metric([b.name], len(b.running))
+            busy.add_metric([b.name], b.busy)
+            online.add_metric([b.name], b.online)
+            if isinstance(b, CloudBackend):
+                by_state = dict.fromkeys(("booting", "idle", "busy", "releasing"), 0)
+                for vm in b.vms.values():
+                    if vm.state == VmState.BOOTING:
+                        by_state["booting"] += 1
+                    elif vm.state == VmState.READY:
+                        by_state["idle" if vm.free == vm.cores else "busy"] += 1
+                    elif vm.state == VmState.RELEASING:
+                        by_state["releasing"] += 1
+                for state, n in by_state.items():
+                    vms.add_metric([b.name, state], n)
+        yield from (running, busy, online, vms)
+
+        leases = CounterMetricFamily("isthmus_vm_leases", "VMs leased on each cloud site", labels=["site"])
+        releases = CounterMetricFamily("isthmus_vm_releases", "VM releases requested on each site", labels=["site"])
+        vm_counts = self.m.store.vm_counts()
+        for b in engine.backends:
+            if isinstance(b, CloudBackend):
+                leased, released = vm_counts.get(b.index, (0, 0))
+                leases.add_metric([b.name], leased)
+                releases.add_metric([b.name], released)
+        yield from (leases, releases)
+
+        yield GaugeMetricFamily(
+            "isthmus_spend_dollars", "Charged cost of every cloud lease so far ($)", value=engine.spent
+        )
+        if engine.budget is not None:
+            left = engine.budget - engine.spent
+            yield GaugeMetricFamily("isthmus_budget_left_dollars", "Budget cap minus the charged cost ($)", value=left)
+        refused = CounterMetricFamily(
+            "isthmus_decisions_refused", "Policy decisions the engine refused, by status code", labels=["code"]
+        )
+        for code, n in sorted(engine.refusals.items(), key=lambda kv: kv[0].name):
+            refused.add_metric([code.name.lower()], n)
+        yield refused
+        yield CounterMetricFamily("isthmus_rounds", "Scheduling rounds run", value=engine.rounds)
+        pilots = GaugeMetricFamily("isthmus_pilots", "Pilots by state", labels=["state"])
+        by_pilot_state: dict[str, int] = {}
+        for node in self.m.hub.nodes.values():
+            by_pilot_state[node.state] = by_pilot_state.get(node.state, 0) + 1
+        for state, n in sorted(by_pilot_state.items()):
+            pilots.add_metric([state], n)
+        yield pilots
+
+
+class Metrics:
+    """The registry behind `/metrics`: the collector and the two histograms."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(ManagerCollector(manager))
+        self.round_seconds = Histogram(
+            "isthmus_round_duration_seconds",
+            "Wall time of a scheduling round (every deciding policy)",
+            buckets=ROUND_BUCKETS,
+            registry=self.registry,
+        )
+        self.api_seconds = Histogram(
+            "isthmus_api_request_duration_seconds",
+            "Wall time of an API request, by method, route template and status",
+            ["method", "route", "status"],
+            buckets=API_BUCKETS,
+            registry=self.registry,
+        )
+        manager.engine.round_observer = self.round_seconds.observe
+
+    def render(self) -> tuple[bytes, str]:
+        """The text exposition and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class LatencyMiddleware:
+    """ASGI middleware timing each HTTP request into `Metrics.api_seconds` by route template."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Pass the request on; observe its duration once the answer has started."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        status = [500]
+
+        async def send_status(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.metrics.api_seconds.labels(method, template, str(status[0])).observe(time.perf_counter() - began)

@@ -1,0 +1,55 @@
+"""`GET /metrics` (issue 17, item 2): scraped from a real manager and read with the Prometheus
+text parser; figures checked against what the workload did."""
+
+from __future__ import annotations
+
+import httpx
+from conftest import LiveServer, wait_for, wait_state
+from prometheus_client.parser import text_string_to_metric_families
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+def _scrape(live: LiveServer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    r = httpx.get(live.url + "/metrics", headers={"Authorization": f"Bearer {live.admin_token}"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain"), r.text
+    out = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_follow_the_workload(live: LiveServer) -> None:
+    assert httpx.get(live.url + "/metrics").status_code == 401  # a token is needed
+    c = live.client()
+    hold = c.submit(command="sleep", args=["3"], size=4)  # fills the cluster c1 (2 nodes x 2 cores)
+    wait_state(c, hold, ("running",))
+    m = _scrape(live)
+    assert m[("isthmus_jobs", (("state", "running"),))] == 1
+    assert m[("isthmus_processors_busy", (("site", "c1"),))] == 4
+    assert m[("isthmus_processors_online", (("site", "c1"),))] == 4
+    on_cloud = c.submit(command="true", size=2)  # waits for a VM: on-demand leases one
+    assert wait_state(c, on_cloud, TERMINAL, timeout=30)["state"] == "completed"
+    c.cancel(hold)
+    wait_state(c, hold, TERMINAL)
+    for _ in range(3):
+        httpx.get(live.url + "/jobs/999999", headers={"Authorization": f"Bearer {live.admin_token}"})
+    m = wait_for(
+        lambda: (lambda s: s if s[("isthmus_vm_releases_total", (("site", "cloud"),))] >= 1 else None)(_scrape(live)),  # noqa: PLC3002
+        timeout=20,
+        what="the idle VM released",
+    )
+    assert m[("isthmus_jobs", (("state", "completed"),))] == 1
+    assert m[("isthmus_jobs", (("state", "cancelled"),))] == 1
+    assert m[("isthmus_jobs", (("state", "queued"),))] == 0
+    assert m[("isthmus_vm_leases_total", (("site", "cloud"),))] >= 1
+    assert m[("isthmus_spend_dollars", ())] == 0.0  # the test cloud is free
+    assert m[("isthmus_rounds_total", ())] >= 2
+    assert m[("isthmus_round_duration_seconds_count", ())] == m[("isthmus_rounds_total", ())]
+    submitted = (("method", "POST"), ("route", "/jobs"), ("status", "201"))
+    assert m[("isthmus_api_request_duration_seconds_count", submitted)] == 2
+    # a path a client varies is counted under its route template, not as a new series
+    missing = (("method", "GET"), ("route", "/jobs/{job_id}"), ("status", "404"))
+    assert m[("isthmus_api_request_duration_seconds_count", missing)] == 3
+    assert not any("999999" in str(labels) for _, labels in m)
