@@ -1,4 +1,5 @@
-"""Commands of the live manager: server, agent, submit, jobs, show, cancel, logs, sites, vms, token.
+"""Commands of the live manager: server, agent, submit, jobs, show, cancel, logs, sites, vms, accounting,
+token.
 
 Mount with `register(app)`. Client commands find the manager through --url / ISTHMUS_URL
 (default http://127.0.0.1:8750) and authenticate with --token / ISTHMUS_TOKEN /
@@ -114,6 +115,20 @@ def _call(url: str | None, token: str | None, request: Callable[[Client], T]) ->
             return request(c)
         except ApiError as exc:
             _fail(exc, token)
+
+
+def _parse_when(text: str, option: str) -> float:
+    """Unix seconds from `text`: a number, or an ISO 8601 date or date-time (local time unless
+    it names its zone)."""
+    import datetime as dt
+
+    try:
+        return float(text) if text.replace(".", "", 1).isdigit() else dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: expected Unix seconds or an ISO date/time such as 2026-11-22 or 2026-11-22T08:00",
+            param_hint=option,
+        ) from None
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> None:
@@ -548,6 +563,62 @@ def register(app: typer.Typer) -> None:
             for v in rows
         ]
         _table(["VM", "SITE", "STATE", "CORES", "LEASED", "LEASE", "CHARGED"], table)
+
+    @app.command("accounting")
+    def accounting(
+        by: str = typer.Option("user", "--by", help="Group by user, site or policy."),
+        since: str = typer.Option("0", "--since", help="Window start: ISO date/time (local) or Unix seconds."),
+        until: str | None = typer.Option(None, "--until", help="Window end (default now), as --since."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+        as_csv: bool = typer.Option(False, "--csv", help="Print CSV instead of a table."),
+    ) -> None:
+        """Jobs, processor-hours, VM-hours, charged cost, wait and slowdown per user, site or policy
+        for the jobs that ended (and VMs released) in the window; users see their own jobs."""
+        if by not in ("user", "site", "policy"):
+            raise typer.BadParameter(f"{by!r}: expected user, site or policy", param_hint="--by")
+        start = _parse_when(since, "--since")
+        end = _parse_when(until, "--until") if until is not None else None
+        rows = _call(url, token, lambda c: c.accounting(by, start, end))
+        columns = [
+            "key",
+            "jobs",
+            "completed",
+            "processor_hours",
+            "vm_hours",
+            "charged_cost",
+            "mean_wait",
+            "mean_bounded_slowdown",
+        ]
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        if as_csv:
+            import csv
+
+            w = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+            w.writeheader()
+            w.writerows({k: ("" if r[k] is None else r[k]) for k in columns} for r in rows)
+            return
+
+        def num(x: float | None, fmt: str) -> str:
+            return "-" if x is None else format(x, fmt)
+
+        table = [
+            [
+                r["key"],
+                str(r["jobs"]),
+                str(r["completed"]),
+                num(r["processor_hours"], ".3f"),
+                num(r["vm_hours"], ".3f"),
+                num(r["charged_cost"], ".4f"),
+                num(r["mean_wait"], ".1f"),
+                num(r["mean_bounded_slowdown"], ".2f"),
+            ]
+            for r in rows
+        ]
+        _table([by.upper(), "JOBS", "DONE", "PROC-H", "VM-H", "CHARGED", "WAIT(S)", "BSLD"], table)
 
     token_app = typer.Typer(help="Manage API tokens (admin).", no_args_is_help=True)
 

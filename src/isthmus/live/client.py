@@ -133,6 +133,13 @@ class Client:
         """VM leases."""
         return list(self.request("GET", "/vms", params={"all": all_}))
 
+    def accounting(self, by: str = "user", since: float = 0.0, until: float | None = None) -> list[dict[str, Any]]:
+        """Accounting rows grouped `by` user, site or policy over [since, until) (Unix seconds)."""
+        params: dict[str, Any] = {"by": by, "since": since}
+        if until is not None:
+            params["until"] = until
+        return list(self.request("GET", "/accounting", params=params))
+
     def create_token(self, user: str, admin: bool = False, expires_in: float | None = None) -> dict[str, Any]:
         """A new token for `user`, refused after `expires_in` seconds if given (admin only)."""
         body: dict[str, Any] = {"user": user, "admin": admin}

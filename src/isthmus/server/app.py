@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi import Path as PathParam
@@ -31,6 +31,7 @@ from sqlalchemy import insert, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.engine.backend import CloudBackend
+from isthmus.live.accounting import account
 from isthmus.live.jobfiles import run_files
 from isthmus.live.manager import Manager, PersistError, RequestError
 from isthmus.server.auth import Principal, hash_token, new_token
@@ -38,6 +39,7 @@ from isthmus.server.limits import BodyLimitMiddleware, json_safe
 from isthmus.server.prometheus import LatencyMiddleware, Metrics
 from isthmus.server.schemas import (
     INT64_MAX,
+    AccountingRow,
     ErrorResponse,
     HistoryItem,
     JobInfo,
@@ -54,6 +56,7 @@ from isthmus.server.schemas import (
 )
 from isthmus.store import tables as db
 
+MAX_EPOCH = 1e11  # Unix seconds (year 5138): bounds hostile input
 JobId = Annotated[int, PathParam(ge=1, le=INT64_MAX, description="job id")]
 
 
@@ -482,6 +485,36 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 }
             )
         return out
+
+    # --------------------------------------------------------------------- accounting
+
+    @app.get("/accounting", response_model=list[AccountingRow], tags=["jobs"], responses=_errors(**_USER))
+    async def accounting(
+        p: User,
+        by: Annotated[Literal["user", "site", "policy"], Query(description="how to group")] = "user",
+        since: Annotated[float, Query(ge=0, le=MAX_EPOCH, allow_inf_nan=False, description="window start")] = 0.0,
+        until: Annotated[
+            float | None, Query(ge=0, le=MAX_EPOCH, allow_inf_nan=False, description="window end (default now)")
+        ] = None,
+    ) -> list[AccountingRow]:
+        """Jobs, processor-hours, VM-hours, charged cost, wait and slowdown per user, site or
+        policy, for the jobs that ended and the VMs released in [since, until) (Unix seconds).
+        A user sees their own jobs only, without VM figures; the admin everything."""
+        now = time.time()
+        end = now if until is None else until
+        if end < since:
+            raise HTTPException(422, f"until ({end}) is before since ({since})")
+        rows = await asyncio.to_thread(
+            account,
+            manager.store,
+            manager.env,
+            by=by,
+            since=since,
+            until=end,
+            now=now,
+            user=None if p.admin else p.user,
+        )
+        return [AccountingRow(**r.as_dict()) for r in rows]
 
     # ------------------------------------------------------------------------- tokens
 

@@ -253,6 +253,19 @@ class TokenInfo(BaseModel):
     expires: float | None = None
 
 
+class AccountingRow(BaseModel):
+    """One user's, site's or policy's figures over an accounting window (see live/accounting.py)."""
+
+    key: str
+    jobs: int
+    completed: int
+    processor_hours: float
+    vm_hours: float | None = None
+    charged_cost: float | None = None
+    mean_wait: float | None = None
+    mean_bounded_slowdown: float | None = None
+
+
 class RunningTask(BaseModel):
     """A run a pilot is executing."""
 

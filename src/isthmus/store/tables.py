@@ -37,6 +37,7 @@ from sqlalchemy import (
     update,
 )
 
+from isthmus.model.events import EventLog
 from isthmus.model.states import TERMINAL_NAMES
 
 metadata = MetaData()
@@ -415,6 +416,24 @@ class Store:
                 )
             )
             return [tuple(r) for r in rows]
+
+    def event_log(self) -> EventLog:
+        """The persisted event log read back into an `EventLog` (runs, slots and policies too)."""
+        log = EventLog()
+        cols = events.c
+        q = select(
+            cols.time, cols.kind, cols.job, cols.site, cols.vm, cols.value, cols.run, cols.slots, cols.policy
+        ).order_by(cols.id)
+        with self.engine.connect() as conn:
+            for t, kind, job, site, vm, value, run, slots, policy in conn.execute(q):
+                log.append(t, kind, job, site, vm, value, run, log.policy_index(policy or ""), slots=slots)
+        return log
+
+    def job_owners(self) -> list[tuple[int, str, int, float, float | None]]:
+        """(id, user, size, submit time, requested runtime) of every job."""
+        q = select(jobs.c.id, jobs.c.user, jobs.c.size, jobs.c.submit_time, jobs.c.requested_runtime)
+        with self.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(q.order_by(jobs.c.id))]
 
     def insert_events(self, conn: Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         """Append engine events."""
