@@ -2,7 +2,7 @@
 
 Policies see these very objects through the view (copying 100,000 queued entries each round
 would cost more than the round), typed as `policies.api.JobInfo`, whose read-only properties
-make mypy reject a policy that writes to one; the purity check (tests/engine/test_policy_purity.py)
+make mypy reject a policy that writes to one; the purity check (tests/policies/test_policy_purity.py)
 catches a write at run time.
 """
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers import clusters, job, start_of, starts
 
+from helpers import clusters, job, start_of, starts
 from isthmus.model import PolicyChoice
 from isthmus.sim.runner import simulate
 

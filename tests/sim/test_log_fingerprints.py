@@ -1,7 +1,7 @@
 """The reshaped engine keeps every existing policy's schedule: event logs hash as before.
 
 The recorded fingerprints (tests/data/log_fingerprints.json) were made by
-tests/engine/log_fingerprints.py on the engine before the reshape. A changed fingerprint
+tests/sim/log_fingerprints.py on the engine before the reshape. A changed fingerprint
 means a changed schedule; re-record only for an intended, documented change of a policy.
 """
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from helpers import cloud_env, events, job, start_of
-
 from isthmus.model.events import EventKind
 from isthmus.sim.runner import simulate
 

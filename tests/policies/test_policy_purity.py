@@ -94,8 +94,8 @@ def test_the_check_catches_each_kind_of_impurity(tmp_path):
 
 def test_engine_detects_a_policy_that_mutates_state():
     import pytest
-    from helpers import clusters, job
 
+    from helpers import clusters, job
     from isthmus.policies.allocation.first_fit import FirstFit
     from isthmus.policies.registry import _TABLE
     from isthmus.sim.runner import simulate

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from helpers import cloud_env, clusters, job
-
 from isthmus.model.decisions import LeaseVms, ReleaseVms, StartJob, WakeUp
 from isthmus.model.events import EventKind
 from isthmus.model.status import StatusCode

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers import clusters, events, job, start_of, starts
 
+from helpers import clusters, events, job, start_of, starts
 from isthmus.model import PolicyChoice, SiteSet
 from isthmus.model.events import EventKind
 from isthmus.policies.registry import PolicyError

@@ -1,7 +1,7 @@
 """Fingerprints of event logs on the peer workloads and the KOALA-C traces (issue: keep the engine's
 behaviour while reshaping it).
 
-`python tests/engine/log_fingerprints.py > tests/data/log_fingerprints.json` records them; the test
+`python tests/sim/log_fingerprints.py > tests/data/log_fingerprints.json` records them; the test
 in test_log_fingerprints.py recomputes them and compares. Only the original six columns (time,
 kind, job, site, vm, value) of the events that existed before the reshape are hashed, so new
 columns and new kinds of events (decision statuses) do not change a fingerprint.

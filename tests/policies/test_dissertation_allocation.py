@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers import clusters, job, start_of
 
+from helpers import clusters, job, start_of
 from isthmus.model import Environment, PolicyChoice, Site, SiteKind
 from isthmus.policies.allocation.fcfs_2q import Fcfs2Q, Fcfs2QParams
 from isthmus.sim.runner import simulate

@@ -8,8 +8,8 @@ from typing import ClassVar
 
 import pytest
 from hypothesis import given, settings
-from test_invariants import capacity_never_exceeded, env_size, environments, workloads
 
+from invariants import capacity_never_exceeded, env_size, environments, workloads
 from isthmus.model import PolicyChoice
 from isthmus.model.decisions import Decision
 from isthmus.model.events import EventKind

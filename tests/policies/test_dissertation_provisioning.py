@@ -7,8 +7,8 @@ expected lease, ready, release times and job starts are worked out in the commen
 from __future__ import annotations
 
 import pytest
-from helpers import cloud_env, events, job, start_of
 
+from helpers import cloud_env, events, job, start_of
 from isthmus.model import Environment, PolicyChoice, Site, SiteKind
 from isthmus.model.events import EventKind
 from isthmus.policies.provisioning.od_execkn import ExecKnParams, OnDemandExecKN
