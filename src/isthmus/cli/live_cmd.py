@@ -1,5 +1,5 @@
 """Commands of the live manager: server, agent, submit, jobs, show, cancel, logs, sites, vms, accounting,
-token.
+forecast, token.
 
 Mount with `register(app)`. Client commands find the manager through --url / ISTHMUS_URL
 (default http://127.0.0.1:8750) and authenticate with --token / ISTHMUS_TOKEN /
@@ -619,6 +619,59 @@ def register(app: typer.Typer) -> None:
             for r in rows
         ]
         _table([by.upper(), "JOBS", "DONE", "PROC-H", "VM-H", "CHARGED", "WAIT(S)", "BSLD"], table)
+
+    @app.command("forecast")
+    def forecast(
+        allocation: str | None = typer.Option(None, "--allocation", help="What if this allocation policy ran."),
+        provisioning: str | None = typer.Option(None, "--provisioning", help="What if this provisioning policy ran."),
+        budget: float | None = typer.Option(None, "--budget", help="What if the budget cap were this ($)."),
+        no_budget: bool = typer.Option(False, "--no-budget", help="What if there were no budget cap."),
+        horizon: float = typer.Option(7 * 86400.0, "--horizon", help="Seconds to simulate ahead at most."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """When each queued job is expected to start and end, from a simulation of the live state
+        with the live policies (like `squeue --start`); with --allocation, --provisioning,
+        --budget or --no-budget, the same next to what would happen if that changed."""
+        what_if = {
+            "allocation": allocation,
+            "provisioning": provisioning,
+            "budget": budget,
+            "no_budget": no_budget or None,
+        }
+        asked = any(v is not None for v in what_if.values())
+
+        def both(c: Client) -> tuple[dict[str, Any], dict[str, Any] | None]:
+            live = c.forecast(horizon=horizon)
+            return live, (c.forecast(horizon=horizon, **what_if) if asked else None)
+
+        live, other = _call(url, token, both)
+        if as_json:
+            typer.echo(json.dumps({"live": live, "what_if": other} if asked else live, indent=1))
+            return
+        alt = {j["job"]: j for j in other["jobs"]} if other else {}
+
+        def when(t: float | None) -> str:
+            return _fmt_time(t) if t is not None else "beyond horizon"
+
+        rows = []
+        for j in live["jobs"]:
+            row = [str(j["job"]), j["user"], str(j["size"]), j["state"].upper(), when(j["start"]), when(j["end"])]
+            if other:
+                k = alt.get(j["job"], {})
+                row += [when(k.get("start")), when(k.get("end"))]
+            rows.append([*row, j["site"] or "-", j["runtime_basis"]])
+        head = ["JOB", "USER", "SIZE", "STATE", "START", "END"]
+        if other:
+            head += ["START(WHAT-IF)", "END(WHAT-IF)"]
+        _table([*head, "SITE", "RUNTIME FROM"], rows)
+        label = f"{live['allocation']} + {live['provisioning']}"
+        spend = f"${live['spend']:.4f}"
+        typer.echo(f"expected spend from now: {spend} ({label}); unfinished at horizon: {live['unfinished']}")
+        if other:
+            what = f"{other['allocation']} + {other['provisioning']}, budget {other['budget']}"
+            typer.echo(f"what if ({what}): ${other['spend']:.4f}; unfinished at horizon: {other['unfinished']}")
 
     token_app = typer.Typer(help="Manage API tokens (admin).", no_args_is_help=True)
 

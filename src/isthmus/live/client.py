@@ -140,6 +140,11 @@ class Client:
             params["until"] = until
         return list(self.request("GET", "/accounting", params=params))
 
+    def forecast(self, **what_if: Any) -> dict[str, Any]:
+        """A forecast of the queue: the live configuration, or `allocation`, `provisioning`,
+        `budget`, `no_budget` and `horizon` as given (see POST /forecast)."""
+        return dict(self.request("POST", "/forecast", json={k: v for k, v in what_if.items() if v is not None}))
+
     def create_token(self, user: str, admin: bool = False, expires_in: float | None = None) -> dict[str, Any]:
         """A new token for `user`, refused after `expires_in` seconds if given (admin only)."""
         body: dict[str, Any] = {"user": user, "admin": admin}

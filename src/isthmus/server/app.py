@@ -13,6 +13,7 @@ the OpenAPI document.
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import AsyncIterator
@@ -32,8 +33,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.engine.backend import CloudBackend
 from isthmus.live.accounting import account
+from isthmus.live.forecast import run_forecast, snapshot
 from isthmus.live.jobfiles import run_files
 from isthmus.live.manager import Manager, PersistError, RequestError
+from isthmus.model.environment import PolicyChoice
+from isthmus.policies.registry import PolicyError
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.limits import BodyLimitMiddleware, json_safe
 from isthmus.server.prometheus import LatencyMiddleware, Metrics
@@ -41,7 +45,10 @@ from isthmus.server.schemas import (
     INT64_MAX,
     AccountingRow,
     ErrorResponse,
+    ForecastRequest,
+    ForecastResponse,
     HistoryItem,
+    JobForecastItem,
     JobInfo,
     JobStateName,
     RegisterRequest,
@@ -515,6 +522,32 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             user=None if p.admin else p.user,
         )
         return [AccountingRow(**r.as_dict()) for r in rows]
+
+    @app.post("/forecast", response_model=ForecastResponse, tags=["jobs"], responses=_errors(**_USER, **_BODY))
+    async def forecast(req: ForecastRequest, p: User) -> ForecastResponse:
+        """Each queued and running job's expected start and end, and the expected spend, from a
+        simulation of the live state with the live policies, or with the policy or budget given
+        (the live state is not touched). A user sees their own jobs only."""
+        if req.no_budget and req.budget is not None:
+            raise HTTPException(422, "budget and no_budget: give one of them")
+        snap = snapshot(manager)
+        budget: float | str | None = None if req.no_budget else req.budget if req.budget is not None else "live"
+        try:
+            result = await asyncio.to_thread(
+                run_forecast,
+                snap,
+                allocation=PolicyChoice(req.allocation) if req.allocation else None,
+                provisioning=PolicyChoice(req.provisioning) if req.provisioning else None,
+                budget=budget,
+                horizon=req.horizon,
+            )
+        except PolicyError as exc:
+            raise HTTPException(422, str(exc)) from None
+        jobs = [j for j in result.jobs if p.admin or j.user == p.user]
+        return ForecastResponse(
+            **{k: v for k, v in dataclasses.asdict(result).items() if k != "jobs"},
+            jobs=[JobForecastItem(**dataclasses.asdict(j)) for j in jobs],
+        )
 
     # ------------------------------------------------------------------------- tokens
 

@@ -266,6 +266,47 @@ class AccountingRow(BaseModel):
     mean_bounded_slowdown: float | None = None
 
 
+class ForecastRequest(BaseModel):
+    """What to forecast: the live configuration, or another policy or budget ("what if")."""
+
+    model_config = _STRICT
+    allocation: str | None = Field(
+        None, min_length=1, max_length=64, description="allocation policy name (default: the live one)"
+    )
+    provisioning: str | None = Field(
+        None, min_length=1, max_length=64, description="provisioning policy name (default: the live one)"
+    )
+    budget: float | None = Field(None, ge=0, le=1e12, description="budget cap in $ (default: the live one)")
+    no_budget: bool = Field(False, description="forecast without any budget cap")
+    horizon: float = Field(7 * 86400.0, gt=0, le=366 * 86400.0, description="seconds to simulate ahead at most")
+
+
+class JobForecastItem(BaseModel):
+    """When a job is expected to start and end (null: not within the horizon), and where."""
+
+    job: int
+    user: str
+    size: int
+    state: str
+    start: float | None
+    end: float | None
+    site: str | None
+    runtime_basis: str
+
+
+class ForecastResponse(BaseModel):
+    """A forecast of the live queue under one configuration."""
+
+    now: float
+    allocation: str
+    provisioning: str
+    budget: float | None
+    horizon: float
+    spend: float
+    unfinished: int
+    jobs: list[JobForecastItem]
+
+
 class RunningTask(BaseModel):
     """A run a pilot is executing."""
 

@@ -1,0 +1,280 @@
+"""What-if forecasts of the live queue (`isthmus forecast`, `POST /forecast`).
+
+The live state is copied (`snapshot`, on the manager's loop: queues in their order, running
+jobs with their start times, VMs with their lease and boot times, the charged cost so far and
+the runtime history the predictors read) and replayed forward by a simulated engine with the
+same policies (`run_forecast`, off the loop): the live manager's own recovery entry points
+(`Engine.restore`, `Engine.reattach`, `CloudBackend.restore_vm`, `Engine.adopt_lease`) put the
+copy into the simulated engine, then its clock runs until every job has ended or the horizon.
+Nothing of the live state is touched. Another allocation or provisioning policy, or another
+budget, answers "what if"; the same snapshot run twice compares them side by side.
+
+What a forecast assumes (and so how good it is): a job runs for its requested runtime when it
+has one (the live manager kills it there), else for the prediction of the allocation policy's
+predictor when it has one, else for the mean runtime of the jobs completed so far, else for
+the manager's default estimate; a running job that has outlived its estimate ends one second
+from now. No job arrives after the snapshot. Policies start afresh (a policy's own memory,
+such as a round-robin pointer, is not copied); VMs boot in the site's boot time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.clock import EV_VM_READY, PRIO_VM, SimClock
+from isthmus.engine.engine import Engine
+from isthmus.model.environment import Environment, PolicyChoice
+from isthmus.model.events import EventKind
+from isthmus.model.job import Job
+from isthmus.policies.build import build_policies
+from isthmus.sim.runner import build_backends
+
+if TYPE_CHECKING:
+    from isthmus.live.manager import Manager
+
+DEFAULT_HORIZON = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class RunningCopy:
+    """A running job as the snapshot saw it."""
+
+    job: Job
+    site: int
+    started: float
+    run: int
+    restarts: int
+    stage: int
+    limit: float | None
+
+
+@dataclass(frozen=True)
+class QueuedCopy:
+    """A queued job as the snapshot saw it (in its queue's order)."""
+
+    job: Job
+    stage: int
+    run: int
+    restarts: int
+    queued_at: float
+
+
+@dataclass(frozen=True)
+class VmCopy:
+    """A leased VM as the snapshot saw it."""
+
+    site: int
+    vm: int
+    state: VmState
+    leased_at: float
+    ready_at: float | None
+
+
+@dataclass
+class Snapshot:
+    """Everything a forecast needs, copied from a live engine (plain data: safe off the loop)."""
+
+    now: float
+    env: Environment
+    allocation: PolicyChoice
+    provisioning: PolicyChoice
+    round_interval: float | None
+    budget: float | None
+    spent: float
+    enforce_walltime: bool
+    running: list[RunningCopy] = field(default_factory=list)
+    queued: list[QueuedCopy] = field(default_factory=list)
+    vms: list[VmCopy] = field(default_factory=list)
+    history: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    runtime_sum: float = 0.0
+    runtime_count: int = 0
+    basis: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobForecast:
+    """When a job is expected to start and end (None: not within the horizon), and where."""
+
+    job: int
+    user: str
+    size: int
+    state: str
+    start: float | None
+    end: float | None
+    site: str | None
+    runtime_basis: str
+
+
+@dataclass
+class Forecast:
+    """The forecast of one configuration."""
+
+    now: float
+    allocation: str
+    provisioning: str
+    budget: float | None
+    horizon: float
+    jobs: list[JobForecast]
+    spend: float  # expected charged cost from now on ($)
+    unfinished: int  # jobs not ended by the horizon
+
+
+def _estimate(m: Manager, job: Job, predicted: float | None) -> tuple[float, str]:
+    """The runtime a forecast assumes for `job`, and what it is based on."""
+    if job.requested_runtime is not None:
+        return job.requested_runtime, "requested runtime"
+    if predicted is not None and math.isfinite(predicted) and predicted > 0:
+        return predicted, "predictor"
+    engine = m.engine
+    if engine.runtime_count:
+        return engine.runtime_sum / engine.runtime_count, "mean of completed jobs"
+    return m.config.default_estimate, "default estimate"
+
+
+def snapshot(m: Manager) -> Snapshot:
+    """Copy the live state of `m` (call on the manager's loop; it changes nothing)."""
+    engine = m.engine
+    now = m.clock.now
+    snap = Snapshot(
+        now=now,
+        env=m.env,
+        allocation=m.env.allocation,
+        provisioning=m.env.provisioning,
+        round_interval=engine.round_interval,
+        budget=engine.budget,
+        spent=engine.spent,
+        enforce_walltime=engine.enforce_walltime,
+        history={user: tuple(h) for user, h in engine.history.items()},
+        runtime_sum=engine.runtime_sum,
+        runtime_count=engine.runtime_count,
+    )
+    for b in engine.backends:
+        for entry in sorted(b.running.values(), key=lambda e: e.started):
+            runtime, basis = _estimate(m, entry.job, entry.predicted)
+            # a run past its estimate is assumed to end a second from now
+            runtime = max(runtime, now - entry.started + 1.0)
+            snap.running.append(
+                RunningCopy(
+                    dataclasses.replace(entry.job, runtime=runtime),
+                    b.index,
+                    entry.started,
+                    entry.run,
+                    entry.restarts,
+                    entry.stage,
+                    entry.limit,
+                )
+            )
+            snap.basis[entry.job.id] = basis
+        if isinstance(b, CloudBackend):
+            for vm in b.vms.values():
+                if vm.state in (VmState.BOOTING, VmState.READY):
+                    snap.vms.append(
+                        VmCopy(b.index, vm.id, vm.state, vm.leased_at, vm.ready_at if vm.ready_at >= 0 else None)
+                    )
+    for stage, queue in enumerate(engine.queues):
+        for entry in queue.values():
+            runtime, basis = _estimate(m, entry.job, entry.predicted)
+            snap.queued.append(
+                QueuedCopy(
+                    dataclasses.replace(entry.job, runtime=runtime), stage, entry.run, entry.restarts, entry.queued_at
+                )
+            )
+            snap.basis[entry.job.id] = basis
+    return snap
+
+
+def run_forecast(
+    snap: Snapshot,
+    *,
+    allocation: PolicyChoice | None = None,
+    provisioning: PolicyChoice | None = None,
+    budget: float | str | None = "live",
+    horizon: float = DEFAULT_HORIZON,
+) -> Forecast:
+    """Simulate `snap` forward (policies and budget as live unless given; `budget=None`: no cap)
+    until every job has ended or `horizon` seconds have passed. PolicyError on a bad policy."""
+    alloc = allocation or snap.allocation
+    prov = provisioning or snap.provisioning
+    cap = snap.budget if budget == "live" else budget
+    assert cap is None or isinstance(cap, float | int)
+    policies = build_policies(alloc, prov, true_runtimes_known=False)
+    clock = SimClock(snap.now)
+    engine = Engine(
+        snap.env,
+        policies,
+        clock,
+        lambda schedule: build_backends(snap.env, schedule),
+        round_interval=snap.round_interval,
+        budget=cap,
+        enforce_walltime=snap.enforce_walltime,
+    )
+    for vm in snap.vms:
+        backend = engine.cloud_backend(vm.site)
+        restored = backend.restore_vm(vm.vm, vm.state, vm.leased_at, vm.ready_at, None)
+        engine.adopt_lease(vm.site, restored.id, vm.leased_at)
+        if vm.state is VmState.BOOTING:
+            engine.schedule(vm.leased_at + backend.site.boot_time, PRIO_VM, EV_VM_READY, vm.site, restored.id)
+    engine.spent = snap.spent  # what the live manager charged so far, released VMs included
+    for user, runtimes in snap.history.items():
+        engine.history[user] = deque(runtimes, maxlen=2)
+    engine.runtime_sum, engine.runtime_count = snap.runtime_sum, snap.runtime_count
+    for r in snap.running:
+        engine.restore(r.job, stage=r.stage, run=r.run, restarts=r.restarts)
+        engine.reattach(r.job.id, r.site, run=r.run, started=r.started, limit=r.limit)
+    for q in snap.queued:
+        engine.restore(q.job, stage=q.stage, run=q.run, restarts=q.restarts, queued_at=q.queued_at)
+    spent_before = engine.spent
+    engine.request_round(snap.now)
+    clock.run(snap.now + horizon, engine.idle)
+    return Forecast(
+        now=snap.now,
+        allocation=alloc.name,
+        provisioning=prov.name,
+        budget=cap,
+        horizon=horizon,
+        jobs=_job_forecasts(snap, engine),
+        spend=engine.spent - spent_before,
+        unfinished=len(engine.entries),
+    )
+
+
+def _job_forecasts(snap: Snapshot, engine: Engine) -> list[JobForecast]:
+    """Each snapshot job's forecast start (its run's START, or the live start) and end."""
+    start: dict[int, float] = {}
+    site: dict[int, int] = {}
+    end: dict[int, float] = {}
+    ending = (EventKind.END, EventKind.FAIL)
+    for e in engine.log:
+        if e.kind == EventKind.START:
+            start.setdefault(e.job, e.time)
+            site[e.job] = e.site
+        elif e.kind in ending or (e.kind == EventKind.KILL and e.job not in engine.entries):
+            end[e.job] = e.time
+    names = [s.name for s in snap.env.sites]
+    out = []
+    for r in snap.running:
+        j = r.job
+        out.append(
+            JobForecast(j.id, j.user, j.size, "running", r.started, end.get(j.id), names[r.site], snap.basis[j.id])
+        )
+    for q in snap.queued:
+        j = q.job
+        s = site.get(j.id)
+        out.append(
+            JobForecast(
+                j.id,
+                j.user,
+                j.size,
+                "queued",
+                start.get(j.id),
+                end.get(j.id),
+                names[s] if s is not None else None,
+                snap.basis[j.id],
+            )
+        )
+    return out
