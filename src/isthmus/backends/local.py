@@ -54,6 +54,9 @@ class PilotHub(Protocol):
     def vm_shutdown(self, site: int, vm: Vm, delay: float) -> None:
         """Stop the pilot of a released VM after `delay` seconds; report it gone."""
 
+    def vm_discarded(self, site: int, vm_id: int) -> None:
+        """A failed VM is gone: stop whatever is left of its pilot."""
+
 
 class LocalCluster(SiteBackend):
     """A cluster site made of pilot slots on this machine, always present."""
@@ -158,6 +161,9 @@ class LocalCloud(CloudBackend):
 
     def _shutdown(self, vm: Vm, now: float) -> None:
         self.hub.vm_shutdown(self.index, vm, self.site.shutdown_time)
+
+    def _discard(self, vm: Vm, now: float) -> None:
+        self.hub.vm_discarded(self.index, vm.id)
 
     def _launch(self, entry: JobEntry, now: float) -> None:
         self.hub.launch(entry, self.index, self.slots_of(self.index, entry.alloc))

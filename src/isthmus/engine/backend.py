@@ -204,6 +204,24 @@ class CloudBackend(SiteBackend):
         del self.vms[vm_id]
         return True
 
+    def fail_vm(self, vm_id: int, now: float) -> None:
+        """A booting or ready VM running nothing (the engine killed its runs) failed: it is gone
+        now, with no shutdown; billing stops."""
+        vm = self.vms.pop(vm_id)
+        if vm.state is VmState.BOOTING:
+            self.booting -= 1
+        else:
+            self.online -= vm.cores
+            self.free -= vm.cores
+            self._idle.pop(vm_id, None)
+        self.leased -= 1
+        vm.state = VmState.GONE
+        vm.released_at = now
+        self._discard(vm, now)
+
+    def _discard(self, vm: Vm, now: float) -> None:
+        """Forget a failed VM at the site (a live cloud stops what is left of it); nothing here."""
+
     def start(self, entry: JobEntry, now: float, alloc: tuple[tuple[int, int], ...] | None = None) -> None:
         """Begin a run on ready VMs with free cores, or on `alloc` ((vm id, cores), ...) when given
         (a run re-attached after a manager restart keeps the VMs it was recorded on)."""

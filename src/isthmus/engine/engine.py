@@ -241,6 +241,27 @@ class Engine:
         """
         self._run_ended(job_id, run, exit_code)
 
+    def vm_failed(self, site: int, vm_id: int, reason: str) -> bool:
+        """VM `vm_id` of cloud site `site` failed now (boot timeout, error state): its runs are
+        killed (cause LOST) and requeued, its billing stops and it is gone. Logged as VM_FAILED
+        with `reason` in the notes, then VM_RELEASE (policy "vm-failed") and VM_GONE, so that
+        leases, costs and capacity computed from the log end there. False when the VM is
+        unknown or already being released."""
+        backend = self.cloud_backend(site)
+        vm = backend.vms.get(vm_id)
+        if vm is None or vm.state not in (VmState.BOOTING, VmState.READY):
+            return False
+        for entry in [e for e in backend.running.values() if any(v == vm_id for v, _ in e.alloc)]:
+            self.kill(entry, KillCause.LOST, requeue=True)
+        now = self.clock.now
+        log = self.log
+        log.notes[log.append(now, int(EventKind.VM_FAILED), -1, site, vm_id)] = reason
+        backend.fail_vm(vm_id, now)
+        log.append(now, int(EventKind.VM_RELEASE), -1, site, vm_id, 0.0, -1, log.policy_index("vm-failed"))
+        log.append(now, int(EventKind.VM_GONE), -1, site, vm_id)
+        self._changed()
+        return True
+
     def lost(self, job_id: int, run: int) -> bool:
         """Run `run` of `job_id` was lost (its pilot or node died): kill it (cause LOST) and requeue it.
 

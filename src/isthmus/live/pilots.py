@@ -88,6 +88,8 @@ class Node:
     # does not repeat those commands unless they stay unacknowledged for RESEND_AFTER seconds
     sent: int = 0
     sent_at: float = 0.0
+    # a VM's first pilot, not registered yet: if it is lost, the VM failed to boot
+    booting: bool = False
 
     def send(self, cmd: dict[str, Any]) -> int:
         """Queue a command for the pilot; returns its sequence number."""
@@ -236,7 +238,14 @@ class PilotHub:
         node = self.nodes.get(key)
         if node is None or node.state != "down":
             return
+        node.booting = True
         self.spawn(node)
+
+    def vm_discarded(self, site: int, vm_id: int) -> None:
+        """PilotHub: a failed VM is gone: stop whatever is left of its pilot."""
+        node = self.nodes.pop(vm_node_key(site, vm_id), None)
+        if node is not None and node.state != "down":
+            self._retire(node, "VM failed")
 
     def vm_shutdown(self, site: int, vm: Vm, delay: float) -> None:
         """PilotHub: stop the VM's pilot after the shutdown delay, then report it gone."""
@@ -346,6 +355,7 @@ class PilotHub:
         node.last_seen = now
         node.deadline = math.inf
         node.state = "registered"
+        node.booting = False
         running = {(int(t["job"]), int(t["run"])) for t in body.get("running", [])}
         pids = {(int(t["job"]), int(t["run"])): _pid(t.get("pid")) for t in body.get("running", [])}
         # rebuild the outbox: re-send undelivered starts, drop everything else
@@ -564,6 +574,14 @@ class PilotHub:
 
     def node_lost(self, node: Node, why: str) -> bool:
         self.m.external()
+        if node.vm is not None and node.booting:
+            # the VM never came up (its first pilot never registered): the VM failed; the
+            # provisioning policy decides whether to lease another
+            log.warning("VM %s failed to boot: its pilot %s", node.key, why)
+            self.terminate(node.pid, node.proc)
+            self.set_pilot_row(node, "lost")
+            self.m.engine.vm_failed(node.site, node.vm, f"boot failed: its pilot {why}")
+            return True
         log.warning("pilot of %s lost: %s", node.key, why)
         self.terminate(node.pid, node.proc)
         for a in [a for a in self.assign.values() if a.launcher == node.key]:
