@@ -1,7 +1,44 @@
 """Shared by every test folder: `helpers` (jobs, environments and schedule readers for
 simulation tests) is importable from tests/."""
 
+import fcntl
+import os
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+SLURM_CONF = os.environ.get("ISTHMUS_TEST_SLURM")
+
+
+@pytest.fixture
+def slurm_conf() -> Iterator[str]:
+    """The slurm.conf of the test Slurm (scripts/start_slurm.sh), used by one test at a time:
+    xdist workers take turns through a lock file beside it, and each test starts with no job left
+    from another."""
+    if not SLURM_CONF:
+        pytest.skip("no test Slurm: run scripts/start_slurm.sh and export ISTHMUS_TEST_SLURM=<its slurm.conf>")
+    lock = Path(SLURM_CONF).with_name("tests.lock")
+    with lock.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            env = {**os.environ, "SLURM_CONF": SLURM_CONF}
+            subprocess.run(["scancel", "--full", "--user", str(os.getuid())], env=env, check=False)
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                left = subprocess.run(
+                    ["squeue", "-h", "-t", "PENDING,RUNNING,COMPLETING,CONFIGURING"],
+                    env=env, capture_output=True, text=True, check=False,
+                ).stdout.strip()  # fmt: skip
+                if not left:
+                    break
+                time.sleep(0.2)
+            yield SLURM_CONF
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
