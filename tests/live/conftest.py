@@ -1,8 +1,8 @@
 """Fixtures of the live tests: real manager processes, real pilots, a real SQLite file or PostgreSQL.
 
-Every process a test starts carries ISTHMUS_TAG=<unique tag> in its environment (the
-manager copies it into pilots and jobs); the `tag` fixture kills whatever still carries it
-at the end, so no test leaves processes behind, and `leftovers(tag)` lets a test assert it.
+Every process a test starts carries ISTHMUS_TAG=<unique tag> in its environment (the manager
+copies it into pilots and jobs); the `tag` fixture kills whatever still carries it at the end,
+so no test leaves processes behind. Shared helpers are in livekit.py.
 """
 
 from __future__ import annotations
@@ -10,66 +10,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from isthmus.live.client import Client
-from isthmus.live.launch import tagged_pids
-from isthmus.live.manager import free_port
-
-PG_DSN = os.environ.get("ISTHMUS_TEST_PG")
-
-CLUSTER_ENV = """
-name = "{name}"
-round_interval = "event"
-[[sites]]
-name = "c1"
-nodes = {nodes}
-cores_per_node = {cores}
-[[sites]]
-name = "cloud"
-kind = "cloud"
-max_vms = 2
-cores_per_node = 2
-boot_time = {boot}
-shutdown_time = 0.3
-price_per_hour = {price}
-billing_increment = {increment}
-idle_release_time = 1.5
-[policies]
-allocation = "{alloc}"
-provisioning = "{prov}"
-"""
-
-
-def write_env(
-    path: Path,
-    *,
-    name: str = "t",
-    nodes: int = 2,
-    cores: int = 2,
-    boot: float = 0.5,
-    price: float = 0.0,
-    increment: float = 3600,
-    alloc: str = "ff",
-    prov: str = "on-demand",
-) -> Path:
-    """Write a small environment file: cluster c1 (nodes × cores) and a cloud of 2 VMs × 2 cores."""
-    path.write_text(
-        CLUSTER_ENV.format(
-            name=name, nodes=nodes, cores=cores, boot=boot, price=price, increment=increment, alloc=alloc, prov=prov
-        )
-    )
-    return path
+from livekit import PG_DSN, LiveServer, tagged_pids, write_env
 
 
 @pytest.fixture
@@ -106,117 +57,6 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-class LiveServer:
-    """A manager process (`python -m isthmus.cli.live_entry server`) in its own session."""
-
-    def __init__(
-        self,
-        env_file: Path,
-        state_dir: Path,
-        db_url: str,
-        tag: str,
-        *,
-        pilot_timeout: float = 4.0,
-        heartbeat_timeout: float = 3.0,
-        reattach_timeout: float = 3.0,
-        poll_wait: float = 1.0,
-        on_stop: str = "kill",
-        module: str = "isthmus.cli.live_entry",
-    ) -> None:
-        self.env_file = env_file
-        self.state_dir = state_dir
-        self.db_url = db_url
-        self.tag = tag
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.args = [
-            "--pilot-timeout",
-            str(pilot_timeout),
-            "--heartbeat-timeout",
-            str(heartbeat_timeout),
-            "--reattach-timeout",
-            str(reattach_timeout),
-            "--poll-wait",
-            str(poll_wait),
-            # tests stop their managers for good (no pilot outlives the test) unless they test detaching
-            "--on-stop",
-            on_stop,
-        ]
-        self.module = module
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> LiveServer:
-        """Start and wait until /health answers."""
-        env = dict(
-            os.environ,
-            ISTHMUS_TAG=self.tag,
-            PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
-        )
-        self.starts += 1
-        log = open(self.state_dir.parent / f"server-{self.starts}.log", "wb")  # noqa: SIM115
-        cmd = [
-            sys.executable,
-            "-m",
-            self.module,
-            "server",
-            "--env",
-            str(self.env_file),
-            "--state-dir",
-            str(self.state_dir),
-            "--db",
-            self.db_url,
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            *self.args,
-        ]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"server exited: {(self.state_dir.parent / f'server-{self.starts}.log').read_text()}"
-                )
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("server did not come up")
-
-    @property
-    def admin_token(self) -> str:
-        """The admin token written at first start."""
-        return (self.state_dir / "admin.token").read_text().strip()
-
-    def client(self, token: str | None = None) -> Client:
-        """A client with `token` (default: admin)."""
-        return Client(self.url, token if token is not None else self.admin_token)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal the manager (only the manager process, not its pilots) and wait for it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def stop(self, mode: str | None = None) -> None:
-        """Graceful stop: SIGTERM (the server's `--on-stop` mode), or `POST /admin/stop` with `mode`."""
-        if mode is None or self.proc is None or self.proc.poll() is not None:
-            self.kill(signal.SIGTERM)
-            return
-        with self.client() as c:
-            c.stop(mode)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill(signal.SIGTERM)
-
-
 @pytest.fixture
 def live(tmp_path: Path, db_url: str, tag: str) -> Iterator[LiveServer]:
     """A running manager on the small test environment."""
@@ -224,24 +64,3 @@ def live(tmp_path: Path, db_url: str, tag: str) -> Iterator[LiveServer]:
     server = LiveServer(env_file, tmp_path / "state", db_url, tag).start()
     yield server
     server.stop()
-
-
-def wait_for(pred, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):  # type: ignore[no-untyped-def]
-    """Poll `pred` until it returns a truthy value; fail after `timeout` seconds."""
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-def wait_state(c: Client, job_id: int, states: tuple[str, ...], timeout: float = 20.0) -> dict:  # type: ignore[type-arg]
-    """Wait until job `job_id` is in one of `states`; return it."""
-    return wait_for(
-        lambda: (lambda j: j if j["state"] in states else None)(c.job(job_id)),  # noqa: PLC3002
-        timeout,
-        what=f"job {job_id} in {states}",
-    )

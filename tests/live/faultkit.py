@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conftest import LiveServer, wait_for, write_env
+from livekit import LiveServer, wait_for, write_env
 
 from isthmus.live.client import ApiError, Client
 from isthmus.live.launch import tagged_pids

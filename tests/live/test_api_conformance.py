@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import schemathesis
-from conftest import LiveServer
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
+from livekit import LiveServer
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig

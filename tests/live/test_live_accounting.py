@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from livekit import LiveServer, wait_for, wait_state, write_env
 
-from conftest import LiveServer, wait_for, wait_state, write_env
 from isthmus.live.client import ApiError
 
 TERMINAL = ("completed", "failed", "cancelled")

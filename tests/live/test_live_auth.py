@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import httpx
-from conftest import LiveServer, wait_for, wait_state
+from livekit import LiveServer, wait_for, wait_state
 
 from isthmus.store.tables import Store
 from isthmus.store.tokens import hash_token, new_token

@@ -7,8 +7,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import LiveServer, tagged_pids, wait_for, wait_state, write_env
 from faultkit import agents
+from livekit import LiveServer, tagged_pids, wait_for, wait_state, write_env
 
 
 @pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import LiveServer, wait_for, wait_state
+from livekit import LiveServer, wait_for, wait_state
 
 from isthmus.live.client import ApiError
 

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from livekit import LiveServer, wait_state, write_env
 
-from conftest import LiveServer, wait_state, write_env
 from isthmus.live.client import ApiError
 
 TERMINAL = ("completed", "failed", "cancelled", "timeout")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import LiveServer, wait_state, write_env
+from livekit import LiveServer, wait_state, write_env
 
 from isthmus.live.manager import ManagerConfig
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import LiveServer, tagged_pids, wait_for, wait_state
+from livekit import LiveServer, tagged_pids, wait_for, wait_state
 
 from isthmus.live.client import ApiError
 

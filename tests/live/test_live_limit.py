@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import LiveServer, tagged_pids, wait_for, wait_state
+from livekit import LiveServer, tagged_pids, wait_for, wait_state
 
 TAGS_ENV = """
 name = "tags-live"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import LiveServer, wait_for
+from livekit import LiveServer, wait_for
 
 from isthmus.config.loader import load_environment
 

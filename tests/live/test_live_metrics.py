@@ -4,9 +4,8 @@ text parser; figures checked against what the workload did."""
 from __future__ import annotations
 
 import httpx
+from livekit import LiveServer, wait_for, wait_state
 from prometheus_client.parser import text_string_to_metric_families
-
-from conftest import LiveServer, wait_for, wait_state
 
 TERMINAL = ("completed", "failed", "cancelled")
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LiveServer, wait_state
+from livekit import LiveServer, wait_state
 
 from isthmus.config import environment_from_text
 from isthmus.live.manager import Manager, ManagerConfig

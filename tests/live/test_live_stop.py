@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LiveServer, wait_for, wait_state, write_env
+from livekit import LiveServer, wait_for, wait_state, write_env
 
 from isthmus.live.client import ApiError
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import LiveServer, wait_for, wait_state, write_env
+from livekit import LiveServer, wait_for, wait_state, write_env
 from typer.testing import CliRunner
 
 from isthmus.cli.main import app

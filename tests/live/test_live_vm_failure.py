@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import LiveServer, wait_state, write_env
+from livekit import LiveServer, wait_state, write_env
+
 from isthmus.model.events import EventKind
 
 TERMINAL = ("completed", "failed", "cancelled")

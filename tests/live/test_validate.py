@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import tagged_pids
+from livekit import tagged_pids
 from typer.testing import CliRunner
 
 from isthmus.cli.main import app

@@ -265,6 +265,8 @@ class SlurmBatch:
             usable += cpus
             alloc_idle = parts[3].split("/")
             free += int(alloc_idle[1]) if len(alloc_idle) == 4 and alloc_idle[1].isdigit() else 0
+        if not seen and self.partition:
+            raise InvalidRequestError(f"partition {self.partition!r} has no node (sinfo lists none)", site=self.name)
         waiting = self._waiting_local()
         return Capacity(total, usable, free, waiting, reason="; ".join(down))
 

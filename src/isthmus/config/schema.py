@@ -28,7 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from isthmus.config.errors import ConfigError, Problem, format_path, show_value
 from isthmus.model.environment import Environment, PolicyChoice
-from isthmus.model.site import Site, SiteKind, SiteSet
+from isthmus.model.site import LrmSettings, Site, SiteKind, SiteSet
 
 __all__ = [
     "BILLING_UNITS",
@@ -71,6 +71,27 @@ ItemName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Seconds = Annotated[float, Field(ge=0)]
 
 
+class LrmSpec(BaseModel):
+    """A cluster site's ``lrm`` table: the batch system behind it (docs/sites.md)."""
+
+    model_config = _MODEL_CONFIG
+
+    driver: Literal["slurm"] = Field(description='The local resource manager: "slurm".')
+    mode: Literal["direct"] = Field(
+        "direct", description='"direct": each run of an isthmus job is one job of the LRM (its accounting sees it).'
+    )
+    partition: str | None = Field(None, min_length=1, max_length=128, description="Partition to submit to.")
+    account: str | None = Field(None, min_length=1, max_length=128, description="Account to charge.")
+    qos: str | None = Field(None, min_length=1, max_length=128, description="Quality of service.")
+    options: list[Annotated[str, StringConstraints(min_length=1, max_length=256)]] = Field(
+        default_factory=list, description='Extra sbatch options, e.g. ["--exclusive"].'
+    )
+    config: str | None = Field(
+        None, min_length=1, max_length=4096, description="The LRM's configuration file (SLURM_CONF) if not the default."
+    )
+    poll_interval: float = Field(2.0, gt=0, le=3600, description="Seconds between two status polls of the LRM.")
+
+
 class SiteSpec(BaseModel):
     """One ``[[sites]]`` entry: a cluster (``nodes``) or a cloud (``max_vms`` and VM timings/prices).
 
@@ -97,6 +118,7 @@ class SiteSpec(BaseModel):
     )
     available_from: Seconds | None = Field(None, description="Seconds from the start when the site appears.")
     available_until: Seconds | None = Field(None, description="Seconds from the start when the site goes.")
+    lrm: LrmSpec | None = Field(None, description="Cluster only: the batch system behind a live site.")
 
     @field_validator("billing_increment", mode="before")
     @classmethod
@@ -374,6 +396,8 @@ def _site_problems(i: int, raw: Mapping[str, Any]) -> list[tuple[Loc, str]]:
                     )
                 )
     elif kind == "cloud":
+        if "lrm" in given:
+            out.append(((*at, "lrm"), "a batch system (lrm) applies only to cluster sites"))
         if "nodes" in given:
             out.append(((*at, "nodes"), "a cloud site has no fixed nodes; give max_vms (and min_vms) instead"))
         max_vms, min_vms = _int_value(raw, "max_vms"), _int_value(raw, "min_vms")
@@ -601,6 +625,17 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
         }
         if s.kind == "cluster":
             kwargs["nodes"] = s.nodes
+            if s.lrm is not None:
+                kwargs["lrm"] = LrmSettings(
+                    driver=s.lrm.driver,
+                    mode=s.lrm.mode,
+                    partition=s.lrm.partition,
+                    account=s.lrm.account,
+                    qos=s.lrm.qos,
+                    options=tuple(s.lrm.options),
+                    config=s.lrm.config,
+                    poll_interval=float(s.lrm.poll_interval),
+                )
         else:
             for key in CLOUD_ONLY_KEYS:
                 value = getattr(s, key)

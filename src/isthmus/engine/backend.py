@@ -63,6 +63,8 @@ class SiteBackend(ABC):
         self.online = 0
         self.running: dict[int, JobEntry] = {}
         self.by_estimated_end: list[tuple[float, int]] = []
+        #: why the site cannot be used now ("" while it can): a batch system not answering, ...
+        self.unavailable = ""
 
     @property
     def busy(self) -> int:

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -34,6 +35,7 @@ from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, k
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
+from isthmus.live.batch import BatchCluster, batch_system
 from isthmus.live.errors import PersistError, RequestError
 from isthmus.live.intake import Intake
 from isthmus.live.pilots import Node, PilotHub
@@ -118,6 +120,8 @@ class Manager:
         for i, site in enumerate(env.sites):
             if site.is_cloud:
                 backends.append(LocalCloud(i, site, self.hub))
+            elif site.lrm is not None:
+                backends.append(BatchCluster(i, site, batch_system(site), self, site.lrm.poll_interval))
             else:
                 backends.append(LocalCluster(i, site, self.hub))
                 for n in range(site.nodes):
@@ -185,6 +189,10 @@ class Manager:
         self._first_start()
         recover(self)
         self.persist()
+        manager_id = self.store.get_meta("manager_id") or ""
+        for b in self.engine.backends:
+            if isinstance(b, BatchCluster):
+                b.begin(manager_id)
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
 
     def begin_shutdown(self, mode: str | None = None) -> None:
@@ -243,6 +251,11 @@ class Manager:
                 await self._detach_pilots()
             else:
                 await self._stop_pilots()
+        for b in self.engine.backends:
+            if isinstance(b, BatchCluster):
+                if self.stop_mode != "detach" and self.config.stop_pilots_on_exit:
+                    await asyncio.to_thread(b.cancel_all)  # batch jobs go with the pilots
+                b.close()
         self.store.close()
 
     async def _detach_pilots(self) -> None:
@@ -275,6 +288,7 @@ class Manager:
 
     def _first_start(self) -> None:
         token_file = self.state_dir / "admin.token"
+        manager_id = self.store.get_meta("manager_id")
         with self.store.begin() as conn:
             has_users = conn.execute(select(db.users.c.name).limit(1)).first() is not None
             if not has_users:
@@ -286,6 +300,8 @@ class Manager:
                     f.write(token + "\n")
                 os.chmod(token_file, 0o600)
                 self.admin_token = token
+            if manager_id is None:  # names this manager's jobs in batch systems
+                self.store.set_meta(conn, "manager_id", secrets.token_hex(6))
             self.store.set_meta(conn, "environment", self.env.name)
             self.store.set_meta(conn, "sites", json.dumps([s.name for s in self.env.sites]))
 

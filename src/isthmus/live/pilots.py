@@ -516,16 +516,18 @@ class PilotHub:
                 self.ended[(job, run)] = r
                 self.m.engine.job_ended(job, run, code)
         if started:
-            with self.m.store.begin() as conn:
-                history = []
-                for job, run, t in started:
-                    res = conn.execute(db.UPDATE_JOB_RUNNING, {"b_id": job, "b_run": run})
-                    if res.rowcount:
-                        history.append(
-                            {"job_id": job, "time": t, "state": "running", "run": run, "detail": f"pilot {node.key}"}
-                        )
-                if history:
-                    conn.execute(db.INSERT_HISTORY, history)
+            self.mark_running([(job, run, t, f"pilot {node.key}") for job, run, t in started])
+
+    def mark_running(self, started: Sequence[tuple[int, int, float, str]]) -> None:
+        """Runs (job, run, time, detail) confirmed running by their site: the store says so."""
+        with self.m.store.begin() as conn:
+            history = []
+            for job, run, t, detail in started:
+                res = conn.execute(db.UPDATE_JOB_RUNNING, {"b_id": job, "b_run": run})
+                if res.rowcount:
+                    history.append({"job_id": job, "time": t, "state": "running", "run": run, "detail": detail})
+            if history:
+                conn.execute(db.INSERT_HISTORY, history)
 
     def lose(self, a: Assignment, why: str) -> None:
         """The run of `a` was lost (its pilot died or forgot it): kill it as LOST and requeue it."""

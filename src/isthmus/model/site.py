@@ -15,6 +15,26 @@ class SiteKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class LrmSettings:
+    """How a live cluster site reaches its local resource manager (docs/sites.md).
+
+    `driver` names the system ("slurm"); `mode` is "direct" (each run one LRM job). `partition`,
+    `account` and `qos` go to every submission with `options` (extra sbatch options);
+    `config` names the system's configuration file when it is not the default (`SLURM_CONF`).
+    A simulation treats such a site as the cluster its `nodes` describe.
+    """
+
+    driver: str = "slurm"
+    mode: str = "direct"
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    options: tuple[str, ...] = ()
+    config: str | None = None
+    poll_interval: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
 class Site:
     """A group of nodes that can run a job (KOALA-C §III-A, "virtual cluster structure").
 
@@ -24,7 +44,8 @@ class Site:
     seconds of a lease (3600 for hourly billing, 1 for per-second billing); a price of 0 makes
     the cloud free. `idle_release_time` is how long a VM of a free cloud may stay idle before
     On-Demand releases it. `available_from`/`available_until` bound when the site can be used
-    (the IBM seed's cloud available during a time window); None means always.
+    (the IBM seed's cloud available during a time window); None means always. `lrm` puts a live
+    cluster site behind a batch system (None: the manager's own pilot processes).
     """
 
     name: str
@@ -40,6 +61,7 @@ class Site:
     idle_release_time: float = 300.0
     available_from: float | None = None
     available_until: float | None = None
+    lrm: LrmSettings | None = None
 
     @property
     def is_cloud(self) -> bool:

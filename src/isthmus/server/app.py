@@ -470,6 +470,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 "busy": b.busy,
                 "running": len(b.running),
                 "max_processors": s.max_processors,
+                "unavailable": b.unavailable,
             }
             if isinstance(b, CloudBackend):
                 d.update(leased=b.leased, booting=b.booting, max_vms=s.max_vms, price_per_hour=s.price_per_hour)

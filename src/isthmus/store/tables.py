@@ -390,6 +390,11 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
+    def set_slots(self, job: int, run: int, slots: list[tuple[str, int]]) -> None:
+        """Record where run `run` of `job` runs, once its site has said (a batch system's job id)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.id == job, jobs.c.run == run).values(slots=json.dumps(slots)))
+
     def job_counts(self) -> dict[str, int]:
         """How many jobs are in each state (states with none are absent)."""
         q = select(jobs.c.state, func.count()).group_by(jobs.c.state)

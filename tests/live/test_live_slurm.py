@@ -1,0 +1,143 @@
+"""A live site on a real Slurm in direct mode (issue 12): each run is one Slurm job; states,
+exit codes, output, multi-node placement, cancellation both ways, a refused submission, and a
+manager killed and restarted while Slurm jobs run (re-attached, not submitted twice)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+from livekit import LiveServer, wait_for, wait_state
+
+TERMINAL = ("completed", "failed", "cancelled", "timeout")
+
+ENV = """
+name = "slurm-live"
+round_interval = "event"
+[[sites]]
+name = "fs1"
+nodes = 4
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+config = "{conf}"
+poll_interval = 0.3
+{extra}
+[policies]
+allocation = "ff"
+provisioning = "none"
+"""
+
+
+def _env(tmp_path: Path, conf: str, extra: str = "") -> Path:
+    path = tmp_path / "env.toml"
+    path.write_text(ENV.format(conf=conf, extra=extra))
+    return path
+
+
+def _slurm_id(job: dict) -> str:  # type: ignore[type-arg]
+    """The Slurm job id of the job's latest run, from its history."""
+    ids = [m.group(1) for h in job["history"] if (m := re.search(r"fs1 job (\d+)", h["detail"]))]
+    return ids[-1] if ids else ""
+
+
+def _squeue(conf: str) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-t", "all", "-o", "%i %T %k"],
+        env={**os.environ, "SLURM_CONF": conf},
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+
+
+def test_direct_mode_runs_jobs_as_slurm_jobs(tmp_path: Path, tag: str, slurm_conf: str) -> None:
+    live = LiveServer(_env(tmp_path, slurm_conf), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        one = c.submit(command="sh", args=["-c", "echo $ISTHMUS_SITE $ISTHMUS_JOB_ID"])
+        wide = c.submit(command="srun", args=["sh", "-c", "echo $SLURMD_NODENAME"], size=8)
+        fails = c.submit(command="sh", args=["-c", "echo oops >&2; exit 3"])
+        j = wait_state(c, one, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and c.output(one)[0] == f"fs1 {one}\n"
+        assert _slurm_id(j), j["history"]  # the run is a Slurm job, named in the history
+        assert any(h["state"] == "running" and "on n" in h["detail"] for h in j["history"]), j["history"]
+        j = wait_state(c, wide, TERMINAL, timeout=60)
+        assert j["state"] == "completed", j["history"]
+        assert sorted(set(c.output(wide)[0].split())) == ["n1", "n2", "n3", "n4"]  # 8 tasks on 4 nodes
+        j = wait_state(c, fails, TERMINAL, timeout=60)
+        assert (j["state"], j["exit_code"]) == ("failed", 3)
+        assert c.output(fails, "stderr")[0] == "oops\n"
+        assert "FAILED" in j["history"][-1]["detail"]
+
+        # cancelled through isthmus: the Slurm job is cancelled too
+        long = c.submit(command="sleep", args=["120"])
+        j = wait_state(c, long, ("running",), timeout=60)
+        sid = wait_for(lambda: _slurm_id(c.job(long)), what="the Slurm job id")
+        c.cancel(long)
+        wait_for(lambda: f"{sid} CANCELLED" in _squeue(slurm_conf), timeout=20, what="the Slurm job cancelled")
+        assert c.job(long)["state"] == "cancelled"
+
+        # cancelled outside isthmus (scancel by an operator): the run ends failed, saying so
+        other = c.submit(command="sleep", args=["120"])
+        wait_state(c, other, ("running",), timeout=60)
+        sid = wait_for(lambda: _slurm_id(c.job(other)), what="the Slurm job id")
+        subprocess.run(["scancel", sid], env={**os.environ, "SLURM_CONF": slurm_conf}, check=True)
+        j = wait_state(c, other, TERMINAL, timeout=30)
+        assert j["state"] == "failed" and "cancelled outside isthmus" in j["history"][-1]["detail"], j["history"]
+    finally:
+        live.stop()
+
+
+def test_refused_submission_fails_the_job_with_slurms_message(tmp_path: Path, tag: str, slurm_conf: str) -> None:
+    env = _env(tmp_path, slurm_conf, 'options = ["--constraint=no-such-feature"]')
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        job = c.submit(command="true")
+        j = wait_state(c, job, TERMINAL, timeout=30)
+        assert j["state"] == "failed", j["history"]
+        detail = j["history"][-1]["detail"]
+        assert "fs1 refused the job" in detail and "feature" in detail.lower(), detail
+    finally:
+        live.stop()
+
+
+def test_a_partition_without_nodes_makes_the_site_unavailable(tmp_path: Path, tag: str, slurm_conf: str) -> None:
+    env = _env(tmp_path, slurm_conf, 'partition = "no-such-partition"')
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        site = wait_for(
+            lambda: (lambda s: s if s["unavailable"] else None)(c.request("GET", "/sites")[0]),  # noqa: PLC3002
+            what="the site marked unavailable",
+        )
+        assert "no-such-partition" in site["unavailable"], site
+        job = c.submit(command="true")
+        assert c.job(job)["state"] == "queued"  # waits, nothing lost
+    finally:
+        live.stop()
+
+
+def test_a_restarted_manager_reattaches_its_slurm_jobs(tmp_path: Path, tag: str, slurm_conf: str) -> None:
+    live = LiveServer(_env(tmp_path, slurm_conf), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        ledger = tmp_path / "ledger"
+        job = c.submit(command="sh", args=["-c", f"echo $ISTHMUS_RUN >> {ledger}; sleep 3; echo done"])
+        wait_state(c, job, ("running",), timeout=60)
+        live.kill(signal.SIGKILL)
+        live.start()
+        c = live.client()
+        j = wait_state(c, job, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and j["run"] == 1, j["history"]
+        assert ledger.read_text().split() == ["1"]  # ran once: re-attached, not submitted again
+        assert c.output(job)[0] == "done\n"
+        lines = [line.split() for line in _squeue(slurm_conf).splitlines()]
+        (comment,) = [c for sid, _, c in lines if sid == _slurm_id(j)]  # isthmus:<this manager>:j<job>r1
+        assert [c for _, _, c in lines].count(comment) == 1, lines  # one Slurm job for the run, no duplicate
+    finally:
+        live.stop()
