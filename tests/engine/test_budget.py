@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers import cloud_env, events, job
 
+from helpers import cloud_env, events, job
 from isthmus.metrics.run import compute_run_metrics
 from isthmus.model.events import EventKind, KillCause
 from isthmus.sim.runner import simulate

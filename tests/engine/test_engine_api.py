@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from helpers import clusters, job
-
 from isthmus.engine.state import JobState
 from isthmus.model.decisions import StartJob
 from isthmus.model.events import EventKind, KillCause

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers import cloud_env, clusters, job
 
+from helpers import cloud_env, clusters, job
 from isthmus.engine.backend import SiteBackend
 from isthmus.sim.harness import Harness
 

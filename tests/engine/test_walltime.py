@@ -5,7 +5,6 @@ Off (trace simulation's default), runs last their recorded runtime."""
 from __future__ import annotations
 
 from helpers import clusters, job
-
 from isthmus.model.events import EventKind, KillCause
 from isthmus.sim.runner import simulate
 

@@ -8,9 +8,12 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from livekit import LiveServer, wait_for, wait_state
+
+from isthmus.live.manager import free_port
 
 TERMINAL = ("completed", "failed", "cancelled", "timeout")
 
@@ -141,3 +144,33 @@ def test_a_restarted_manager_reattaches_its_slurm_jobs(tmp_path: Path, tag: str,
         assert [c for _, _, c in lines].count(comment) == 1, lines  # one Slurm job for the run, no duplicate
     finally:
         live.stop()
+
+
+def test_a_missing_slurm_client_is_refused_before_anything_is_created(tmp_path: Path) -> None:
+    """Without sbatch & co. on PATH the manager does not start half-working: it names the site,
+    the commands and the Debian package, and creates no state."""
+    env = _env(tmp_path, "/nonexistent/slurm.conf")
+    state = tmp_path / "state"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "isthmus.cli.live_entry",
+            "server",
+            "--env",
+            str(env),
+            "--state-dir",
+            str(state),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+        ],
+        env={**os.environ, "PATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode != 0
+    assert "site fs1 uses slurm, but sbatch, scontrol, scancel, sinfo, squeue are not on PATH" in out.stderr
+    assert "apt-get install slurm-client" in out.stderr
+    assert not (state / "isthmus.db").exists()

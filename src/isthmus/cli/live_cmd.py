@@ -534,9 +534,10 @@ def register(app: typer.Typer) -> None:
                     str(s["running"]),
                     str(s["max_processors"]),
                     vms,
+                    f"unavailable: {s['unavailable']}" if s.get("unavailable") else "up",
                 ]
             )
-        _table(["#", "SITE", "KIND", "ONLINE", "FREE", "JOBS", "MAXPROC", "VMS"], table)
+        _table(["#", "SITE", "KIND", "ONLINE", "FREE", "JOBS", "MAXPROC", "VMS", "STATUS"], table)
 
     @app.command("vms")
     def vms(

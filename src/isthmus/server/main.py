@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import shutil
 import socket
 from pathlib import Path
 
@@ -70,8 +71,9 @@ def serve(
     """Run the manager until SIGINT/SIGTERM or `isthmus stop` (`on_stop`: what a signal does to running jobs).
 
     ValueError, before anything is created, when the address cannot be listened on, the state
-    belongs to another environment or a limit is out of range. Requests with a body over
-    `max_body_bytes` or a batch of more than `max_batch_jobs` jobs get 413.
+    belongs to another environment, a batch system's commands are missing or a limit is out of
+    range. Requests with a body over `max_body_bytes` or a batch of more than `max_batch_jobs`
+    jobs get 413.
     """
     host, port = parse_listen(listen)
     if max_body_bytes < 1024:
@@ -81,6 +83,7 @@ def serve(
     if on_stop not in ("detach", "kill"):
         raise ValueError(f"--on-stop expects detach or kill, got {on_stop!r}")
     check_listen(host, port)
+    check_batch_commands(env)
     state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
     check_state(env, url, state_dir, db_url is None)
@@ -142,6 +145,25 @@ def environment_fingerprint(env: Environment) -> list[str]:
     """What a state must agree on with the environment: the site names in order (jobs and
     pilots in the database refer to sites by index)."""
     return [s.name for s in env.sites]
+
+
+LRM_COMMANDS = {"slurm": (("sbatch", "scontrol", "scancel", "sinfo", "squeue"), "slurm-client")}
+
+
+def check_batch_commands(env: Environment) -> None:
+    """ValueError naming the site, the missing commands and the package to install, when a site
+    behind a batch system cannot reach it from this machine."""
+    for site in env.sites:
+        if site.lrm is None:
+            continue
+        commands, package = LRM_COMMANDS[site.lrm.driver]
+        missing = [c for c in commands if shutil.which(c) is None]
+        if missing:
+            raise ValueError(
+                f"site {site.name} uses {site.lrm.driver}, but {', '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not on PATH: install its client commands "
+                f"(Debian: apt-get install {package})"
+            )
 
 
 def check_state(env: Environment, db_url: str, state_dir: Path, sqlite_in_state: bool) -> None:
