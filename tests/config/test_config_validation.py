@@ -287,7 +287,50 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     ),
     ("window-negative", setter("sites", 0, "available_from", value=-5), "sites[0].available_from", ">= 0"),
     ("missing-site-name", deleter("sites", 0, "name"), "sites[0].name", "required key is missing"),
+    ("lrm-driver", setter("sites", 0, "lrm", value={"driver": "pbs"}), "sites[0].lrm.driver", "'slurm'"),
+    (
+        "lrm-mode",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "mode": "pilots"}),
+        "sites[0].lrm.mode",
+        "'pilot'",
+    ),
+    (
+        "lrm-pilot-key-in-direct-mode",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "mode": "direct", "pilot_walltime": 3600}),
+        "sites[0].lrm",
+        'pilot_walltime applies only to mode = "pilot"',
+    ),
+    (
+        "lrm-renew-after-walltime",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "pilot_walltime": 600, "renew_before": 600}),
+        "sites[0].lrm",
+        "renew_before must be shorter than pilot_walltime",
+    ),
+    (
+        "lrm-walltime-zero",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "pilot_walltime": 0}),
+        "sites[0].lrm.pilot_walltime",
+        "> 0",
+    ),
+    ("lrm-on-cloud", setter("sites", 1, "lrm", value={"driver": "slurm"}), "sites[1].lrm", "only to cluster sites"),
 ]
+
+
+@pytest.mark.parametrize("fmt", ["toml", "yaml"])
+def test_a_slurm_site_defaults_to_pilot_mode_and_dumps_back_equal(tmp_path: Path, fmt: str) -> None:
+    doc = base()
+    doc["sites"][0]["lrm"] = {"driver": "slurm", "partition": "batch", "pilot_walltime": 3600}
+    path = tmp_path / f"env.{fmt}"
+    path.write_text(dumps_toml(doc) if fmt == "toml" else yaml.safe_dump(doc))
+    env = load_file(path)
+    lrm = env.sites[0].lrm
+    assert lrm is not None
+    assert (lrm.mode, lrm.partition, lrm.pilot_walltime, lrm.renew_before) == ("pilot", "batch", 3600.0, 300.0)
+    from isthmus.config import dump_environment
+
+    again = tmp_path / f"again.{fmt}"
+    again.write_text(dump_environment(env, fmt))  # type: ignore[arg-type]
+    assert load_file(again) == env  # isthmus validate and the live tests run dumped environments
 
 
 @pytest.mark.parametrize("fmt", ["toml", "yaml"])

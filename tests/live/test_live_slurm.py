@@ -26,6 +26,7 @@ nodes = 4
 cores_per_node = 2
 [sites.lrm]
 driver = "slurm"
+mode = "direct"
 config = "{conf}"
 poll_interval = 0.3
 {extra}

@@ -45,6 +45,9 @@ from isthmus.agent.fresh import FreshEntries
 from isthmus.agent.reaper import Reaper
 
 EXIT_OK = 0
+LOST_GRACE = 0.5
+"""Seconds a run killed by a signal the pilot did not send waits before its end is reported: if
+the pilot is stopped by a signal meanwhile, the run is reported lost (see `Pilot._ended`)."""
 EXIT_UNREACHABLE = 3
 EXIT_REFUSED = 4
 
@@ -196,6 +199,7 @@ class Pilot:
         self._cv = threading.Condition(self._lock)
         self._cmd_lock = threading.Lock()  # commands are obeyed one poll or report answer at a time
         self._closing = False  # set (under _cmd_lock) by the shutdown: no run starts after it
+        self._stopped_by: str | None = None  # the signal that stops this pilot, once one did
         self._done = False
         self._born = time.monotonic()
         self._http = Connection(self.cfg.url, self.cfg.token, 10.0)  # registration and long polls
@@ -212,7 +216,8 @@ class Pilot:
         """Register, then poll and obey until told to exit or the manager is gone for too long."""
 
         def _on_signal(signum: int, _frame: Any) -> None:
-            raise _Stop(signal.Signals(signum).name)
+            self._stopped_by = signal.Signals(signum).name
+            raise _Stop(self._stopped_by)
 
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
@@ -324,7 +329,8 @@ class Pilot:
             reports = list(self.pending)
         body = {
             "pid": os.getpid(),
-            "host": socket.gethostname(),
+            # on a Slurm node its name, which node files and MPI launchers use
+            "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
             "slots": self.cfg.slots,
             "running": running,
             "reports": reports,
@@ -480,6 +486,13 @@ class Pilot:
         """The run's process has exited (or is about to): reap it and queue its end report."""
         code = task.proc.wait()
         runtime = time.monotonic() - task.started
+        signalled = code < 0 or 128 < code <= 192  # by a signal, or a shell reporting one
+        if signalled and not task.killed and self._stopped_by is None:
+            # a signal this pilot did not send: when the pilot's batch job is cancelled or hits
+            # its walltime, the batch system signals the run and the pilot together, and the run
+            # may die first; wait a moment to tell that from a run that died on its own
+            time.sleep(LOST_GRACE)
+        lost = signalled and self._stopped_by is not None and not task.killed
         if code < 0:
             code = 128 - code  # killed by signal N: 128 + N, as shells report it
         report: dict[str, Any] = {
@@ -490,6 +503,8 @@ class Pilot:
             "exit_code": code,
             "runtime": runtime,
         }
+        if lost:  # not the job's doing: the manager runs it again
+            report["lost"] = f"its pilot was stopped by {self._stopped_by}"
         gone = sorted({p for p in task.outputs if not os.path.exists(p)})
         if gone:  # written to a deleted file: the output is lost, and the user is told
             report["error"] = f"output lost: {', '.join(gone)} removed while the run ran"[:4000]

@@ -46,6 +46,7 @@ class RunRequest:
     size: int
     walltime: float | None = None
     name: str = ""
+    nodes: int | None = None  # exactly this many nodes (a pilot holds one), else the system's choice
     cwd: str | None = None
     stdout: str | None = None
     stderr: str | None = None

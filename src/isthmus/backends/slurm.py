@@ -126,6 +126,8 @@ class SlurmBatch:
         """The sbatch options for `r` (the script comes on stdin)."""
         args = ["sbatch", "--parsable", f"--comment={self.comment(r.key)}", f"--ntasks={r.size}"]
         args.append(f"--job-name={_clean_name(r.name or r.key)}")
+        if r.nodes is not None:
+            args.append(f"--nodes={r.nodes}")
         if self.partition:
             args.append(f"--partition={self.partition}")
         if self.account:

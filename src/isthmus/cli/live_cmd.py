@@ -156,6 +156,16 @@ def _elapsed(j: dict[str, Any]) -> float | None:
     return float((end or time.time()) - j["start_time"])
 
 
+def _site_status(s: dict[str, Any]) -> str:
+    """A site's STATUS cell: up or why not, its batch system and its pilots by state."""
+    out = f"unavailable: {s['unavailable']}" if s.get("unavailable") else "up"
+    if s.get("lrm"):
+        out += f"; {s['lrm']['driver']} {s['lrm']['mode']}"
+    if s.get("pilots"):
+        out += "; pilots " + ", ".join(f"{n} {state}" for state, n in sorted(s["pilots"].items()))
+    return out
+
+
 def register(app: typer.Typer) -> None:
     """Add the live commands to `app`."""
 
@@ -171,6 +181,12 @@ def register(app: typer.Typer) -> None:
         ),
         round_interval: str | None = typer.Option(
             None, "--round-interval", help="Seconds between rounds, or 'event'; default: the environment's."
+        ),
+        advertise_url: str | None = typer.Option(
+            None,
+            "--advertise-url",
+            help="URL pilots on other machines (pilot jobs of a batch system) reach the API at; default "
+            "http://HOST:PORT of --listen, with this machine's name for 0.0.0.0.",
         ),
         pilot_timeout: float = typer.Option(30.0, help="Pilots exit after the manager is unreachable this long."),
         heartbeat_timeout: float = typer.Option(20.0, help="A silent pilot is declared lost after this long."),
@@ -211,6 +227,7 @@ def register(app: typer.Typer) -> None:
                 state_dir=state_dir,
                 db_url=db,
                 listen=listen,
+                advertise_url=advertise_url,
                 round_interval=ri,
                 pilot_timeout=pilot_timeout,
                 heartbeat_timeout=heartbeat_timeout,
@@ -534,7 +551,7 @@ def register(app: typer.Typer) -> None:
                     str(s["running"]),
                     str(s["max_processors"]),
                     vms,
-                    f"unavailable: {s['unavailable']}" if s.get("unavailable") else "up",
+                    _site_status(s),
                 ]
             )
         _table(["#", "SITE", "KIND", "ONLINE", "FREE", "JOBS", "MAXPROC", "VMS", "STATUS"], table)

@@ -15,6 +15,7 @@ a duplicate name in another. Problems come back sorted in document order.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import types
 import typing
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from isthmus.config.errors import ConfigError, Problem, format_path, show_value
@@ -77,8 +78,10 @@ class LrmSpec(BaseModel):
     model_config = _MODEL_CONFIG
 
     driver: Literal["slurm"] = Field(description='The local resource manager: "slurm".')
-    mode: Literal["direct"] = Field(
-        "direct", description='"direct": each run of an isthmus job is one job of the LRM (its accounting sees it).'
+    mode: Literal["pilot", "direct"] = Field(
+        "pilot",
+        description='"pilot" (default): isthmus holds nodes with pilot jobs and runs its jobs in them; '
+        '"direct": each run of an isthmus job is one job of the LRM (its accounting sees it).',
     )
     partition: str | None = Field(None, min_length=1, max_length=128, description="Partition to submit to.")
     account: str | None = Field(None, min_length=1, max_length=128, description="Account to charge.")
@@ -90,6 +93,24 @@ class LrmSpec(BaseModel):
         None, min_length=1, max_length=4096, description="The LRM's configuration file (SLURM_CONF) if not the default."
     )
     poll_interval: float = Field(2.0, gt=0, le=3600, description="Seconds between two status polls of the LRM.")
+    pilot_walltime: float | None = Field(
+        None, gt=0, description="Pilot mode: walltime requested for each pilot job (default: the partition's limit)."
+    )
+    renew_before: Seconds = Field(
+        300.0,
+        description="Pilot mode: a pilot with less walltime left than this takes no new run and is replaced.",
+    )
+
+    @model_validator(mode="after")
+    def _pilot_keys_need_pilot_mode(self) -> LrmSpec:
+        given = sorted({"pilot_walltime", "renew_before"} & self.model_fields_set)
+        if self.mode == "direct" and given:
+            raise PydanticCustomError("pilot_only", f'{", ".join(given)} applies only to mode = "pilot"')
+        if self.pilot_walltime is not None and self.renew_before >= self.pilot_walltime:
+            raise PydanticCustomError(
+                "renew_before", "renew_before must be shorter than pilot_walltime (a pilot would be replaced at once)"
+            )
+        return self
 
 
 class SiteSpec(BaseModel):
@@ -635,6 +656,8 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                     options=tuple(s.lrm.options),
                     config=s.lrm.config,
                     poll_interval=float(s.lrm.poll_interval),
+                    pilot_walltime=None if s.lrm.pilot_walltime is None else float(s.lrm.pilot_walltime),
+                    renew_before=float(s.lrm.renew_before),
                 )
         else:
             for key in CLOUD_ONLY_KEYS:
@@ -716,6 +739,10 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
         else:
             item["nodes"] = s.nodes
             item["cores_per_node"] = s.cores_per_node
+            if s.lrm is not None:
+                lrm = {k: v for k, v in dataclasses.asdict(s.lrm).items() if v is not None}
+                lrm["options"] = list(s.lrm.options)
+                item["lrm"] = lrm
         if s.available_from is not None:
             item["available_from"] = _number(s.available_from)
         if s.available_until is not None:

@@ -38,6 +38,7 @@ from isthmus.engine.engine import Engine
 from isthmus.live.batch import BatchCluster, batch_system
 from isthmus.live.errors import PersistError, RequestError
 from isthmus.live.intake import Intake
+from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
 from isthmus.model.environment import Environment
@@ -80,10 +81,15 @@ class ManagerConfig:
     budget: float | None = None  # cap on the charged cost of all cloud leases ($), as in simulation
     enforce_walltime: bool = True  # a run reaching its job's requested runtime is killed: TIMEOUT
 
+    advertise_url: str | None = None  # what pilots on other machines are told; default from host/port
+
     @property
     def url(self) -> str:
-        """The URL pilots use to reach the manager."""
-        return f"http://{self.host}:{self.port}"
+        """The URL pilots use to reach the manager (a wildcard address becomes this machine's name)."""
+        if self.advertise_url:
+            return self.advertise_url.rstrip("/")
+        host = socket.getfqdn() if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
 
 class Manager:
@@ -106,6 +112,8 @@ class Manager:
         #: set by the server: ends the process (used when a drain finishes or an admin stops it)
         self.request_exit: Callable[[], None] = lambda: None
         self.admin_token: str | None = None
+        #: names this manager's jobs in batch systems (`isthmus:<id>:<key>`), kept in the database
+        self.manager_id = ""
         self._driver_task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self.hub = PilotHub(self)
@@ -120,6 +128,10 @@ class Manager:
         for i, site in enumerate(env.sites):
             if site.is_cloud:
                 backends.append(LocalCloud(i, site, self.hub))
+            elif site.lrm is not None and site.lrm.mode == "pilot":
+                pilots = PilotJobs(i, site, batch_system(site), self)
+                backends.append(pilots)
+                self.hub.launchers[i] = pilots
             elif site.lrm is not None:
                 backends.append(BatchCluster(i, site, batch_system(site), self, site.lrm.poll_interval))
             else:
@@ -189,9 +201,9 @@ class Manager:
         self._first_start()
         recover(self)
         self.persist()
-        manager_id = self.store.get_meta("manager_id") or ""
+        manager_id = self.manager_id = self.store.get_meta("manager_id") or ""
         for b in self.engine.backends:
-            if isinstance(b, BatchCluster):
+            if isinstance(b, BatchCluster | PilotJobs):
                 b.begin(manager_id)
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
 
@@ -252,7 +264,7 @@ class Manager:
             else:
                 await self._stop_pilots()
         for b in self.engine.backends:
-            if isinstance(b, BatchCluster):
+            if isinstance(b, BatchCluster | PilotJobs):
                 if self.stop_mode != "detach" and self.config.stop_pilots_on_exit:
                     await asyncio.to_thread(b.cancel_all)  # batch jobs go with the pilots
                 b.close()

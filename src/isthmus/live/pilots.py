@@ -21,7 +21,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import delete, insert, select, update
 
@@ -74,7 +74,8 @@ class Node:
     site: int
     slots: int
     vm: int | None = None
-    state: str = "down"  # down | spawned | awaiting | registered | exiting
+    remote: bool = False  # its pilot is a job of a batch system, on another node: never signalled from here
+    state: str = "down"  # down | queued (in a batch system) | spawned | awaiting | registered | exiting
     pilot_id: str | None = None
     pid: int | None = None
     proc: subprocess.Popen[bytes] | None = None
@@ -100,6 +101,26 @@ class Node:
         return self.seq
 
 
+class PilotLauncher(Protocol):
+    """A site whose pilots are started by something other than a local process (a batch system)."""
+
+    def launch_pilot(self, node: Node, token: str) -> None:
+        """Start the pilot of `node` with its token."""
+        ...
+
+    def registered(self, node: Node) -> None:
+        """The pilot of `node` registered."""
+        ...
+
+    def pilot_lost(self, node: Node) -> None:
+        """The pilot of `node` was lost (its runs already are): replace it."""
+        ...
+
+    def restore(self, rows: Sequence[dict[str, Any]], now: float) -> None:
+        """After a restart: the site's pilots the database recorded as alive become nodes again."""
+        ...
+
+
 class PilotHub:
     """Pilots of the local sites: their nodes, the runs assigned to them, the protocol and liveness.
 
@@ -110,6 +131,8 @@ class PilotHub:
     def __init__(self, manager: Manager) -> None:
         self.m = manager
         self.nodes: dict[str, Node] = {}
+        #: sites whose pilots a batch system runs (pilot mode), by site index
+        self.launchers: dict[int, PilotLauncher] = {}
         self.assign: dict[int, Assignment] = {}
         #: slots and limit of each started run, by (job, run), for the database projection
         self.records: dict[tuple[int, int], RunRecord] = {}
@@ -245,7 +268,7 @@ class PilotHub:
         """PilotHub: a failed VM is gone: stop whatever is left of its pilot."""
         node = self.nodes.pop(vm_node_key(site, vm_id), None)
         if node is not None and node.state != "down":
-            self._retire(node, "VM failed")
+            self.retire(node, "VM failed")
 
     def vm_shutdown(self, site: int, vm: Vm, delay: float) -> None:
         """PilotHub: stop the VM's pilot after the shutdown delay, then report it gone."""
@@ -255,7 +278,7 @@ class PilotHub:
         key = vm_node_key(site, vm_id)
         node = self.nodes.pop(key, None)
         if node is not None:
-            self._retire(node, "VM released")
+            self.retire(node, "VM released")
             # the pilot removes its spool pool when it exits; this catches one that was killed
             self.m.later(10.0, self.sweep_pools)
         self.m.external()
@@ -272,6 +295,12 @@ class PilotHub:
         with self.m.store.begin() as conn:
             conn.execute(delete(db.tokens).where(db.tokens.c.node == node.key))
             self.m.store.add_token(conn, hash_token(token), user=None, kind="pilot", node=node.key)
+        launcher = self.launchers.get(node.site)
+        if launcher is not None:
+            node.pilot_id = None
+            launcher.launch_pilot(node, token)
+            self.set_pilot_row(node, node.state)
+            return
         extra = {"ISTHMUS_TAG": self.m.config.tag} if self.m.config.tag else {}
         proc = spawn_pilot(
             url=self.m.config.url,
@@ -289,7 +318,8 @@ class PilotHub:
         node.deadline = time.time() + self.m.config.spawn_timeout
         self.set_pilot_row(node, "spawned")
 
-    def _retire(self, node: Node, reason: str) -> None:
+    def retire(self, node: Node, reason: str) -> None:
+        """Tell the pilot of `node` to exit (its runs end with it); its token stops working."""
         node.send({"op": "exit", "reason": reason})
         node.state = "exiting"
         pid, proc = node.pid, node.proc
@@ -350,7 +380,8 @@ class PilotHub:
         now = time.time()
         self._pilot_counter += 1
         node.pilot_id = f"{self._incarnation}-{self._pilot_counter}"
-        node.pid = int(body.get("pid") or 0) or node.pid
+        if not node.remote:  # a remote pilot's pid means nothing on this machine
+            node.pid = int(body.get("pid") or 0) or node.pid
         node.host = str(body.get("host") or "")
         node.last_seen = now
         node.deadline = math.inf
@@ -381,6 +412,9 @@ class PilotHub:
                 self.history_note(job, run, "stray run on a re-registered pilot killed")
         self._reports(node, body.get("reports", []))
         self.set_pilot_row(node, "registered")
+        launcher = self.launchers.get(node.site)
+        if launcher is not None:
+            launcher.registered(node)
         if node.vm is not None:
             backend = self.m.engine.backends[node.site]
             assert isinstance(backend, CloudBackend)
@@ -511,6 +545,9 @@ class PilotHub:
                 started.append((job, run, float(r.get("time", time.time()))))
                 a.delivered = True
                 a.pid = _pid(r.get("pid"))
+            elif r.get("event") == "ended" and r.get("lost"):
+                # killed with its pilot (a batch system ended the pilot's job): not the job's doing
+                self.lose(a, f"pilot of {node.key} {str(r['lost'])[:200]}")
             elif r.get("event") == "ended":
                 code = int(r.get("exit_code", -1))
                 self.ended[(job, run)] = r
@@ -592,11 +629,15 @@ class PilotHub:
             if a.pid:
                 kill_run(a.pid, a.job, a.run)
             self.lose(a, f"pilot of {node.key} lost ({why})")
+        self.set_pilot_row(node, "lost")
+        launcher = self.launchers.get(node.site)
+        if launcher is not None:
+            launcher.pilot_lost(node)  # a new pilot job, under a new key
+            return True
         node.proc = None
         node.pid = None
         node.outbox = []
         node.pilot_id = None
-        self.set_pilot_row(node, "lost")
         if not self.m.stopping:
             self.spawn(node)  # the node (cluster node or leased VM) is still there: new pilot
         return True

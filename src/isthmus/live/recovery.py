@@ -36,6 +36,8 @@ def recover(m: Manager) -> None:
     for row in store.vm_rows():
         max_vm[row["site"]] = max(max_vm.get(row["site"], -1), row["vm"])
     pilot_rows = {r["node"]: r for r in store.pilot_rows()}
+    for launcher in hub.launchers.values():  # before the runs on them are re-attached
+        launcher.restore(list(pilot_rows.values()), now)
     for row in store.vm_rows(live_only=True):
         backend = engine.backends[row["site"]]
         if not isinstance(backend, CloudBackend):
@@ -81,7 +83,9 @@ def recover(m: Manager) -> None:
             log.error("could not re-attach job %s: %s", job_id, status.reason)
     hub.recovering = False
     # pilots: wait for live ones to re-register, start the others
-    for key, node in hub.nodes.items():
+    for key, node in list(hub.nodes.items()):
+        if node.remote:
+            continue  # a batch system's pilot: its site checks its job once it connects
         old = pilot_rows.get(key)
         backend = engine.backends[node.site]
         if (

@@ -18,20 +18,24 @@ class SiteKind(StrEnum):
 class LrmSettings:
     """How a live cluster site reaches its local resource manager (docs/sites.md).
 
-    `driver` names the system ("slurm"); `mode` is "direct" (each run one LRM job). `partition`,
+    `driver` names the system ("slurm"); `mode` is "pilot" (pilot jobs hold nodes and run isthmus
+    jobs; each asks for `pilot_walltime` and is replaced `renew_before` seconds before it ends) or
+    "direct" (each run one LRM job). `partition`,
     `account` and `qos` go to every submission with `options` (extra sbatch options);
     `config` names the system's configuration file when it is not the default (`SLURM_CONF`).
     A simulation treats such a site as the cluster its `nodes` describe.
     """
 
     driver: str = "slurm"
-    mode: str = "direct"
+    mode: str = "pilot"
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
     options: tuple[str, ...] = ()
     config: str | None = None
     poll_interval: float = 2.0
+    pilot_walltime: float | None = None
+    renew_before: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)

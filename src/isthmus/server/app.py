@@ -35,6 +35,7 @@ from isthmus.engine.backend import CloudBackend
 from isthmus.live.accounting import account
 from isthmus.live.forecast import run_forecast, snapshot
 from isthmus.live.jobfiles import run_files
+from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.manager import Manager, PersistError, RequestError
 from isthmus.model.environment import PolicyChoice
 from isthmus.policies.registry import PolicyError
@@ -474,6 +475,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             }
             if isinstance(b, CloudBackend):
                 d.update(leased=b.leased, booting=b.booting, max_vms=s.max_vms, price_per_hour=s.price_per_hour)
+            if s.lrm is not None:
+                # what marks this manager's jobs in the batch system (docs/sites.md: cleaning up)
+                d["lrm"] = {"driver": s.lrm.driver, "mode": s.lrm.mode, "comment": f"isthmus:{manager.manager_id}:"}
+            if isinstance(b, PilotJobs):
+                d["pilots"] = b.pilot_counts()
             out.append(d)
         return [{**d, "queued_total": queued} for d in out]
 

@@ -7,6 +7,7 @@ import errno
 import json
 import shutil
 import socket
+import urllib.parse
 from pathlib import Path
 
 import uvicorn
@@ -56,6 +57,7 @@ def serve(
     state_dir: Path,
     db_url: str | None = None,
     listen: str = "127.0.0.1:8750",
+    advertise_url: str | None = None,
     round_interval: float | str | None = "env",
     pilot_timeout: float = 30.0,
     heartbeat_timeout: float = 20.0,
@@ -83,6 +85,8 @@ def serve(
     if on_stop not in ("detach", "kill"):
         raise ValueError(f"--on-stop expects detach or kill, got {on_stop!r}")
     check_listen(host, port)
+    if advertise_url is not None:
+        check_advertise_url(advertise_url)
     check_batch_commands(env)
     state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
@@ -94,6 +98,7 @@ def serve(
         state_dir=state_dir,
         host=host,
         port=port,
+        advertise_url=advertise_url,
         round_interval=round_interval,
         pilot_timeout=pilot_timeout,
         heartbeat_timeout=heartbeat_timeout,
@@ -145,6 +150,13 @@ def environment_fingerprint(env: Environment) -> list[str]:
     """What a state must agree on with the environment: the site names in order (jobs and
     pilots in the database refer to sites by index)."""
     return [s.name for s in env.sites]
+
+
+def check_advertise_url(url: str) -> None:
+    """ValueError unless `url` is an http(s) URL with a host (what remote pilots are given)."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.query or parsed.fragment:
+        raise ValueError(f"--advertise-url expects http://HOST[:PORT][/PATH], got {url!r}")
 
 
 LRM_COMMANDS = {"slurm": (("sbatch", "scontrol", "scancel", "sinfo", "squeue"), "slurm-client")}

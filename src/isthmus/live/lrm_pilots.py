@@ -1,0 +1,400 @@
+"""A live cluster site behind a batch system in pilot mode (KOALA-CS launchers).
+
+KOALA-CS (seeds/koala-cs-cycle-scavenging-thesis.txt, §3.3 "The Launcher Mechanism") does not
+hand each task to the local resource manager: it submits *launchers* (pilot jobs) that hold
+nodes and run the tasks it gives them, so that thousands of short tasks do not each wait in the
+LRM's queue (§4.2, Table 4.1: 105.5% of the ideal makespan against 152% for direct submission). Here each position
+of the site (`nodes` of them) is held by one pilot job of `cores_per_node` processors on one node;
+once that job runs, its `isthmus agent` registers with the manager and its slots join the site
+like those of a local node (the engine's bookkeeping is `LocalCluster`'s). The pilots are polled
+in one batch per `poll_interval`:
+
+- a pilot job queued in the LRM is "queued" (no deadline: it waits as long as the LRM makes it);
+  once the LRM runs it, it must register within the manager's `spawn_timeout`;
+- only registered pilots' slots count as online, so capacity follows the pilots the LRM grants;
+- a pilot job that ends (cancelled, node failure, its walltime) is lost: its runs are killed as
+  lost and requeued, and a new pilot job is submitted for the position;
+- walltime renewal: a pilot with less than `renew_before` seconds of `pilot_walltime` left takes
+  no new run and a replacement is submitted; the old one ends once its runs have ended, so
+  renewing never kills a run (a run longer than `renew_before` may still meet the limit: it is
+  then lost and requeued, never silently cut);
+- after a manager restart, the pilot jobs of this manager the LRM still holds are found by their
+  comment: their pilots re-register and keep their runs (their slots count meanwhile); a pilot
+  job no node is recorded for is cancelled (nothing runs twice), a recorded node whose job is
+  gone is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from isthmus.backends.api import BatchSystem, RemoteState, RunRequest, SiteWorker
+from isthmus.backends.errors import SiteError
+from isthmus.backends.local import LocalCluster
+from isthmus.engine.state import JobEntry
+from isthmus.live.pilots import Node
+from isthmus.model.site import Site
+from isthmus.model.states import JobState
+
+if TYPE_CHECKING:
+    from isthmus.live.manager import Manager
+
+log = logging.getLogger("isthmus.live.lrm_pilots")
+
+RETRY_AFTER = 10.0
+"""Seconds before positions are filled again after the LRM refused a pilot job."""
+
+
+def pilot_key(site: int, position: int) -> str:
+    """A fresh node key for a pilot of `position` (each pilot job gets its own key)."""
+    return f"{site}/p{position}-{secrets.token_hex(3)}"
+
+
+def position_of(key: str) -> int:
+    """The position in a pilot key `<site>/p<position>-<hex>`; -1 for any other key."""
+    _, _, rest = key.partition("/p")
+    pos, sep, _ = rest.partition("-")
+    return int(pos) if sep and pos.isdigit() else -1
+
+
+class PilotJobs(LocalCluster):
+    """A cluster site whose slots are held by pilot jobs of a batch system (see the module docstring)."""
+
+    def __init__(self, index: int, site: Site, make: Callable[[str], BatchSystem], manager: Manager) -> None:
+        super().__init__(index, site, manager.hub)
+        assert site.lrm is not None
+        self.m = manager
+        self.lrm = site.lrm
+        self._make = make
+        self.batch: BatchSystem | None = None
+        self.all_slots = []  # slots of registered pilots that take new runs
+        self.online = self.free = 0
+        self.job_of: dict[str, str] = {}  # node key -> provider id of its pilot job
+        self.since: dict[str, float] = {}  # node key -> when its pilot job was first seen running
+        self.retiring: set[str] = set()  # pilots near their walltime: no new run
+        self.cancel_when_known: set[str] = set()  # ended before the LRM answered their submission
+        self._worker: SiteWorker | None = None
+        self._polling = False
+        self._filling_after: float = 0.0  # no new pilot job before this (after a refusal)
+
+    # ------------------------------------------------------------------------ plumbing
+
+    @property
+    def worker(self) -> SiteWorker:
+        """The site's worker thread (made on first use, on the running loop)."""
+        if self._worker is None:
+            self._worker = SiteWorker(self.name, asyncio.get_running_loop())
+        return self._worker
+
+    @property
+    def system(self) -> BatchSystem:
+        """The batch system (connected by `begin`)."""
+        if self.batch is None:
+            raise RuntimeError(f"site {self.name} is used before the manager started it")
+        return self.batch
+
+    def close(self) -> None:
+        """Stop the worker thread."""
+        if self._worker is not None:
+            self._worker.close()
+
+    def nodes(self) -> list[Node]:
+        """This site's pilot positions' nodes, current and retiring."""
+        return [n for n in self.m.hub.nodes.values() if n.site == self.index]
+
+    def restore(self, rows: Sequence[dict[str, Any]], now: float) -> None:
+        """Before a restart's recovery: the pilots recorded as alive become nodes awaiting their
+        pilot's re-registration (`begin` then checks their jobs with the LRM)."""
+        for row in rows:
+            key = str(row["node"])
+            if row["site"] != self.index or position_of(key) < 0 or row["state"] in ("exited", "lost"):
+                continue
+            node = Node(key, self.index, int(row["slots"]), remote=True)
+            node.state = "awaiting"
+            node.deadline = now + self.m.config.reattach_timeout
+            self.m.hub.nodes[key] = node
+            if row.get("registered_at"):
+                self.since[key] = float(row["registered_at"])
+        self._recount()
+
+    def begin(self, manager_id: str) -> None:
+        """Connect to the system as manager `manager_id`, find its pilot jobs, fill the positions."""
+        self.batch = self._make(manager_id)
+        self.worker.call(self.system.find, done=self._found)
+
+    def _found(self, result: dict[str, RemoteState] | SiteError) -> None:
+        if isinstance(result, SiteError):
+            # filling positions now could run pilots twice (those of before a restart): retry
+            self.unavailable = f"cannot list its jobs: {result}"
+            log.warning("site %s: %s", self.name, self.unavailable)
+            self.m.later(self.lrm.poll_interval, self.begin, self.batch_id())
+            return
+        self.unavailable = ""
+        self.m.external()
+        held = {st.key: pid for pid, st in result.items() if not st.state.terminal and st.state is not JobState.LOST}
+        stale = [pid for key, pid in held.items() if key not in self.m.hub.nodes]
+        for node in self.nodes():
+            pid = held.get(node.key)
+            if pid is None:
+                self.m.hub.node_lost(node, "its pilot job is gone")
+                continue
+            self.job_of[node.key] = pid
+            if result[pid].state is JobState.QUEUED:
+                node.state = "queued"
+                node.deadline = math.inf
+        if stale:
+            log.warning("site %s: cancelling %d pilot job(s) no node is recorded for: %s", self.name, len(stale), stale)
+            self.worker.call(self.system.cancel, stale, done=lambda r: None)
+        self.fill()
+        self._recount()
+        self.m.after()
+        self.m.later(0.0, self.poll)
+
+    def batch_id(self) -> str:
+        """The manager id the system was connected with."""
+        return self.m.store.get_meta("manager_id") or ""
+
+    # ------------------------------------------------------------------ pilots' lifecycle
+
+    def fill(self) -> None:
+        """Submit a pilot job for every position no current pilot holds."""
+        if self.m.stopping or time.time() < self._filling_after:
+            return
+        held = {position_of(n.key) for n in self.nodes() if n.key not in self.retiring}
+        for pos in range(self.site.nodes):
+            if pos not in held:
+                key = pilot_key(self.index, pos)
+                node = Node(key, self.index, self.site.cores_per_node, remote=True)
+                self.m.hub.nodes[key] = node
+                self.m.hub.spawn(node)  # calls launch_pilot with the pilot's token
+
+    def launch_pilot(self, node: Node, token: str) -> None:
+        """PilotLauncher: submit the pilot job of `node` (off the loop); its token goes in a file
+        only its user can read, removed once the pilot registered."""
+        token_file = token_path(self.m.state_dir, node.key)
+        pilots = token_file.parent
+        pilots.mkdir(parents=True, exist_ok=True)
+        safe = node.key.replace("/", "-")
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        env = {"ISTHMUS_TAG": self.m.config.tag} if self.m.config.tag else {}
+        request = RunRequest(
+            key=node.key,
+            command=(
+                sys.executable,
+                "-m",
+                "isthmus.agent",
+                "--url",
+                self.m.config.url,
+                "--node",
+                node.key,
+                "--slots",
+                str(node.slots),
+                "--timeout",
+                str(self.m.config.pilot_timeout),
+                "--token-file",
+                str(token_file),
+            ),
+            size=node.slots,
+            nodes=1,
+            walltime=self.lrm.pilot_walltime,
+            name=f"isthmus-pilot-{self.name}",
+            cwd=str(pilots),
+            stdout=str(pilots / f"{safe}.log"),
+            env=env,
+        )
+        node.state = "queued"
+        node.deadline = math.inf
+        self.worker.call(self.system.submit, [request], done=lambda r: self._submitted(node.key, r))
+
+    def _submitted(self, key: str, result: list[str | SiteError] | SiteError) -> None:
+        outcome = result if isinstance(result, SiteError) else result[0]
+        node = self.m.hub.nodes.get(key)
+        if isinstance(outcome, SiteError):
+            self.unavailable = f"pilot job refused: {outcome}"
+            log.warning("site %s: %s", self.name, self.unavailable)
+            if node is not None:
+                self._drop(node)
+            self._filling_after = time.time() + RETRY_AFTER
+            self.m.later(RETRY_AFTER, self.fill)
+            return
+        if node is None or key in self.cancel_when_known:
+            self.cancel_when_known.discard(key)
+            self.worker.call(self.system.cancel, [outcome], done=lambda r: None)
+            return
+        self.job_of[key] = outcome
+        log.info("site %s: pilot %s is job %s", self.name, key, outcome)
+
+    def registered(self, node: Node) -> None:
+        """PilotLauncher: the pilot of `node` registered: its token file goes, its slots count."""
+        with contextlib.suppress(OSError):
+            token_path(self.m.state_dir, node.key).unlink()
+        self.since.setdefault(node.key, time.time())
+        self._recount()
+        self.m.engine.request_round(self.m.clock.now)
+
+    def pilot_lost(self, node: Node) -> None:
+        """PilotLauncher: the pilot of `node` was lost (its runs already are): end its job if it
+        is still there, forget the node and submit a new pilot for the position."""
+        never_registered = node.pilot_id is None and node.key not in self.since
+        self._drop(node)
+        self._recount()
+        if never_registered and not self.m.stopping:
+            # a pilot job that ends before its agent registers (a broken node, a wrong URL)
+            # would be resubmitted every poll: wait a little first
+            self._filling_after = max(self._filling_after, time.time() + RETRY_AFTER)
+            self.m.later(RETRY_AFTER, self.fill)
+        self.fill()
+
+    def _drop(self, node: Node) -> None:
+        """Forget `node`; cancel its pilot job if the LRM still holds it."""
+        self.m.hub.nodes.pop(node.key, None)
+        self.retiring.discard(node.key)
+        self.since.pop(node.key, None)
+        with contextlib.suppress(OSError):
+            token_path(self.m.state_dir, node.key).unlink()
+        pid = self.job_of.pop(node.key, None)
+        if pid is None and node.state == "queued":  # its submission has not answered yet
+            self.cancel_when_known.add(node.key)
+        else:
+            self.worker.call(self.system.cancel, [pid], done=lambda r: None)
+
+    def _end(self, node: Node, reason: str) -> None:
+        """A pilot with no run left is told to exit; its job is cancelled a little later."""
+        self.m.hub.retire(node, reason)
+        self.m.hub.nodes.pop(node.key, None)
+        self.retiring.discard(node.key)
+        pid = self.job_of.get(node.key)
+        if pid is not None:
+            self.m.later(5.0, self._cancel_if_held, node.key, pid)
+
+    def _cancel_if_held(self, key: str, pid: str) -> None:
+        if self.job_of.get(key) == pid:
+            self.job_of.pop(key, None)
+            self.worker.call(self.system.cancel, [pid], done=lambda r: None)
+
+    # ------------------------------------------------------------------------ polling
+
+    def poll(self) -> None:
+        """Ask the system for the state of every pilot job (one batch, off the loop)."""
+        if self.m.stopping:
+            return
+        if self._polling:
+            self.m.later(self.lrm.poll_interval, self.poll)
+            return
+        self._polling = True
+        ids = dict(self.job_of)
+        self.worker.call(self.system.status, list(ids.values()), done=lambda r: self._observed(ids, r))
+
+    def _observed(self, ids: dict[str, str], result: dict[str, RemoteState] | SiteError) -> None:
+        self._polling = False
+        self.m.later(self.lrm.poll_interval, self.poll)
+        if self.m.stopping:
+            return
+        self.m.external()
+        if isinstance(result, SiteError):
+            if not self.unavailable:
+                log.warning("site %s unavailable: %s", self.name, result)
+            self.unavailable = str(result)
+            self.m.after()
+            return
+        self.unavailable = ""
+        now = time.time()
+        for key, pid in ids.items():
+            if self.job_of.get(key) != pid:
+                continue
+            st = result.get(pid)
+            node = self.m.hub.nodes.get(key)
+            if st is None or st.state.terminal or st.state is JobState.LOST:
+                self.job_of.pop(key, None)
+                if node is not None:
+                    native = st.native if st is not None else "no longer known"
+                    self.m.hub.node_lost(node, f"its pilot job {pid} ended ({native})")
+            elif node is not None and st.state is JobState.RUNNING:
+                self.since.setdefault(key, now)
+                if node.state == "queued":  # the LRM runs it: the agent registers shortly
+                    node.state = "spawned"
+                    node.deadline = now + self.m.config.spawn_timeout
+                    self.m.hub.set_pilot_row(node, "spawned")
+        self._renew(now)
+        self._recount()
+        self.fill()
+        self.m.after()
+
+    def _renew(self, now: float) -> None:
+        """Pilots near their walltime take no new run (a replacement is submitted by `fill`);
+        those with no run left end."""
+        walltime = self.lrm.pilot_walltime
+        if walltime is not None:
+            for node in self.nodes():
+                since = self.since.get(node.key)
+                if (
+                    node.state == "registered"
+                    and since is not None
+                    and node.key not in self.retiring
+                    and walltime - (now - since) <= self.lrm.renew_before
+                ):
+                    log.info("site %s: pilot %s is near its walltime: replaced", self.name, node.key)
+                    self.retiring.add(node.key)
+        busy = {slot[0] for slot in self.slots}
+        for key in list(self.retiring):
+            old = self.m.hub.nodes.get(key)
+            if old is not None and key not in busy:
+                self._end(old, "walltime renewal")
+
+    def pilot_counts(self) -> dict[str, int]:
+        """How many pilots are in each state (queued in the LRM, registered, retiring, ...)."""
+        counts: dict[str, int] = {}
+        for node in self.nodes():
+            state = "retiring" if node.key in self.retiring else node.state
+            counts[state] = counts.get(state, 0) + 1
+        return counts
+
+    def _recount(self) -> None:
+        """Online and free processors: the slots of registered pilots that take new runs, and of
+        those expected back after a restart (a run given to one waits for its re-registration;
+        if it does not come back, the run is lost and requeued)."""
+        usable = [n for n in self.nodes() if n.state in ("registered", "awaiting") and n.key not in self.retiring]
+        self.all_slots = [(n.key, c) for n in usable for c in range(n.slots)]
+        self.online = len(self.all_slots)
+        self.free = sum(1 for s in self.all_slots if s not in self.slots)
+
+    # ---------------------------------------------------------------------- SiteBackend
+
+    def start(self, entry: JobEntry, now: float) -> None:
+        """Occupy slots of registered pilots and send the run to the first one's pilot."""
+        super().start(entry, now)
+        self._recount()
+
+    def _release(self, entry: JobEntry) -> None:
+        super()._release(entry)
+        self._recount()
+
+    def available(self, now: float) -> bool:
+        """Not while the system does not answer."""
+        return not self.unavailable and super().available(now)
+
+    def cancel_all(self) -> None:
+        """At a stop that ends jobs: cancel every pilot job of this manager (blocking)."""
+        ids = list(self.job_of.values())
+        if ids and self.batch is not None:
+            try:
+                self.batch.cancel(ids)
+            except SiteError as exc:
+                log.warning("site %s: could not cancel %s: %s", self.name, ids, exc)
+
+
+def token_path(state_dir: Path, key: str) -> Path:
+    """Where the token of the pilot of node `key` waits for it."""
+    return state_dir / "pilots" / f"{key.replace('/', '-')}.token"

@@ -1,0 +1,180 @@
+"""Pilot mode on a real Slurm (scripts/start_slurm.sh): pilot jobs hold the nodes, isthmus jobs
+run in them; pilots lost, renewed before their walltime and re-attached after a restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from livekit import LiveServer, wait_for, wait_state
+
+TERMINAL = ("completed", "failed", "cancelled", "timeout")
+
+ENV = """
+name = "slurm-pilots"
+round_interval = "event"
+[[sites]]
+name = "fs1"
+nodes = {nodes}
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+config = "{conf}"
+poll_interval = 0.3
+{extra}
+[policies]
+allocation = "ff"
+provisioning = "none"
+"""
+
+
+def _env(tmp_path: Path, conf: str, nodes: int = 4, extra: str = "") -> Path:
+    path = tmp_path / "env.toml"
+    path.write_text(ENV.format(conf=conf, nodes=nodes, extra=extra))
+    return path
+
+
+def _pilot_jobs(conf: str) -> list[tuple[str, str, str]]:
+    """(Slurm job id, state, node key) of every isthmus pilot job Slurm holds."""
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i %T %k"],
+        env={**os.environ, "SLURM_CONF": conf},
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    jobs = []
+    for line in out.splitlines():
+        sid, state, comment = line.split()
+        key = comment.rsplit(":", 1)[-1]
+        if "/p" in key:
+            jobs.append((sid, state, key))
+    return jobs
+
+
+def _squeue_comments(conf: str) -> list[str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%k"],
+        env={**os.environ, "SLURM_CONF": conf},
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return out.split()
+
+
+def _pilot_of(job: dict) -> str:  # type: ignore[type-arg]
+    """The node key of the pilot the job's latest run was confirmed running on."""
+    keys = [h["detail"].removeprefix("pilot ") for h in job["history"] if h["state"] == "running"]
+    return keys[-1] if keys else ""
+
+
+def _registered(c, n: int) -> None:  # type: ignore[no-untyped-def]
+    wait_for(
+        lambda: c.request("GET", "/sites")[0]["online"] >= n,
+        timeout=60,
+        what=f"{n} processors of registered pilots",
+    )
+
+
+def test_pilot_jobs_hold_the_nodes_and_run_jobs(tmp_path: Path, tag: str, slurm_conf: str) -> None:
+    live = LiveServer(_env(tmp_path, slurm_conf), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        _registered(c, 8)
+        pilots = _pilot_jobs(slurm_conf)
+        assert len(pilots) == 4 and {s for _, s, _ in pilots} == {"RUNNING"}, pilots
+        site = c.request("GET", "/sites")[0]
+        assert site["pilots"] == {"registered": 4} and site["lrm"]["mode"] == "pilot", site
+        comments = _squeue_comments(slurm_conf)
+        assert len(comments) == 4 and all(k.startswith(site["lrm"]["comment"]) for k in comments), comments
+        # a job of 8 processors spans the 4 pilots, one per Slurm node: its node file says so
+        wide = c.submit(command="sh", args=["-c", "cut -d' ' -f1 $ISTHMUS_NODEFILE"], size=8)
+        j = wait_state(c, wide, TERMINAL, timeout=60)
+        assert j["state"] == "completed", j["history"]
+        assert sorted(c.output(wide)[0].split()) == ["n1", "n2", "n3", "n4"]
+        # many short jobs run in the same pilots: no new Slurm job per isthmus job
+        jobs = [c.submit(command="true") for _ in range(20)]
+        for job in jobs:
+            assert wait_state(c, job, TERMINAL, timeout=60)["state"] == "completed"
+        assert sorted(_pilot_jobs(slurm_conf)) == sorted(pilots)
+        fails = c.submit(command="sh", args=["-c", "exit 3"])
+        j = wait_state(c, fails, TERMINAL, timeout=30)
+        assert (j["state"], j["exit_code"]) == ("failed", 3)
+    finally:
+        live.stop()
+    # a stop that kills leaves no pilot job behind
+    wait_for(lambda: not _pilot_jobs(slurm_conf), timeout=20, what="pilot jobs cancelled at stop")
+
+
+def test_a_pilot_job_cancelled_outside_isthmus_loses_its_run_which_runs_again(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    live = LiveServer(_env(tmp_path, slurm_conf, nodes=2), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag)
+    live.start()
+    try:
+        c = live.client()
+        _registered(c, 4)
+        job = c.submit(command="sh", args=["-c", "[ $ISTHMUS_RUN = 1 ] && exec sleep 60; echo run $ISTHMUS_RUN"])
+        j = wait_state(c, job, ("running",), timeout=30)
+        key = wait_for(lambda: _pilot_of(c.job(job)), what="the run's pilot")
+        (sid,) = [sid for sid, _, k in _pilot_jobs(slurm_conf) if k == key]
+        subprocess.run(["scancel", sid], env={**os.environ, "SLURM_CONF": slurm_conf}, check=True)
+        j = wait_state(c, job, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and j["run"] == 2 and c.output(job)[0] == "run 2\n", j["history"]
+        assert any("lost" in h["detail"] and sid in h["detail"] for h in j["history"]), j["history"]
+        # the position got a new pilot job
+        wait_for(lambda: len(_pilot_jobs(slurm_conf)) == 2, timeout=30, what="a replacement pilot job")
+        assert key not in {k for _, _, k in _pilot_jobs(slurm_conf)}
+    finally:
+        live.stop()
+
+
+def test_a_pilot_near_its_walltime_is_replaced_without_killing_its_run(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    # Slurm counts minutes: pilots of 1 minute, replaced when 50 s are left, i.e. 10 s after start
+    env = _env(tmp_path, slurm_conf, nodes=1, extra="pilot_walltime = 60\nrenew_before = 50")
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        _registered(c, 2)
+        (first,) = _pilot_jobs(slurm_conf)
+        job = c.submit(command="sh", args=["-c", "sleep 15; echo run $ISTHMUS_RUN"])
+        wait_state(c, job, ("running",), timeout=30)
+        # 10 s after it started the pilot retires: its slots leave the site, a second job
+        # waits for the replacement, queued in Slurm behind the old pilot on the only node
+        wait_for(lambda: c.request("GET", "/sites")[0]["online"] == 0, timeout=30, what="the pilot retiring")
+        later = c.submit(command="true")
+        j = wait_state(c, job, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and j["run"] == 1 and c.output(job)[0] == "run 1\n", j["history"]
+        j2 = wait_state(c, later, TERMINAL, timeout=60)
+        assert j2["state"] == "completed", j2["history"]
+        assert _pilot_of(j) == first[2] and _pilot_of(j2) != first[2], (j["history"], j2["history"])
+        wait_for(lambda: first[0] not in {s for s, _, _ in _pilot_jobs(slurm_conf)}, what="the old pilot job gone")
+    finally:
+        live.stop()
+
+
+def test_a_restarted_manager_keeps_its_pilots_and_their_runs(tmp_path: Path, tag: str, slurm_conf: str) -> None:
+    live = LiveServer(_env(tmp_path, slurm_conf, nodes=2), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag)
+    live.start()
+    try:
+        c = live.client()
+        _registered(c, 4)
+        before = sorted(_pilot_jobs(slurm_conf))
+        ledger = tmp_path / "ledger"
+        job = c.submit(command="sh", args=["-c", f"echo $ISTHMUS_RUN >> {ledger}; sleep 4; echo done"])
+        wait_state(c, job, ("running",), timeout=30)
+        live.kill(signal.SIGKILL)
+        live.start()
+        c = live.client()
+        j = wait_state(c, job, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and j["run"] == 1, j["history"]
+        assert ledger.read_text().split() == ["1"] and c.output(job)[0] == "done\n"
+        _registered(c, 4)
+        assert sorted(_pilot_jobs(slurm_conf)) == before  # the same pilot jobs: none added, none lost
+    finally:
+        live.stop()
