@@ -41,3 +41,12 @@ def test_every_bundled_environment_is_documented() -> None:
     text = DOC.read_text(encoding="utf-8")
     for name in bundled_names():
         assert f"`{name}`" in text, name
+
+
+def test_the_example_of_docs_sites_is_valid() -> None:
+    """docs/sites.md's environment example loads, as an operator would copy it."""
+    text = (DOC.parent / "sites.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    env = environment_from_text(example, "toml", file="docs/sites.md")
+    lrm = env.sites[0].lrm
+    assert lrm is not None and (lrm.mode, lrm.pilot_walltime, lrm.renew_before) == ("pilot", 14400.0, 1800.0)

@@ -317,15 +317,23 @@ CASES: list[tuple[str, Mutation, str, str]] = [
 
 
 @pytest.mark.parametrize("fmt", ["toml", "yaml"])
-def test_a_slurm_site_defaults_to_pilot_mode_and_dumps_back_equal(tmp_path: Path, fmt: str) -> None:
+@pytest.mark.parametrize("mode", [None, "direct"])
+def test_a_slurm_site_defaults_to_pilot_mode_and_dumps_back_equal(tmp_path: Path, fmt: str, mode: str | None) -> None:
     doc = base()
-    doc["sites"][0]["lrm"] = {"driver": "slurm", "partition": "batch", "pilot_walltime": 3600}
+    doc["sites"][0]["lrm"] = {"driver": "slurm", "partition": "batch"}
+    if mode is None:
+        doc["sites"][0]["lrm"]["pilot_walltime"] = 3600
+    else:
+        doc["sites"][0]["lrm"]["mode"] = mode
     path = tmp_path / f"env.{fmt}"
     path.write_text(dumps_toml(doc) if fmt == "toml" else yaml.safe_dump(doc))
     env = load_file(path)
     lrm = env.sites[0].lrm
     assert lrm is not None
-    assert (lrm.mode, lrm.partition, lrm.pilot_walltime, lrm.renew_before) == ("pilot", "batch", 3600.0, 300.0)
+    if mode is None:
+        assert (lrm.mode, lrm.partition, lrm.pilot_walltime, lrm.renew_before) == ("pilot", "batch", 3600.0, 300.0)
+    else:
+        assert (lrm.mode, lrm.partition, lrm.pilot_walltime) == ("direct", "batch", None)
     from isthmus.config import dump_environment
 
     again = tmp_path / f"again.{fmt}"

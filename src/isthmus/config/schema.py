@@ -742,6 +742,9 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
             if s.lrm is not None:
                 lrm = {k: v for k, v in dataclasses.asdict(s.lrm).items() if v is not None}
                 lrm["options"] = list(s.lrm.options)
+                if s.lrm.mode != "pilot":
+                    lrm.pop("pilot_walltime", None)
+                    lrm.pop("renew_before", None)
                 item["lrm"] = lrm
         if s.available_from is not None:
             item["available_from"] = _number(s.available_from)
