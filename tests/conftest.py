@@ -42,3 +42,23 @@ def slurm_conf() -> Iterator[str]:
             yield SLURM_CONF
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+GRID_ENGINE = os.environ.get("ISTHMUS_TEST_SGE")
+GRID_ENGINE_LOCK = Path("/tmp/isthmus-gridengine/tests.lock")
+
+
+@pytest.fixture
+def gridengine() -> Iterator[None]:
+    """The machine's Grid Engine (scripts/start_gridengine.sh), used by one test at a time across
+    xdist workers and test runs (its slots are shared): a lock file beside its state. Tests
+    delete their own jobs; nobody else's are touched."""
+    if not GRID_ENGINE:
+        pytest.skip("no test Grid Engine: run scripts/start_gridengine.sh and export ISTHMUS_TEST_SGE=1")
+    GRID_ENGINE_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with GRID_ENGINE_LOCK.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

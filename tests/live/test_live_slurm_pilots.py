@@ -8,6 +8,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from livekit import LiveServer, wait_for, wait_state
 
 TERMINAL = ("completed", "failed", "cancelled", "timeout")
@@ -176,5 +177,90 @@ def test_a_restarted_manager_keeps_its_pilots_and_their_runs(tmp_path: Path, tag
         assert ledger.read_text().split() == ["1"] and c.output(job)[0] == "done\n"
         _registered(c, 4)
         assert sorted(_pilot_jobs(slurm_conf)) == before  # the same pilot jobs: none added, none lost
+    finally:
+        live.stop()
+
+
+def test_validate_agrees_with_simulation_on_a_slurm_site_beside_local_sites_and_clouds(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    """`isthmus validate` on the bundled `local` environment whose first cluster is a Slurm site in
+    pilot mode: the same reduced workload live and simulated agrees (tolerances of test_validate.py)."""
+    from dataclasses import replace
+
+    from isthmus.config import load_environment
+    from isthmus.live.validate import prepare_case, validate
+    from isthmus.model.environment import PolicyChoice
+    from isthmus.model.site import LrmSettings
+    from isthmus.workloads import resolve_workload
+
+    env = load_environment("local")
+    slurm_site = replace(env.sites[0], lrm=LrmSettings(driver="slurm", config=slurm_conf, poll_interval=0.3))
+    env = replace(env, sites=(slurm_site, *env.sites[1:]))
+    case = prepare_case(env, resolve_workload("lublin:jobs=25,procs=6,max_size=4,load=0.9", seed=3), scale=0.0005)
+    report = validate(case, [PolicyChoice("ff")], out=tmp_path / "out", work_dir=tmp_path / "work", tag=tag)
+    (pv,) = report.policies
+    live, sim = pv.live.metrics.summary, pv.simulated.metrics.summary
+    assert live["jobs_completed"] == sim["jobs_completed"] == 25, pv.live.notes
+    # some jobs really ran in Slurm pilot jobs
+    assert any(e.site == 0 for e in pv.live.log if e.job >= 0)
+    wait = next(r for r in pv.rows if r["metric"] == "wait_mean")
+    assert abs(wait["abs_diff"]) <= 2.0 or abs(wait["rel_diff"]) <= 0.25, wait
+    for metric in ("slowdown_mean", "bounded_slowdown_mean"):
+        r = next(r for r in pv.rows if r["metric"] == metric)
+        assert abs(r["rel_diff"]) <= 0.25, r
+    assert abs(next(r for r in pv.rows if r["metric"] == "makespan")["abs_diff"]) <= 5.0, pv.rows
+
+
+TAGS_ENV = """
+name = "slurm-tags"
+round_interval = "event"
+[[sites]]
+name = "fs1"
+nodes = 4
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+mode = "{mode}"
+config = "{conf}"
+poll_interval = 0.3
+[[sites]]
+name = "loc"
+nodes = 2
+cores_per_node = 1
+[policies]
+allocation = {{ name = "tags-chain", params = {{ limits = [3] }} }}
+provisioning = "none"
+"""
+
+
+@pytest.mark.parametrize("mode", ["pilot", "direct"])
+def test_tags_chain_kills_at_the_slurm_sites_limit_and_restarts_on_the_next_site(
+    tmp_path: Path, tag: str, slurm_conf: str, mode: str
+) -> None:
+    """KOALA-C's TAGS-chain with a Slurm site first (limit 3 s) and a local cluster second: a long
+    job is killed on Slurm at the limit and completes on the next site; a short one and an
+    8-processor job spread over the 4 Slurm nodes complete on Slurm, in either mode."""
+    env = tmp_path / "env.toml"
+    env.write_text(TAGS_ENV.format(mode=mode, conf=slurm_conf))
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        if mode == "pilot":
+            _registered(c, 8)
+            wide = c.submit(command="sh", args=["-c", "cut -d' ' -f1 $ISTHMUS_NODEFILE"], size=8)
+        else:
+            wide = c.submit(command="srun", args=["sh", "-c", "echo $SLURMD_NODENAME"], size=8)
+        long = c.submit(command="sh", args=["-c", "sleep 6; echo run $ISTHMUS_RUN"])
+        short = c.submit(command="sh", args=["-c", "echo run $ISTHMUS_RUN"])
+        j = wait_state(c, wide, TERMINAL, timeout=60)
+        assert j["state"] == "completed", j["history"]
+        assert sorted(set(c.output(wide)[0].split())) == ["n1", "n2", "n3", "n4"]
+        j = wait_state(c, short, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and c.output(short)[0] == "run 1\n", j["history"]
+        j = wait_state(c, long, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and c.output(long)[0] == "run 2\n", j["history"]
+        starts = [h["detail"].split(":")[0] for h in j["history"] if h["state"] == "starting" and ": " in h["detail"]]
+        assert starts == ["fs1", "loc"], j["history"]
     finally:
         live.stop()

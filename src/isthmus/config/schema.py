@@ -77,17 +77,21 @@ class LrmSpec(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    driver: Literal["slurm"] = Field(description='The local resource manager: "slurm".')
+    driver: Literal["slurm", "gridengine"] = Field(description='The local resource manager: "slurm" or "gridengine".')
     mode: Literal["pilot", "direct"] = Field(
         "pilot",
         description='"pilot" (default): isthmus holds nodes with pilot jobs and runs its jobs in them; '
         '"direct": each run of an isthmus job is one job of the LRM (its accounting sees it).',
     )
-    partition: str | None = Field(None, min_length=1, max_length=128, description="Partition to submit to.")
-    account: str | None = Field(None, min_length=1, max_length=128, description="Account to charge.")
-    qos: str | None = Field(None, min_length=1, max_length=128, description="Quality of service.")
+    partition: str | None = Field(None, min_length=1, max_length=128, description="Slurm: partition to submit to.")
+    account: str | None = Field(None, min_length=1, max_length=128, description="Slurm: account to charge.")
+    qos: str | None = Field(None, min_length=1, max_length=128, description="Slurm: quality of service.")
+    queue: str | None = Field(None, min_length=1, max_length=128, description="Grid Engine: queue to submit to.")
+    parallel_environment: str | None = Field(
+        None, min_length=1, max_length=128, description='Grid Engine: parallel environment of multi-slot jobs ("smp").'
+    )
     options: list[Annotated[str, StringConstraints(min_length=1, max_length=256)]] = Field(
-        default_factory=list, description='Extra sbatch options, e.g. ["--exclusive"].'
+        default_factory=list, description='Extra sbatch or qsub options, e.g. ["--exclusive"].'
     )
     config: str | None = Field(
         None, min_length=1, max_length=4096, description="The LRM's configuration file (SLURM_CONF) if not the default."
@@ -102,7 +106,14 @@ class LrmSpec(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _pilot_keys_need_pilot_mode(self) -> LrmSpec:
+    def _keys_of_the_driver_and_mode(self) -> LrmSpec:
+        own = {"slurm": ("partition", "account", "qos", "config"), "gridengine": ("queue", "parallel_environment")}
+        foreign = sorted(k for d, keys in own.items() if d != self.driver for k in keys if k in self.model_fields_set)
+        if foreign:
+            raise PydanticCustomError(
+                "driver_keys",
+                f'{", ".join(foreign)} {"does" if len(foreign) == 1 else "do"} not apply to driver = "{self.driver}"',
+            )
         given = sorted({"pilot_walltime", "renew_before"} & self.model_fields_set)
         if self.mode == "direct" and given:
             raise PydanticCustomError("pilot_only", f'{", ".join(given)} applies only to mode = "pilot"')
@@ -653,6 +664,8 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                     partition=s.lrm.partition,
                     account=s.lrm.account,
                     qos=s.lrm.qos,
+                    queue=s.lrm.queue,
+                    parallel_environment=s.lrm.parallel_environment,
                     options=tuple(s.lrm.options),
                     config=s.lrm.config,
                     poll_interval=float(s.lrm.poll_interval),

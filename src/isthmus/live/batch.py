@@ -1,5 +1,6 @@
 """A live cluster site behind a batch system in direct mode: each run of an isthmus job is one
-job of the site's local resource manager (Slurm), so that its accounting sees users' work.
+job of the site's local resource manager (Slurm or Grid Engine), so that its accounting sees
+users' work.
 
 The engine's bookkeeping stays the simulator's (`SiteBackend`: processors free and busy, runs);
 this backend turns a start into a submission and a stop into a cancellation, both through the
@@ -356,5 +357,15 @@ def batch_system(site: Site) -> Callable[[str], BatchSystem]:
             qos=lrm.qos,
             extra_options=lrm.options,
             slurm_conf=lrm.config,
+        )
+    if lrm.driver == "gridengine":
+        from isthmus.backends.gridengine import GridEngineBatch
+
+        return lambda manager_id: GridEngineBatch(
+            site.name,
+            manager_id,
+            queue=lrm.queue,
+            parallel_environment=lrm.parallel_environment or "smp",
+            extra_options=lrm.options,
         )
     raise ValueError(f"site {site.name}: unknown batch system driver {lrm.driver!r}")

@@ -266,11 +266,19 @@ def run_live(
     if timeout is None:
         timeout = 60.0 + 3.0 * (case.span + sum(j.runtime for j in case.jobs) / max(1, env.max_processors))
     with live_manager(env, work_dir, tag=tag) as admin:
-        n_pilots = sum(s.nodes for s in env.sites if not s.is_cloud)
+        # pilots: the local ones and those of batch systems in pilot mode; a site in direct mode
+        # is ready once its capacity is discovered
+        n_pilots = sum(s.nodes for s in env.sites if not s.is_cloud and (s.lrm is None or s.lrm.mode == "pilot"))
         _wait_for(
             lambda: sum(p["state"] == "registered" for p in admin.pilots()) >= n_pilots,
             60,
             f"{n_pilots} cluster pilots to register",
+        )
+        direct = {s.name: s.nodes * s.cores_per_node for s in env.sites if s.lrm is not None and s.lrm.mode == "direct"}
+        _wait_for(
+            lambda: all(d["online"] >= direct[d["name"]] for d in admin.sites() if d["name"] in direct),
+            60,
+            "the capacity of sites in direct mode",
         )
         users: dict[str, Client] = {}
         for job in case.jobs:

@@ -18,7 +18,7 @@ class SiteKind(StrEnum):
 class LrmSettings:
     """How a live cluster site reaches its local resource manager (docs/sites.md).
 
-    `driver` names the system ("slurm"); `mode` is "pilot" (pilot jobs hold nodes and run isthmus
+    `driver` names the system ("slurm" or "gridengine"); `mode` is "pilot" (pilot jobs hold nodes and run isthmus
     jobs; each asks for `pilot_walltime` and is replaced `renew_before` seconds before it ends) or
     "direct" (each run one LRM job). `partition`,
     `account` and `qos` go to every submission with `options` (extra sbatch options);
@@ -31,6 +31,8 @@ class LrmSettings:
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
+    queue: str | None = None
+    parallel_environment: str | None = None
     options: tuple[str, ...] = ()
     config: str | None = None
     poll_interval: float = 2.0

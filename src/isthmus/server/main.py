@@ -159,7 +159,10 @@ def check_advertise_url(url: str) -> None:
         raise ValueError(f"--advertise-url expects http://HOST[:PORT][/PATH], got {url!r}")
 
 
-LRM_COMMANDS = {"slurm": (("sbatch", "scontrol", "scancel", "sinfo", "squeue"), "slurm-client")}
+LRM_COMMANDS = {
+    "slurm": (("sbatch", "scontrol", "scancel", "sinfo", "squeue"), "slurm-client"),
+    "gridengine": (("qsub", "qstat", "qdel", "qacct"), "gridengine-client"),
+}
 
 
 def check_batch_commands(env: Environment) -> None:

@@ -120,7 +120,9 @@ class Projector:
                         "time": t,
                         "state": JobState.STARTING.value,
                         "run": run,
-                        "detail": f"{where}: {len(slots)} slots on {', '.join(nodes)}",
+                        "detail": f"{where}: {len(slots)} slots on {', '.join(nodes)}"
+                        if slots
+                        else f"{where}: submitted to its batch system",
                     }
                 )
             elif kind in (EventKind.END, EventKind.FAIL):
