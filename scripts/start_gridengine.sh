@@ -74,36 +74,22 @@ edit_conf "-sconf global" -Mconf global 's/^min_uid .*/min_uid 0/; s/^min_gid .*
 edit_conf -ssconf -Msconf sched 's/^schedule_interval .*/schedule_interval 0:0:1/;
   s/^job_load_adjustments .*/job_load_adjustments NONE/; s/^flush_submit_sec .*/flush_submit_sec 1/;
   s/^flush_finish_sec .*/flush_finish_sec 1/'
+# new objects through qconf's editor: a sed script stands in for it (their files need every
+# attribute, which only qconf's own template has)
+add_with_editor() {  # add_with_editor QCONF-ADD-FLAG NAME SED-SCRIPT
+  local ed
+  ed=$(mktemp)
+  printf '#!/bin/sh\nsed -i -e "%s" "$1"\n' "$3" >"$ed"
+  chmod +x "$ed"
+  EDITOR=$ed qconf "$1" "$2" >&2
+  rm -f "$ed"
+}
 if ! qconf -spl | grep -qx smp; then
-  pe=$(mktemp)
-  cat >"$pe" <<EOF
-pe_name            smp
-slots              9999
-user_lists         NONE
-xuser_lists        NONE
-start_proc_args    /bin/true
-stop_proc_args     /bin/true
-allocation_rule    \$pe_slots
-control_slaves     FALSE
-job_is_first_task  TRUE
-urgency_slots      min
-accounting_summary FALSE
-EOF
-  qconf -Ap "$pe" >&2
-  rm -f "$pe"
+  add_with_editor -ap smp 's/^slots .*/slots 9999/; s/^allocation_rule .*/allocation_rule \$pe_slots/'
 fi
 if ! qconf -sql 2>/dev/null | grep -qx all.q; then
-  q=$(mktemp)
-  cat >"$q" <<EOF
-qname all.q
-hostlist localhost
-slots $SLOTS
-pe_list smp
-shell /bin/sh
-load_thresholds NONE
-EOF
-  qconf -Aq "$q" >&2
-  rm -f "$q"
+  add_with_editor -aq all.q "s/^hostlist .*/hostlist localhost/; s/^slots .*/slots $SLOTS/; s/^pe_list .*/pe_list smp/;
+    s|^shell .*|shell /bin/sh|; s/^load_thresholds .*/load_thresholds NONE/"
 fi
 
 if ! alive "$EXECD_PID"; then

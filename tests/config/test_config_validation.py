@@ -313,6 +313,18 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "> 0",
     ),
     ("lrm-on-cloud", setter("sites", 1, "lrm", value={"driver": "slurm"}), "sites[1].lrm", "only to cluster sites"),
+    (
+        "lrm-slurm-key-on-gridengine",
+        setter("sites", 0, "lrm", value={"driver": "gridengine", "partition": "batch"}),
+        "sites[0].lrm",
+        'partition does not apply to driver = "gridengine"',
+    ),
+    (
+        "lrm-gridengine-keys-on-slurm",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "queue": "all.q", "parallel_environment": "smp"}),
+        "sites[0].lrm",
+        'parallel_environment, queue do not apply to driver = "slurm"',
+    ),
 ]
 
 
