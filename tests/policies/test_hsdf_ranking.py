@@ -68,3 +68,28 @@ def test_blocking_hsdf_keeps_capacity_and_finishes_every_job(jobs, env):
     capacity_never_exceeded(env, list(result.log))
     ended = {e.job for e in result.log if e.kind is EventKind.END}
     assert ended | set(result.unfinished) | set(result.log.reasons) >= {j.id for j in jobs}
+
+
+def test_blocking_hsdf_does_not_stall_on_demand() -> None:
+    """Found by the invariant property test: blocking HSDF ranks first a 6-processor job that fits
+    nowhere, while On-Demand (planning in queue order) has grown the cloud for the 5-processor
+    job ahead of it. With nothing running or booting, waiting cannot help: the 6-processor job
+    is passed over, the 5-processor one starts, and On-Demand then grows the cloud for it."""
+    from isthmus.model.environment import Environment, PolicyChoice
+    from isthmus.model.job import Job
+    from isthmus.model.site import Site, SiteKind, SiteSet
+    from isthmus.sim.runner import simulate
+
+    sites = (
+        Site(name="c0", kind=SiteKind.CLUSTER, nodes=3, cores_per_node=1),
+        Site(name="cloud", kind=SiteKind.CLOUD, nodes=0, cores_per_node=1, max_vms=6, boot_time=0.0,
+             shutdown_time=0.0, price_per_hour=0, billing_increment=1.0, idle_release_time=0.0),
+    )  # fmt: skip
+    sets = (SiteSet("all", ("c0", "cloud"), runtime_limit=5.0), SiteSet("long", ("cloud",), runtime_limit=None))
+    env = Environment(name="stall", sites=sites, sets=sets, allocation=PolicyChoice("hsdf"),
+                      provisioning=PolicyChoice("on-demand"), round_interval=None)  # fmt: skip
+    sizes = {2: 4, 3: 5, 6: 2, 11: 6}  # every other job: 1 processor
+    rows = [(1, 0, 1, 0)] + [(i, 1, sizes.get(i, 1), 1 if i in (2, 6) else 0) for i in range(2, 15)]
+    jobs = [Job(id=i, submit=float(s), size=n, runtime=float(r), user="1" if i == 3 else "0") for i, s, n, r in rows]
+    result = simulate(env, jobs, PolicyChoice("hsdf"), "on-demand")
+    assert not result.unfinished, result.unfinished

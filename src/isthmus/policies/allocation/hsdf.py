@@ -95,7 +95,9 @@ class HighestSlowdownFirst(AllocationDefaults):
         A job's predicted start is the earliest time its best site has room on this round's
         profile (>= now), so its predicted wait is that start minus when it joined the queue;
         a job no site's profile can ever fit (a cloud not yet grown) ranks first, with an
-        unbounded predicted wait.
+        unbounded predicted wait. A job that fits nowhere while nothing runs or boots on its
+        sites is passed over instead of stopping the round (nothing could make it fit by
+        waiting; a hypothesis-found stall with On-Demand).
         """
         order = view.stage_sites(0)
         profile = AvailabilityProfile(view, order)
@@ -109,10 +111,19 @@ class HighestSlowdownFirst(AllocationDefaults):
             return -estimated_slowdown(start - e.queued_at, e.predicted)
 
         free = free_processors(view)
+        # Waiting for a job that fits nowhere only helps while something on its sites can free
+        # or add processors (running jobs, booting VMs). Otherwise it is passed over this round:
+        # provisioning (On-Demand plans in queue order, not in slowdown order) may be waiting
+        # for the jobs ranked behind it, and holding them would stall the queue for good.
+        can_change = any(view.sites[i].running for i in order) or any(
+            (c := view.cloud(i)) is not None and c.booting for i in order
+        )
         out: list[Decision] = []
         for e in sorted(view.queue(0), key=key):
             i = first_fit(free, order, e.job.size)
             if i < 0:
+                if not can_change:
+                    continue
                 break
             free[i] -= e.job.size
             out.append(StartJob(e.job.id, i, by=self.name))
