@@ -312,6 +312,12 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "sites[0].lrm.pilot_walltime",
         "> 0",
     ),
+    (
+        "lrm-keep-free-in-pilot-mode",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "keep_free": 2}),
+        "sites[0].lrm",
+        'keep_free applies only to mode = "direct"',
+    ),
     ("lrm-on-cloud", setter("sites", 1, "lrm", value={"driver": "slurm"}), "sites[1].lrm", "only to cluster sites"),
     (
         "lrm-slurm-key-on-gridengine",

@@ -264,3 +264,62 @@ def test_tags_chain_kills_at_the_slurm_sites_limit_and_restarts_on_the_next_site
         assert starts == ["fs1", "loc"], j["history"]
     finally:
         live.stop()
+
+
+def _scontrol(conf: str, *args: str, check: bool = True) -> None:
+    subprocess.run(["scontrol", *args], env={**os.environ, "SLURM_CONF": conf}, check=check, capture_output=True)
+
+
+def _node_of_pilot(conf: str, key: str) -> str:
+    env = {**os.environ, "SLURM_CONF": conf}
+    out = subprocess.run(["squeue", "-h", "-o", "%N %k"], env=env, capture_output=True, text=True, check=False).stdout
+    return next(line.split()[0] for line in out.splitlines() if line.endswith(key))
+
+
+def test_a_node_downed_under_a_running_job_loses_the_run_and_its_pilot_waits_for_a_node(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    live = LiveServer(_env(tmp_path, slurm_conf), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    node = ""
+    try:
+        c = live.client()
+        _registered(c, 8)
+        job = c.submit(command="sh", args=["-c", "[ $ISTHMUS_RUN = 1 ] && exec sleep 60; echo run $ISTHMUS_RUN"])
+        wait_state(c, job, ("running",), timeout=30)
+        key = wait_for(lambda: _pilot_of(c.job(job)), what="the run's pilot")
+        node = _node_of_pilot(slurm_conf, key)
+        _scontrol(slurm_conf, "update", f"nodename={node}", "state=down", "reason=isthmus-test")
+        j = wait_state(c, job, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and j["run"] == 2 and c.output(job)[0] == "run 2\n", j["history"]
+        # the position's new pilot waits in Slurm's queue: three nodes are left for four pilots
+        wait_for(
+            lambda: c.request("GET", "/sites")[0]["pilots"] == {"registered": 3, "queued": 1},
+            timeout=30,
+            what="a replacement pilot queued",
+        )
+        assert c.request("GET", "/sites")[0]["online"] == 6
+        # the node back (the test Slurm may already have returned it to service)
+        _scontrol(slurm_conf, "update", f"nodename={node}", "state=resume", check=False)
+        node = ""
+        _registered(c, 8)
+    finally:
+        if node:
+            _scontrol(slurm_conf, "update", f"nodename={node}", "state=resume", check=False)
+        live.stop()
+
+
+def test_direct_mode_capacity_follows_drained_nodes_and_keeps_processors_for_local_users(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    env = tmp_path / "env.toml"
+    env.write_text(ENV.format(nodes=4, conf=slurm_conf, extra='mode = "direct"\nkeep_free = 1'))
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        wait_for(lambda: c.request("GET", "/sites")[0]["free"] == 7, what="8 processors, 1 kept for local users")
+        _scontrol(slurm_conf, "update", "nodename=n4", "state=drain", "reason=isthmus-test")
+        wait_for(lambda: c.request("GET", "/sites")[0]["online"] == 6, what="a drained node offline")
+        assert c.request("GET", "/sites")[0]["free"] == 5
+    finally:
+        _scontrol(slurm_conf, "update", "nodename=n4", "state=resume", check=False)
+        live.stop()

@@ -124,7 +124,9 @@ class SlurmBatch:
 
     def sbatch_args(self, r: RunRequest) -> list[str]:
         """The sbatch options for `r` (the script comes on stdin)."""
-        args = ["sbatch", "--parsable", f"--comment={self.comment(r.key)}", f"--ntasks={r.size}"]
+        # --no-requeue: after a node failure Slurm must not run the job again by itself; isthmus
+        # decides (the run is lost and requeued by its policy, as a recorded restart)
+        args = ["sbatch", "--parsable", "--no-requeue", f"--comment={self.comment(r.key)}", f"--ntasks={r.size}"]
         args.append(f"--job-name={_clean_name(r.name or r.key)}")
         if r.nodes is not None:
             args.append(f"--nodes={r.nodes}")

@@ -97,6 +97,9 @@ class LrmSpec(BaseModel):
         None, min_length=1, max_length=4096, description="The LRM's configuration file (SLURM_CONF) if not the default."
     )
     poll_interval: float = Field(2.0, gt=0, le=3600, description="Seconds between two status polls of the LRM.")
+    keep_free: int = Field(
+        0, ge=0, description="Direct mode: processors isthmus leaves free for local users' jobs (KOALA-CS §3.2.1)."
+    )
     pilot_walltime: float | None = Field(
         None, gt=0, description="Pilot mode: walltime requested for each pilot job (default: the partition's limit)."
     )
@@ -115,6 +118,11 @@ class LrmSpec(BaseModel):
                 f'{", ".join(foreign)} {"does" if len(foreign) == 1 else "do"} not apply to driver = "{self.driver}"',
             )
         given = sorted({"pilot_walltime", "renew_before"} & self.model_fields_set)
+        if self.mode == "pilot" and "keep_free" in self.model_fields_set:
+            raise PydanticCustomError(
+                "direct_only",
+                'keep_free applies only to mode = "direct" (in pilot mode, nodes bounds what isthmus holds)',
+            )
         if self.mode == "direct" and given:
             raise PydanticCustomError("pilot_only", f'{", ".join(given)} applies only to mode = "pilot"')
         if self.pilot_walltime is not None and self.renew_before >= self.pilot_walltime:
@@ -671,6 +679,7 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                     poll_interval=float(s.lrm.poll_interval),
                     pilot_walltime=None if s.lrm.pilot_walltime is None else float(s.lrm.pilot_walltime),
                     renew_before=float(s.lrm.renew_before),
+                    keep_free=s.lrm.keep_free,
                 )
         else:
             for key in CLOUD_ONLY_KEYS:
@@ -758,6 +767,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                 if s.lrm.mode != "pilot":
                     lrm.pop("pilot_walltime", None)
                     lrm.pop("renew_before", None)
+                else:
+                    lrm.pop("keep_free", None)
                 item["lrm"] = lrm
         if s.available_from is not None:
             item["available_from"] = _number(s.available_from)

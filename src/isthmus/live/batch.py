@@ -287,7 +287,9 @@ class BatchCluster(SiteBackend):
         external = max(0, c.usable - c.free - mine) + c.waiting_local
         self.online = online
         self.external = external
-        self.free = max(0, online - external - mine)  # the next poll corrects what ends meanwhile
+        # processors kept for local users count as taken (KOALA-CS §3.2.1: local jobs first)
+        keep = self.site.lrm.keep_free if self.site.lrm is not None else 0
+        self.free = max(0, online - external - mine - keep)  # the next poll corrects what ends meanwhile
         if c.reason:
             log.info("site %s: %s", self.name, c.reason)
 

@@ -38,6 +38,7 @@ class LrmSettings:
     poll_interval: float = 2.0
     pilot_walltime: float | None = None
     renew_before: float = 300.0
+    keep_free: int = 0
 
 
 @dataclass(frozen=True, slots=True)
