@@ -8,6 +8,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from livekit import LiveServer, wait_for, wait_state
 
 TERMINAL = ("completed", "failed", "cancelled", "timeout")
@@ -113,5 +114,72 @@ def test_pilot_mode_on_grid_engine(tmp_path: Path, tag: str, gridengine: None) -
         )
         for job in jobs:
             assert wait_state(c, job, TERMINAL, timeout=60)["state"] == "completed"
+    finally:
+        live.stop()
+
+
+MIXED = """
+name = "mixed"
+round_interval = "event"
+[[sites]]
+name = "slurm"
+nodes = 4
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+mode = "{mode}"
+config = "{conf}"
+poll_interval = 0.3
+[[sites]]
+name = "ge1"
+nodes = 2
+cores_per_node = 2
+[sites.lrm]
+driver = "gridengine"
+mode = "{mode}"
+poll_interval = 0.3
+[[sites]]
+name = "cloud"
+kind = "cloud"
+max_vms = 2
+boot_time = 1
+shutdown_time = 0
+idle_release_time = 5
+[policies]
+allocation = "ff"
+provisioning = "on-demand"
+"""
+
+
+@pytest.mark.parametrize("mode", ["pilot", "direct"])
+def test_a_mixed_workload_on_slurm_grid_engine_and_a_cloud(
+    tmp_path: Path, tag: str, slurm_conf: str, gridengine: None, mode: str
+) -> None:
+    """One manager, a Slurm site, a Grid Engine site and a local cloud (On-Demand), by FF: a job
+    of 8 processors on the 4 Slurm nodes, and sleep jobs that overflow onto Grid Engine and the cloud."""
+    env = tmp_path / "env.toml"
+    env.write_text(MIXED.format(mode=mode, conf=slurm_conf))
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        wait_for(
+            lambda: [s["online"] for s in c.request("GET", "/sites")][:2] == [8, 4], timeout=60, what="both LRM sites"
+        )
+        if mode == "pilot":
+            wide = c.submit(command="sh", args=["-c", "cut -d' ' -f1 $ISTHMUS_NODEFILE"], size=8)
+        else:
+            wide = c.submit(command="srun", args=["sh", "-c", "echo $SLURMD_NODENAME"], size=8)
+        sleepers = [c.submit(command="sleep", args=["3"]) for _ in range(8)]
+        j = wait_state(c, wide, TERMINAL, timeout=60)
+        assert j["state"] == "completed", j["history"]
+        assert sorted(set(c.output(wide)[0].split())) == ["n1", "n2", "n3", "n4"]
+        sites = set()
+        for job in sleepers:
+            j = wait_state(c, job, TERMINAL, timeout=90)
+            assert j["state"] == "completed", j["history"]
+            sites |= {
+                h["detail"].split(":")[0] for h in j["history"] if h["state"] == "starting" and ": " in h["detail"]
+            }
+        assert {"slurm", "ge1"} <= sites, sites
     finally:
         live.stop()

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from livekit import LiveServer, wait_for, wait_state
@@ -175,3 +176,34 @@ def test_a_missing_slurm_client_is_refused_before_anything_is_created(tmp_path: 
     assert "site fs1 uses slurm, but sbatch, scontrol, scancel, sinfo, squeue are not on PATH" in out.stderr
     assert "apt-get install slurm-client" in out.stderr
     assert not (state / "isthmus.db").exists()
+
+
+def test_a_controller_that_does_not_answer_makes_the_site_unavailable_and_nothing_is_lost(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    """slurmctld stopped (SIGSTOP): commands time out, the site is unavailable with the reason,
+    jobs wait; once it answers again (SIGCONT), the waiting job runs."""
+    env = _env(tmp_path, slurm_conf, "command_timeout = 2")
+    pid = int(Path(slurm_conf).with_name("slurmctld.pid").read_text())
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        wait_for(lambda: c.request("GET", "/sites")[0]["online"] == 8, what="capacity discovered")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            site = wait_for(
+                lambda: (lambda s: s if s["unavailable"] else None)(c.request("GET", "/sites")[0]),  # noqa: PLC3002
+                timeout=30,
+                what="the site marked unavailable",
+            )
+            assert "does not answer" in site["unavailable"], site
+            job = c.submit(command="sh", args=["-c", "echo after"])
+            time.sleep(1)
+            assert c.job(job)["state"] == "queued"  # not sent into a Slurm that does not answer
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        j = wait_state(c, job, TERMINAL, timeout=60)
+        assert j["state"] == "completed" and c.output(job)[0] == "after\n", j["history"]
+        assert not c.request("GET", "/sites")[0]["unavailable"]
+    finally:
+        live.stop()

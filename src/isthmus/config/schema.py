@@ -97,6 +97,9 @@ class LrmSpec(BaseModel):
         None, min_length=1, max_length=4096, description="The LRM's configuration file (SLURM_CONF) if not the default."
     )
     poll_interval: float = Field(2.0, gt=0, le=3600, description="Seconds between two status polls of the LRM.")
+    command_timeout: float = Field(
+        30.0, gt=0, le=3600, description="Seconds an LRM command may take before the LRM counts as not answering."
+    )
     keep_free: int = Field(
         0, ge=0, description="Direct mode: processors isthmus leaves free for local users' jobs (KOALA-CS §3.2.1)."
     )
@@ -677,6 +680,7 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                     options=tuple(s.lrm.options),
                     config=s.lrm.config,
                     poll_interval=float(s.lrm.poll_interval),
+                    command_timeout=float(s.lrm.command_timeout),
                     pilot_walltime=None if s.lrm.pilot_walltime is None else float(s.lrm.pilot_walltime),
                     renew_before=float(s.lrm.renew_before),
                     keep_free=s.lrm.keep_free,

@@ -263,11 +263,14 @@ class BatchCluster(SiteBackend):
             self.unavailable = str(result)
             self.m.after()
             return
+        was_unavailable, free_before = bool(self.unavailable), self.free
         if self.unavailable:
             log.warning("site %s answers again", self.name)
         self.unavailable = ""
         capacity, states = result
         self._capacity(capacity)
+        if was_unavailable or self.free > free_before:  # room the queue may use: decide again
+            self.m.engine.request_round(self.m.clock.now)
         for (job, run), pid in ids.items():
             if self.provider.get((job, run)) != pid:
                 continue  # ended or killed meanwhile
@@ -359,6 +362,7 @@ def batch_system(site: Site) -> Callable[[str], BatchSystem]:
             qos=lrm.qos,
             extra_options=lrm.options,
             slurm_conf=lrm.config,
+            timeout=lrm.command_timeout,
         )
     if lrm.driver == "gridengine":
         from isthmus.backends.gridengine import GridEngineBatch
@@ -369,5 +373,6 @@ def batch_system(site: Site) -> Callable[[str], BatchSystem]:
             queue=lrm.queue,
             parallel_environment=lrm.parallel_environment or "smp",
             extra_options=lrm.options,
+            timeout=lrm.command_timeout,
         )
     raise ValueError(f"site {site.name}: unknown batch system driver {lrm.driver!r}")

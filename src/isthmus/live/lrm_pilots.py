@@ -309,6 +309,8 @@ class PilotJobs(LocalCluster):
             self.unavailable = str(result)
             self.m.after()
             return
+        if self.unavailable:
+            self.m.engine.request_round(self.m.clock.now)  # it answers again: decide again
         self.unavailable = ""
         now = time.time()
         for key, pid in ids.items():

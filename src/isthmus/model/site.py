@@ -36,6 +36,7 @@ class LrmSettings:
     options: tuple[str, ...] = ()
     config: str | None = None
     poll_interval: float = 2.0
+    command_timeout: float = 30.0
     pilot_walltime: float | None = None
     renew_before: float = 300.0
     keep_free: int = 0
