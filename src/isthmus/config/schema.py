@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from pydantic_core import PydanticCustomError
 
 from isthmus.config.errors import ConfigError, Problem, format_path, show_value
+from isthmus.model.cloud import ProviderSettings
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.site import LrmSettings, Site, SiteKind, SiteSet
 
@@ -135,6 +136,45 @@ class LrmSpec(BaseModel):
         return self
 
 
+class ProviderSpec(BaseModel):
+    """A cloud site's ``provider`` table: a real IaaS cloud through Apache Libcloud (docs/clouds.md).
+
+    Credentials are named, never given: ``key_env``/``secret_env`` are environment variables,
+    ``credentials_file`` a file with ``key = ...`` and ``secret = ...`` lines.
+    """
+
+    model_config = _MODEL_CONFIG
+
+    driver: Literal["ec2", "openstack", "opennebula", "gce"] = Field(description="Libcloud compute driver.")
+    image: str = Field(min_length=1, max_length=256, description="Image VMs boot (an AMI id on EC2).")
+    instance_type: str = Field(
+        min_length=1,
+        max_length=128,
+        description="Instance type VMs boot; cores_per_node and price_per_hour describe it.",
+    )
+    region: str = Field("", max_length=64, description="Provider region (default us-east-1 on EC2).")
+    endpoint: str = Field("", max_length=512, description="Endpoint URL; empty for the provider's public one.")
+    key_env: str = Field("", max_length=128, description="Environment variable holding the access key or user.")
+    secret_env: str = Field("", max_length=128, description="Environment variable holding the secret.")
+    credentials_file: str = Field("", max_length=4096, description="File with key = ... and secret = ... lines.")
+    boot_timeout: float = Field(
+        300.0, gt=0, description="Seconds a VM's pilot may take to register (else an error VM)."
+    )
+    agent_command: str = Field(
+        "python3 -m isthmus.agent", min_length=1, max_length=1024, description="Starts the pilot on the image."
+    )
+    extra: dict[str, str] = Field(default_factory=dict, description="Further driver arguments (project, tenant, ...).")
+
+    @model_validator(mode="after")
+    def _credentials_named(self) -> ProviderSpec:
+        if not self.credentials_file and not (self.key_env and self.secret_env):
+            raise PydanticCustomError(
+                "credentials",
+                "credentials are needed: key_env and secret_env (names of environment variables) or credentials_file",
+            )
+        return self
+
+
 class SiteSpec(BaseModel):
     """One ``[[sites]]`` entry: a cluster (``nodes``) or a cloud (``max_vms`` and VM timings/prices).
 
@@ -162,6 +202,7 @@ class SiteSpec(BaseModel):
     available_from: Seconds | None = Field(None, description="Seconds from the start when the site appears.")
     available_until: Seconds | None = Field(None, description="Seconds from the start when the site goes.")
     lrm: LrmSpec | None = Field(None, description="Cluster only: the batch system behind a live site.")
+    provider: ProviderSpec | None = Field(None, description="Cloud only: a real IaaS provider for live runs.")
 
     @field_validator("billing_increment", mode="before")
     @classmethod
@@ -438,6 +479,8 @@ def _site_problems(i: int, raw: Mapping[str, Any]) -> list[tuple[Loc, str]]:
                         f"or remove {key})",
                     )
                 )
+    if kind == "cluster" and "provider" in given:
+        out.append(((*at, "provider"), "a cloud provider applies only to cloud sites"))
     elif kind == "cloud":
         if "lrm" in given:
             out.append(((*at, "lrm"), "a batch system (lrm) applies only to cluster sites"))
@@ -690,6 +733,21 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                 value = getattr(s, key)
                 if value is not None:
                     kwargs[key] = value
+            if s.provider is not None:
+                p = s.provider
+                kwargs["provider"] = ProviderSettings(
+                    driver=p.driver,
+                    image=p.image,
+                    instance_type=p.instance_type,
+                    region=p.region,
+                    endpoint=p.endpoint,
+                    key_env=p.key_env,
+                    secret_env=p.secret_env,
+                    credentials_file=p.credentials_file,
+                    boot_timeout=float(p.boot_timeout),
+                    agent_command=p.agent_command,
+                    extra=tuple(sorted(p.extra.items())),
+                )
         for key in ("available_from", "available_until"):
             value = getattr(s, key)
             if value is not None:
@@ -762,6 +820,11 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
             item["price_per_hour"] = _number(s.price_per_hour)
             item["billing_increment"] = _number(s.billing_increment)
             item["idle_release_time"] = _number(s.idle_release_time)
+            if s.provider is not None:
+                prov = dataclasses.asdict(s.provider)
+                prov["extra"] = dict(s.provider.extra)
+                prov["boot_timeout"] = _number(s.provider.boot_timeout)
+                item["provider"] = prov
         else:
             item["nodes"] = s.nodes
             item["cores_per_node"] = s.cores_per_node

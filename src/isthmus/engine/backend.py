@@ -221,6 +221,11 @@ class CloudBackend(SiteBackend):
         vm.released_at = now
         self._discard(vm, now)
 
+    def lease_refusal(self, now: float) -> str:
+        """Why no VM can be leased here now ("" when it can): a live provider backing off after
+        capacity or quota errors, or stopped by an authentication error. Simulated clouds: never."""
+        return ""
+
     def _discard(self, vm: Vm, now: float) -> None:
         """Forget a failed VM at the site (a live cloud stops what is left of it); nothing here."""
 

@@ -37,6 +37,7 @@ from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.batch import BatchCluster, batch_system
 from isthmus.live.errors import PersistError, RequestError
+from isthmus.live.iaas import ProviderCloud, provider_for
 from isthmus.live.intake import Intake
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.pilots import Node, PilotHub
@@ -126,7 +127,11 @@ class Manager:
         policies = build_policies(env.allocation, env.provisioning, true_runtimes_known=False)
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
-            if site.is_cloud:
+            if site.is_cloud and site.provider is not None:
+                cloud = ProviderCloud(i, site, provider_for(site), self)
+                backends.append(cloud)
+                self.hub.launchers[i] = cloud
+            elif site.is_cloud:
                 backends.append(LocalCloud(i, site, self.hub))
             elif site.lrm is not None and site.lrm.mode == "pilot":
                 pilots = PilotJobs(i, site, batch_system(site), self)
@@ -203,7 +208,7 @@ class Manager:
         self.persist()
         manager_id = self.manager_id = self.store.get_meta("manager_id") or ""
         for b in self.engine.backends:
-            if isinstance(b, BatchCluster | PilotJobs):
+            if isinstance(b, BatchCluster | PilotJobs | ProviderCloud):
                 b.begin(manager_id)
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
 
@@ -268,6 +273,8 @@ class Manager:
                 if self.stop_mode != "detach" and self.config.stop_pilots_on_exit:
                     await asyncio.to_thread(b.cancel_all)  # batch jobs go with the pilots
                 b.close()
+            elif isinstance(b, ProviderCloud):
+                b.close()  # its VMs stay leased and recorded: the next start reconciles them
         self.store.close()
 
     async def _detach_pilots(self) -> None:

@@ -53,7 +53,7 @@ def recover(m: Manager) -> None:
             m.later(done - now, hub.shutdown_vm, row["site"], vm.id)
             continue
         engine.adopt_lease(row["site"], vm.id, row["leased_at"])
-        hub.nodes[key] = Node(key, row["site"], vm.cores, vm=vm.id)
+        hub.nodes[key] = Node(key, row["site"], vm.cores, vm=vm.id, remote=row["site"] in hub.launchers)
     for i, b in enumerate(engine.backends):
         if isinstance(b, CloudBackend):  # VM ids are never reused (they key VM rows and pilots)
             b.reserve_vm_ids(max_vm.get(i, -1) + 1)

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from isthmus.model.cloud import ProviderSettings
+
 
 class SiteKind(StrEnum):
     """A cluster site is always present; a cloud site's VMs must be leased first."""
@@ -70,6 +72,7 @@ class Site:
     available_from: float | None = None
     available_until: float | None = None
     lrm: LrmSettings | None = None
+    provider: ProviderSettings | None = None
 
     @property
     def is_cloud(self) -> bool:

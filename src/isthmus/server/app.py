@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from isthmus.engine.backend import CloudBackend
 from isthmus.live.accounting import account
 from isthmus.live.forecast import run_forecast, snapshot
+from isthmus.live.iaas import ProviderCloud
 from isthmus.live.jobfiles import run_files
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.manager import Manager, PersistError, RequestError
@@ -480,6 +481,13 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 d["lrm"] = {"driver": s.lrm.driver, "mode": s.lrm.mode, "comment": f"isthmus:{manager.manager_id}:"}
             if isinstance(b, PilotJobs):
                 d["pilots"] = b.pilot_counts()
+            if isinstance(b, ProviderCloud):
+                d["provider"] = {
+                    "driver": b.settings.driver,
+                    "error_vms": b.error_vms,
+                    "last_error": b.last_error,
+                    "leasing": b.lease_refusal(time.time()) or "ok",
+                }
             out.append(d)
         return [{**d, "queued_total": queued} for d in out]
 

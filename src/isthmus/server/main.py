@@ -88,6 +88,7 @@ def serve(
     if advertise_url is not None:
         check_advertise_url(advertise_url)
     check_batch_commands(env)
+    check_cloud_credentials(env)
     state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
     check_state(env, url, state_dir, db_url is None)
@@ -163,6 +164,19 @@ LRM_COMMANDS = {
     "slurm": (("sbatch", "scontrol", "scancel", "sinfo", "squeue"), "slurm-client"),
     "gridengine": (("qsub", "qstat", "qdel", "qacct"), "gridengine-client"),
 }
+
+
+def check_cloud_credentials(env: Environment) -> None:
+    """ValueError naming the site and what is missing when a cloud site's credentials cannot be
+    read (never their values)."""
+    from isthmus.backends.libcloud_provider import credentials
+
+    for site in env.sites:
+        if site.provider is not None:
+            try:
+                credentials(site.provider)
+            except ValueError as exc:
+                raise ValueError(f"site {site.name}: {exc}") from None
 
 
 def check_batch_commands(env: Environment) -> None:

@@ -126,6 +126,9 @@ events = Table(
 TOKEN_COLUMNS_ADDED = {"expires": "FLOAT"}
 """Columns added to `tokens` since the first release: `Store.create` adds them to older databases."""
 
+VM_COLUMNS_ADDED = {"provider_id": "VARCHAR(128)"}
+"""Columns added to `vms` since the first release (real clouds' instance ids)."""
+
 EVENT_COLUMNS_ADDED = {
     "run": "INTEGER NOT NULL DEFAULT -1",
     "slots": "INTEGER NOT NULL DEFAULT 0",
@@ -146,6 +149,7 @@ vms = Table(
     Column("ready_at", Float, nullable=True),
     Column("released_at", Float, nullable=True),
     Column("gone_at", Float, nullable=True),
+    Column("provider_id", String(128), nullable=True),  # the provider's instance id (real clouds)
 )
 
 pilots = Table(
@@ -243,7 +247,11 @@ class Store:
     def create(self) -> None:
         """Create missing tables and the event columns an older database lacks (idempotent)."""
         metadata.create_all(self.engine)
-        for table, added in (("events", EVENT_COLUMNS_ADDED), ("tokens", TOKEN_COLUMNS_ADDED)):
+        for table, added in (
+            ("events", EVENT_COLUMNS_ADDED),
+            ("tokens", TOKEN_COLUMNS_ADDED),
+            ("vms", VM_COLUMNS_ADDED),
+        ):
             have = {c["name"] for c in inspect(self.engine).get_columns(table)}
             missing = [(name, ddl) for name, ddl in added.items() if name not in have]
             if missing:
@@ -389,6 +397,19 @@ class Store:
             q = q.where(vms.c.state != "gone")
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
+
+    def set_vm_provider_id(self, site: int, vm: int, provider_id: str) -> None:
+        """Record the provider's instance id of a VM (as soon as the provider answered its lease)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(vms).where(vms.c.site == site, vms.c.vm == vm).values(provider_id=provider_id))
+
+    def vm_provider_ids(self, site: int) -> dict[int, str]:
+        """The recorded instance ids of the live VMs of `site`, by VM id."""
+        q = select(vms.c.vm, vms.c.provider_id).where(
+            vms.c.site == site, vms.c.state != "gone", vms.c.provider_id.is_not(None)
+        )
+        with self.engine.connect() as conn:
+            return {int(vm): str(pid) for vm, pid in conn.execute(q)}
 
     def set_slots(self, job: int, run: int, slots: list[tuple[str, int]]) -> None:
         """Record where run `run` of `job` runs, once its site has said (a batch system's job id)."""

@@ -33,6 +33,9 @@ class LeaseKind:
             )
         if not backend.available(engine.clock.now):
             raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
+        why = backend.lease_refusal(engine.clock.now)
+        if why:
+            raise Refused(StatusCode.NO_CAPACITY, f"site {backend.name} leases nothing now: {why}")
         price = backend.site.price_per_increment if backend.site.is_paid else 0.0
         if engine.budget is not None and engine.spent + d.count * price > engine.budget + 1e-9:
             raise Refused(

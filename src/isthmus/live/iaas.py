@@ -1,0 +1,332 @@
+"""A live cloud site whose VMs are leased from a real IaaS provider (Apache Libcloud).
+
+The engine's VM bookkeeping is the simulator's (`CloudBackend`, through `LocalCloud`); this
+backend turns a lease into a provider call and a release into a termination, both off the loop
+through the site's `SiteWorker` (Cloud Scheduler, seeds/cloud-scheduler-uvic.txt §3.2: VMs
+booted with a worker that joins the pool, retired when the work is done):
+
+- a leased VM is recorded (the engine's lease, persisted) before the provider is called, and
+  the provider's instance id is recorded as soon as it answers; the instance carries the
+  manager's id and the VM's key as tags (and the key as EC2 client token);
+- its user data starts the pilot (`agent_command`) with the manager's address, the VM's node
+  key and its pilot token; the VM is ready when that pilot registers. A VM whose pilot has not
+  registered within `boot_timeout` is an error VM: terminated, counted (`error_vms`), and the
+  provisioning policy leases a replacement; a ready VM whose pilot is lost is a failed VM too
+  (its runs are requeued);
+- a refused lease: capacity and quota errors back off this site with growing delays (30 s,
+  doubling up to 15 min) during which it leases nothing, so that provisioning turns to other
+  sites; authentication and invalid-request errors stop leasing on the site until the manager
+  restarts (the site is unavailable, with the provider's message); timeouts and other
+  transient errors only fail that VM;
+- reconciliation at start and every `RECONCILE_EVERY` seconds: the provider's instances tagged
+  with this manager's id are matched with the recorded VMs by key: a VM whose lease answer was
+  lost is adopted, a VM the provider no longer has (or has terminated) fails (its runs are
+  requeued), and an instance no live VM claims (a duplicate, a VM released while the manager
+  was down) is terminated: nothing leased is forgotten or billed twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from isthmus.backends.api import CloudProvider, Instance, LeaseRequest, SiteWorker
+from isthmus.backends.errors import (
+    AuthenticationError,
+    CapacityError,
+    InvalidRequestError,
+    QuotaError,
+    SiteError,
+)
+from isthmus.backends.local import LocalCloud, vm_node_key
+from isthmus.engine.backend import Vm, VmState
+from isthmus.engine.clock import EV_VM_GONE
+from isthmus.live.pilots import Node
+from isthmus.model.site import Site
+
+if TYPE_CHECKING:
+    from isthmus.live.manager import Manager
+
+log = logging.getLogger("isthmus.live.iaas")
+
+RECONCILE_EVERY = 60.0
+"""Seconds between two reconciliations of the recorded VMs with the provider's instances."""
+
+BACKOFF_FIRST, BACKOFF_MAX = 30.0, 900.0
+"""Seconds a site leases nothing after a capacity or quota error, doubling up to the maximum."""
+
+RETRY_RELEASE = 30.0
+"""Seconds before a termination the provider refused is tried again."""
+
+
+def user_data(agent_command: str, url: str, key: str, slots: int, pilot_timeout: float, token: str) -> str:
+    """The VM's boot script: start the pilot for node `key`, its token on stdin (not in its
+    command line or environment)."""
+    return (
+        "#!/bin/sh\n"
+        f"# isthmus pilot of VM {key}\n"
+        f"exec {agent_command} --url {url} --node {key} --slots {slots} --timeout {pilot_timeout:g} "
+        "--token-stdin <<'ISTHMUS_TOKEN'\n"
+        f"{token}\n"
+        "ISTHMUS_TOKEN\n"
+    )
+
+
+class ProviderCloud(LocalCloud):
+    """A cloud site on a real provider (see the module docstring)."""
+
+    def __init__(self, index: int, site: Site, make: Callable[[str], CloudProvider], manager: Manager) -> None:
+        super().__init__(index, site, manager.hub)
+        assert site.provider is not None
+        self.m = manager
+        self.settings = site.provider
+        self._make = make
+        self.provider: CloudProvider | None = None
+        self.instance_of: dict[int, str] = {}  # vm id -> provider instance id
+        self.error_vms = 0  # VMs that failed to boot or were refused, replaced by provisioning
+        self.last_error = ""
+        self.backoff_until = 0.0
+        self._backoff = 0.0
+        self._stopped_leasing = ""  # why leasing stopped for good (authentication, invalid request)
+        self._worker: SiteWorker | None = None
+        self._leasing: set[int] = set()  # VMs whose lease call is under way
+
+    # ------------------------------------------------------------------------ plumbing
+
+    @property
+    def worker(self) -> SiteWorker:
+        """The site's worker thread (made on first use, on the running loop)."""
+        if self._worker is None:
+            self._worker = SiteWorker(self.name, asyncio.get_running_loop())
+        return self._worker
+
+    @property
+    def cloud(self) -> CloudProvider:
+        """The provider (connected by `begin`)."""
+        if self.provider is None:
+            raise RuntimeError(f"site {self.name} is used before the manager started it")
+        return self.provider
+
+    def close(self) -> None:
+        """Stop the worker thread."""
+        if self._worker is not None:
+            self._worker.close()
+
+    def lease_refusal(self, now: float) -> str:
+        """Why no VM can be leased now: leasing stopped (authentication, invalid request) or
+        backing off after a capacity or quota error; VMs already there keep running jobs."""
+        if self._stopped_leasing:
+            return f"leasing stopped: {self._stopped_leasing}"
+        left = self.backoff_until - time.time()
+        return f"backing off for {left:.0f} s after: {self.last_error}" if left > 0 else ""
+
+    def restore(self, rows: Sequence[dict[str, Any]], now: float) -> None:
+        """PilotLauncher: nothing before recovery; `begin` sets the VMs' pilots up."""
+
+    def begin(self, manager_id: str) -> None:
+        """Connect as manager `manager_id`; set recorded VMs' pilots up; reconcile."""
+        self.provider = self._make(manager_id)
+        now = time.time()
+        for vm_id, pid in self.m.store.vm_provider_ids(self.index).items():
+            self.instance_of[vm_id] = pid
+        for vm in list(self.vms.values()):
+            key = vm_node_key(self.index, vm.id)
+            node = self.m.hub.nodes.get(key)
+            if node is None:
+                continue
+            node.remote = True
+            if vm.state is VmState.READY:  # its pilot re-registers
+                node.state = "awaiting"
+                node.deadline = now + self.m.config.reattach_timeout
+            elif vm.state is VmState.BOOTING:
+                node.booting = True
+                node.state = "spawned" if vm.id in self.instance_of else "queued"
+                node.deadline = vm.leased_at + self.settings.boot_timeout if vm.id in self.instance_of else math.inf
+        self.reconcile()
+
+    # -------------------------------------------------------------------- VM lifecycle
+
+    def _boot(self, vm: Vm, now: float) -> None:
+        key = vm_node_key(self.index, vm.id)
+        node = Node(key, self.index, vm.cores, vm=vm.id, remote=True)
+        node.booting = True
+        self.m.hub.nodes[key] = node
+        self.m.hub.spawn(node)  # makes its token, then calls launch_pilot
+
+    def launch_pilot(self, node: Node, token: str) -> None:
+        """PilotLauncher: lease the VM of `node` with a boot script that starts its pilot; the
+        provider is called after the lease is persisted."""
+        assert node.vm is not None
+        script = user_data(
+            self.settings.agent_command, self.m.config.url, node.key, node.slots, self.m.config.pilot_timeout, token
+        )
+        request = LeaseRequest(node.key, self.settings.instance_type, self.settings.image, user_data=script)
+        node.state = "queued"
+        node.deadline = math.inf
+        vm_id = node.vm
+        self.m.later(0.0, self._lease, request, vm_id)
+
+    def _lease(self, request: LeaseRequest, vm_id: int) -> None:
+        self._leasing.add(vm_id)
+        self.worker.call(self.cloud.lease, [request], done=lambda r: self._leased(request.key, vm_id, r))
+
+    def _leased(self, key: str, vm_id: int, result: list[Instance | SiteError] | SiteError) -> None:
+        self._leasing.discard(vm_id)
+        outcome = result if isinstance(result, SiteError) else result[0]
+        vm = self.vms.get(vm_id)
+        if isinstance(outcome, SiteError):
+            self._refused(outcome)
+            if vm is not None and vm.state is VmState.BOOTING:
+                self.m.external()
+                self.m.engine.vm_failed(self.index, vm_id, f"lease refused: {outcome}")
+                self.m.after()
+            return
+        self._backoff = 0.0
+        self.instance_of[vm_id] = outcome.provider_id
+        try:
+            self.m.store.set_vm_provider_id(self.index, vm_id, outcome.provider_id)
+        except Exception as exc:  # found again by its tags at the next reconciliation
+            log.warning("VM %s: could not record instance %s: %s", key, outcome.provider_id, exc)
+        if vm is None or vm.state is not VmState.BOOTING:  # released meanwhile: terminate it
+            self._terminate(outcome.provider_id, vm_id)
+            return
+        node = self.m.hub.nodes.get(key)
+        if node is not None and node.state == "queued":
+            node.state = "spawned"
+            node.deadline = time.time() + self.settings.boot_timeout
+            self.m.hub.set_pilot_row(node, "spawned")
+        log.info("site %s: VM %s is instance %s", self.name, key, outcome.provider_id)
+
+    def _refused(self, err: SiteError) -> None:
+        self.error_vms += 1
+        self.last_error = str(err)
+        if isinstance(err, CapacityError | QuotaError):
+            self._backoff = min(BACKOFF_MAX, self._backoff * 2 if self._backoff else BACKOFF_FIRST)
+            self.backoff_until = time.time() + self._backoff
+            log.warning("site %s: %s; no lease for %.0f s", self.name, err, self._backoff)
+        elif isinstance(err, AuthenticationError | InvalidRequestError):
+            self._stopped_leasing = str(err)
+            log.error("site %s: %s; leasing stopped until the manager restarts", self.name, err)
+        else:
+            log.warning("site %s: lease failed: %s", self.name, err)
+
+    def registered(self, node: Node) -> None:
+        """PilotLauncher: the VM's pilot registered (the hub marks the VM ready)."""
+
+    def pilot_lost(self, node: Node) -> None:
+        """PilotLauncher: a ready VM's pilot was lost: the VM failed (its runs already are lost);
+        nothing restarts a pilot inside a remote VM, so it is terminated and provisioning decides."""
+        if node.vm is not None and node.vm in self.vms and not self.m.stopping:
+            self.m.engine.vm_failed(self.index, node.vm, "its pilot was lost")
+
+    def _shutdown(self, vm: Vm, now: float) -> None:
+        """Released: tell its pilot to exit, terminate the instance; gone once the provider agrees."""
+        node = self.m.hub.nodes.pop(vm_node_key(self.index, vm.id), None)
+        if node is not None:
+            self.m.hub.retire(node, "VM released")
+        pid = self.instance_of.get(vm.id)
+        if pid is None:  # never leased (or its answer is pending): gone now
+            self.m.later(0.0, self._gone, vm.id)
+            return
+        self._terminate(pid, vm.id)
+
+    def _discard(self, vm: Vm, now: float) -> None:
+        """A failed VM: stop its pilot and terminate its instance."""
+        node = self.m.hub.nodes.pop(vm_node_key(self.index, vm.id), None)
+        if node is not None:
+            if node.booting:
+                self.error_vms += 1
+            self.m.hub.retire(node, "VM failed")
+        pid = self.instance_of.get(vm.id)
+        if pid is not None:
+            self._terminate(pid, vm.id)
+
+    def _terminate(self, pid: str, vm_id: int) -> None:
+        self.worker.call(self.cloud.release, [pid], done=lambda r: self._terminated(pid, vm_id, r))
+
+    def _terminated(self, pid: str, vm_id: int, result: dict[str, SiteError | None] | SiteError) -> None:
+        err = result if isinstance(result, SiteError) else result.get(pid)
+        if err is not None:
+            log.warning("site %s: could not terminate %s (%s); trying again", self.name, pid, err)
+            self.m.later(RETRY_RELEASE, self._terminate, pid, vm_id)
+            return
+        self.instance_of.pop(vm_id, None)
+        self._gone(vm_id)
+
+    def _gone(self, vm_id: int) -> None:
+        vm = self.vms.get(vm_id)
+        if vm is not None and vm.state is VmState.RELEASING:
+            self.m.external()
+            self.m.engine.handle(EV_VM_GONE, self.index, vm_id)
+            self.m.after()
+
+    # ------------------------------------------------------------------- reconciliation
+
+    def reconcile(self) -> None:
+        """Compare the provider's instances of this manager with the recorded VMs (off the loop)."""
+        if self.m.stopping:
+            return
+        self.worker.call(self.cloud.instances, done=self._reconciled)
+
+    def _reconciled(self, result: list[Instance] | SiteError) -> None:
+        self.m.later(RECONCILE_EVERY, self.reconcile)
+        if isinstance(result, SiteError):
+            log.warning("site %s: cannot list its instances: %s", self.name, result)
+            self.last_error = str(result)
+            return
+        prefix = f"{self.index}/vm"
+        alive = [i for i in result if i.state != "terminated"]
+        by_key: dict[str, list[Instance]] = {}
+        for inst in alive:
+            by_key.setdefault(inst.tags.get("isthmus-vm", ""), []).append(inst)
+        claimed: set[str] = set()
+        self.m.external()
+        for vm in list(self.vms.values()):
+            key = vm_node_key(self.index, vm.id)
+            found = by_key.get(key, [])
+            pid = self.instance_of.get(vm.id)
+            if vm.state is VmState.RELEASING:
+                if pid is not None:
+                    claimed.add(pid)  # being terminated
+                continue
+            if pid is None and found:  # the lease answer was lost: adopt the instance
+                pid = found[0].provider_id
+                self.instance_of[vm.id] = pid
+                self.m.store.set_vm_provider_id(self.index, vm.id, pid)
+                node = self.m.hub.nodes.get(key)
+                if node is not None and node.state == "queued":
+                    node.state = "spawned"
+                    node.deadline = vm.leased_at + self.settings.boot_timeout
+                log.warning("site %s: VM %s adopted instance %s", self.name, key, pid)
+            if pid is not None and pid in {i.provider_id for i in found}:
+                claimed.add(pid)
+            elif pid is not None:
+                self.m.engine.vm_failed(self.index, vm.id, f"the provider no longer has instance {pid}")
+            elif vm.state is VmState.BOOTING and vm.id not in self._leasing:
+                # recorded, but the provider was never asked (the manager stopped in between)
+                node = self.m.hub.nodes.get(key)
+                if node is not None:
+                    log.warning("site %s: VM %s was never leased: leasing it now", self.name, key)
+                    self.m.hub.spawn(node)
+        stray = [
+            i.provider_id
+            for i in alive
+            if i.provider_id not in claimed and i.tags.get("isthmus-vm", "").startswith(prefix)
+        ]
+        if stray:
+            log.warning("site %s: terminating instance(s) no live VM claims: %s", self.name, stray)
+            self.worker.call(self.cloud.release, stray, done=lambda r: None)
+        self.m.after()
+
+
+def provider_for(site: Site) -> Callable[[str], CloudProvider]:
+    """How to connect to the provider of cloud site `site` as a given manager id."""
+    from isthmus.backends.libcloud_provider import LibcloudProvider
+
+    settings = site.provider
+    assert settings is not None
+    return lambda manager_id: LibcloudProvider(site.name, manager_id, settings)

@@ -1,0 +1,159 @@
+"""A cloud site on a real EC2 API (a local moto server) through Libcloud: VMs leased with their
+tags and a boot script that starts the pilot, jobs run on them, idle VMs terminated; error VMs
+replaced; reconciliation after a manager crash. `cloudkit.VmPlayer` plays the VMs."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cloudkit import AMI, CREDENTIALS, VmPlayer, ec2_client, ec2_server, wait_until
+from livekit import LiveServer, wait_for, wait_state
+
+TERMINAL = ("completed", "failed", "cancelled", "timeout")
+
+ENV = """
+name = "ec2-live"
+round_interval = "event"
+[[sites]]
+name = "local"
+nodes = 1
+cores_per_node = 1
+[[sites]]
+name = "ec2"
+kind = "cloud"
+cores_per_node = 1
+max_vms = 2
+boot_time = 2
+shutdown_time = 0
+price_per_hour = 0.065
+billing_increment = 60
+idle_release_time = 3
+[sites.provider]
+driver = "ec2"
+image = "{ami}"
+instance_type = "t2.micro"
+endpoint = "{endpoint}"
+key_env = "ISTHMUS_TEST_EC2_KEY"
+secret_env = "ISTHMUS_TEST_EC2_SECRET"
+boot_timeout = {boot_timeout}
+[policies]
+allocation = "ff"
+provisioning = "on-demand"
+"""
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    with ec2_server() as url:
+        yield url
+
+
+def _env(tmp_path: Path, endpoint: str, boot_timeout: float = 20) -> Path:
+    path = tmp_path / "env.toml"
+    path.write_text(ENV.format(ami=AMI, endpoint=endpoint, boot_timeout=boot_timeout))
+    return path
+
+
+def _alive(player: VmPlayer) -> list[dict]:  # type: ignore[type-arg]
+    return [i for i in player.instances() if i["State"]["Name"] not in ("terminated", "shutting-down")]
+
+
+def test_jobs_overflow_onto_ec2_vms_that_are_terminated_when_idle(tmp_path: Path, tag: str, endpoint: str) -> None:
+    live = LiveServer(_env(tmp_path, endpoint), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    with VmPlayer(endpoint, tmp_path / "vms", tag) as player:
+        try:
+            c = live.client()
+            jobs = [c.submit(command="sh", args=["-c", "sleep 2; echo $ISTHMUS_SITE"]) for _ in range(3)]
+            for job in jobs:
+                j = wait_state(c, job, TERMINAL, timeout=60)
+                assert j["state"] == "completed", j["history"]
+            sites = sorted(c.output(job)[0].strip() for job in jobs)
+            assert sites.count("ec2") >= 1 and "local" in sites, sites
+            # every instance carries the manager's id and its VM's key
+            site = c.request("GET", "/sites")[1]
+            assert site["provider"] == {"driver": "ec2", "error_vms": 0, "last_error": "", "leasing": "ok"}, site
+            instances = player.instances()
+            assert instances and all(
+                {t["Key"] for t in i["Tags"]} >= {"isthmus-manager", "isthmus-vm"} for i in instances
+            ), instances
+            # idle VMs are released and their instances terminated
+            wait_until(lambda: not _alive(player), timeout=60, what="every instance terminated")
+            wait_for(lambda: not c.vms(), timeout=30, what="no VM leased")
+        finally:
+            live.stop()
+
+
+def test_a_vm_whose_pilot_never_registers_is_terminated_and_replaced(tmp_path: Path, tag: str, endpoint: str) -> None:
+    live = LiveServer(_env(tmp_path, endpoint, boot_timeout=3), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag)
+    with VmPlayer(endpoint, tmp_path / "vms", tag) as player:
+        player.dead_on_arrival = 1
+        try:
+            live.start()
+            c = live.client()
+            blocker = c.submit(command="sleep", args=["30"])  # holds the local node
+            wait_state(c, blocker, ("running",), timeout=30)
+            job = c.submit(command="sh", args=["-c", "echo $ISTHMUS_SITE"])
+            j = wait_state(c, job, TERMINAL, timeout=60)
+            assert j["state"] == "completed" and c.output(job)[0] == "ec2\n", j["history"]
+            (dead,) = player.refuse
+            assert next(i for i in player.instances() if i["InstanceId"] == dead)["State"]["Name"] == "terminated"
+            assert c.request("GET", "/sites")[1]["provider"]["error_vms"] == 1
+            c.cancel(blocker)
+        finally:
+            live.stop()
+
+
+def test_a_restarted_manager_keeps_its_vms_and_terminates_instances_nobody_claims(
+    tmp_path: Path, tag: str, endpoint: str
+) -> None:
+    live = LiveServer(_env(tmp_path, endpoint), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    with VmPlayer(endpoint, tmp_path / "vms", tag) as player:
+        try:
+            c = live.client()
+            blocker = c.submit(command="sleep", args=["60"])
+            wait_state(c, blocker, ("running",), timeout=30)
+            ledger = tmp_path / "ledger"
+            job = c.submit(command="sh", args=["-c", f"echo $ISTHMUS_RUN >> {ledger}; sleep 4; echo $ISTHMUS_SITE"])
+            wait_state(c, job, ("running",), timeout=60)
+            (vm,) = _alive(player)
+            manager = next(t["Value"] for t in vm["Tags"] if t["Key"] == "isthmus-manager")
+            live.kill(signal.SIGKILL)
+            # an instance of this manager no VM claims (a lease whose answer a crash lost)
+            ec2 = ec2_client(endpoint)
+            stray = ec2.run_instances(
+                ImageId=AMI,
+                MinCount=1,
+                MaxCount=1,
+                InstanceType="t2.micro",
+                TagSpecifications=[
+                    {
+                        "ResourceType": "instance",
+                        "Tags": [
+                            {"Key": "isthmus-manager", "Value": manager},
+                            {"Key": "isthmus-vm", "Value": "1/vm99"},
+                        ],
+                    }
+                ],
+            )["Instances"][0]["InstanceId"]
+            player.refuse.add(stray)
+            live.start()
+            c = live.client()
+            j = wait_state(c, job, TERMINAL, timeout=60)
+            assert j["state"] == "completed" and j["run"] == 1 and c.output(job)[0] == "ec2\n", j["history"]
+            assert ledger.read_text().split() == ["1"]  # ran once: the VM and its pilot were kept
+            wait_until(
+                lambda: (
+                    next(i for i in player.instances() if i["InstanceId"] == stray)["State"]["Name"] == "terminated"
+                ),
+                timeout=30,
+                what="the unclaimed instance terminated",
+            )
+            c.cancel(blocker)
+            wait_until(lambda: not _alive(player), timeout=60, what="every instance terminated")
+        finally:
+            live.stop()
