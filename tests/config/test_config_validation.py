@@ -318,6 +318,29 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "sites[0].lrm",
         'keep_free applies only to mode = "direct"',
     ),
+    (
+        "provider-without-credentials",
+        setter("sites", 1, "provider", value={"driver": "ec2", "image": "ami-1", "instance_type": "t3.small"}),
+        "sites[1].provider",
+        "credentials are needed",
+    ),
+    (
+        "provider-driver",
+        setter("sites", 1, "provider", value={"driver": "aws", "image": "ami-1", "instance_type": "t3.small"}),
+        "sites[1].provider.driver",
+        "'ec2'",
+    ),
+    (
+        "provider-on-cluster",
+        setter(
+            "sites",
+            0,
+            "provider",
+            value={"driver": "ec2", "image": "a", "instance_type": "t", "key_env": "K", "secret_env": "S"},
+        ),
+        "sites[0].provider",
+        "only to cloud sites",
+    ),
     ("lrm-on-cloud", setter("sites", 1, "lrm", value={"driver": "slurm"}), "sites[1].lrm", "only to cluster sites"),
     (
         "lrm-slurm-key-on-gridengine",
@@ -533,3 +556,29 @@ def test_tags_structure_is_checked_when_the_file_is_read(tmp_path: Path) -> None
     doc["sets"] = [{"name": "short", "sites": names, "runtime_limit": 600}, {"name": "long", "sites": names[1:]}]
     env = load_file(write_doc(tmp_path, doc, "toml"))
     assert env.allocation.name == "tags-sets"
+
+
+@pytest.mark.parametrize("fmt", ["toml", "yaml"])
+def test_a_cloud_provider_loads_and_dumps_back_equal_without_secrets(tmp_path: Path, fmt: str) -> None:
+    doc = base()
+    doc["sites"][1]["provider"] = {
+        "driver": "ec2",
+        "image": "ami-0abc",
+        "instance_type": "t3.small",
+        "region": "eu-west-1",
+        "key_env": "AWS_ACCESS_KEY_ID",
+        "secret_env": "AWS_SECRET_ACCESS_KEY",
+        "extra": {"ex_keyname": "ops"},
+    }
+    path = tmp_path / f"env.{fmt}"
+    path.write_text(dumps_toml(doc) if fmt == "toml" else yaml.safe_dump(doc))
+    env = load_file(path)
+    p = env.sites[1].provider
+    assert p is not None and (p.driver, p.image, p.region, p.boot_timeout) == ("ec2", "ami-0abc", "eu-west-1", 300.0)
+    from isthmus.config import dump_environment
+
+    text = dump_environment(env, fmt)  # type: ignore[arg-type]
+    assert "AWS_SECRET_ACCESS_KEY" in text  # the variable's name, never a value
+    again = tmp_path / f"again.{fmt}"
+    again.write_text(text)
+    assert load_file(again) == env
