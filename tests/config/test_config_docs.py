@@ -50,3 +50,12 @@ def test_the_example_of_docs_sites_is_valid() -> None:
     env = environment_from_text(example, "toml", file="docs/sites.md")
     lrm = env.sites[0].lrm
     assert lrm is not None and (lrm.mode, lrm.pilot_walltime, lrm.renew_before) == ("pilot", 14400.0, 1800.0)
+
+
+def test_the_example_of_docs_clouds_is_valid() -> None:
+    """docs/clouds.md's environment example loads, as an operator would copy it."""
+    text = (DOC.parent / "clouds.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    env = environment_from_text(example, "toml", file="docs/clouds.md")
+    p = env.site("aws").provider
+    assert p is not None and (p.driver, p.instance_type, p.extra) == ("ec2", "t3.small", (("ex_keyname", "ops"),))
