@@ -55,7 +55,9 @@ def test_the_example_of_docs_sites_is_valid() -> None:
 def test_the_example_of_docs_clouds_is_valid() -> None:
     """docs/clouds.md's environment example loads, as an operator would copy it."""
     text = (DOC.parent / "clouds.md").read_text(encoding="utf-8")
-    (example,) = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    example, budget = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    with_budget = environment_from_text(example + budget, "toml", file="docs/clouds.md")
+    assert with_budget.budgets[0].name == "aws-daily" and with_budget.budgets[0].period == "day"
     env = environment_from_text(example, "toml", file="docs/clouds.md")
     p = env.site("aws").provider
     assert p is not None and (p.driver, p.instance_type, p.extra) == ("ec2", "t3.small", (("ex_keyname", "ops"),))

@@ -582,6 +582,31 @@ def register(app: typer.Typer) -> None:
         ]
         _table(["VM", "SITE", "STATE", "CORES", "LEASED", "LEASE", "CHARGED"], table)
 
+    @app.command("budget")
+    def budget(
+        name: str | None = typer.Argument(None, help="A budget to change (admin), with LIMIT."),
+        limit: float | None = typer.Argument(None, min=0.0, help="Its new limit in dollars."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Budget caps: what each covers, its limit, spent (charged increments, committed) and
+        left in its current period; `isthmus budget NAME LIMIT` changes a limit now."""
+        if (name is None) != (limit is None):
+            raise typer.BadParameter("give both NAME and LIMIT to change a budget, or neither to list them")
+        if name is not None and limit is not None:
+            _call(url, token, lambda c: c.set_budget(name, limit))
+        rows = _call(url, token, lambda c: c.budgets())
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = [
+            [r["name"], ",".join(r["sites"]), r["current"] or "total", f"{r['limit']:.2f}", f"{r['spent']:.4f}",
+             f"{r['left']:.4f}"]
+            for r in rows
+        ]  # fmt: skip
+        _table(["BUDGET", "SITES", "PERIOD", "LIMIT", "SPENT", "LEFT"], table)
+
     @app.command("accounting")
     def accounting(
         by: str = typer.Option("user", "--by", help="Group by user, site or policy."),

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from pydantic_core import PydanticCustomError
 
 from isthmus.config.errors import ConfigError, Problem, format_path, show_value
+from isthmus.model.budget import BudgetCap
 from isthmus.model.cloud import ProviderSettings
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.site import LrmSettings, Site, SiteKind, SiteSet
@@ -269,6 +270,17 @@ class PoliciesSpec(BaseModel):
         return _policy_before(value)
 
 
+class BudgetSpec(BaseModel):
+    """One ``[[budgets]]`` entry: a hard cap on the charged cost of cloud leases (docs/clouds.md)."""
+
+    model_config = _MODEL_CONFIG
+
+    name: ItemName = Field(description="Unique budget name.")
+    limit: float = Field(ge=0, description="Dollars the leases it covers may cost (per period, if one is given).")
+    sites: list[ItemName] = Field(default_factory=list, description="Cloud sites it covers (default: every cloud).")
+    period: Literal["day", "month"] | None = Field(None, description='"day" or "month" (UTC); default: in total.')
+
+
 class EnvironmentSpec(BaseModel):
     """A whole environment file: name, description, round interval, sites, sets and policies."""
 
@@ -284,6 +296,7 @@ class EnvironmentSpec(BaseModel):
     sites: list[SiteSpec] = Field(description="The sites, in the order policies consider them.")
     sets: list[SiteSetSpec] = Field(default_factory=list, description="Optional sets of sites.")
     policies: PoliciesSpec = Field(default_factory=PoliciesSpec, description="Default policies.")
+    budgets: list[BudgetSpec] = Field(default_factory=list, description="Hard caps on the cost of cloud leases.")
 
     @field_validator("round_interval", mode="before")
     @classmethod
@@ -525,6 +538,31 @@ def _semantic_problems(data: Mapping[str, Any], check_policy: PolicyChecker) -> 
                     out.append((("sites", i, "name"), f"duplicate site name {name!r} (also sites[{first_at[name]}])"))
                 else:
                     first_at[name] = i
+
+    budgets = data.get("budgets")
+    if isinstance(budgets, list):
+        clouds = {
+            raw.get("name") for raw in (sites if isinstance(sites, list) else []) if isinstance(raw, Mapping)
+            if raw.get("kind") == "cloud"
+        }  # fmt: skip
+        budget_at: dict[str, int] = {}
+        for j, raw in enumerate(budgets):
+            if not isinstance(raw, Mapping):
+                continue
+            name = raw.get("name")
+            if isinstance(name, str):
+                if name in budget_at:
+                    out.append(
+                        (("budgets", j, "name"), f"duplicate budget name {name!r} (also budgets[{budget_at[name]}])")
+                    )
+                else:
+                    budget_at[name] = j
+            covered = raw.get("sites")
+            if isinstance(covered, list) and site_names is not None:
+                for k, s in enumerate(covered):
+                    if isinstance(s, str) and s not in clouds:
+                        what = "a cluster site" if s in site_names else "no site of this environment"
+                        out.append((("budgets", j, "sites", k), f"{s!r} is {what}; a budget covers cloud sites"))
 
     sets = data.get("sets")
     if isinstance(sets, list):
@@ -768,6 +806,7 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
         provisioning=_choice(spec.policies.provisioning),
         round_interval=None if spec.round_interval is None else float(spec.round_interval),
         description=spec.description,
+        budgets=tuple(BudgetCap(b.name, float(b.limit), tuple(b.sites), b.period) for b in spec.budgets),
     )
 
 
@@ -860,6 +899,12 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
     }
     if sets:
         doc["sets"] = sets
+    if env.budgets:
+        doc["budgets"] = [
+            {"name": b.name, "limit": _number(b.limit), "sites": list(b.sites)}
+            | ({"period": b.period} if b.period else {})
+            for b in env.budgets
+        ]
     return doc
 
 

@@ -25,14 +25,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 # Priorities of events at the same instant: completions free resources before the
-# scheduling round looks at them; the round always comes last.
+# scheduling round looks at them; the round comes last, but for billing boundaries: a VM the
+# round releases at the very end of an increment does not start (nor pay) the next one.
 PRIO_END = 0
 PRIO_LIMIT = 1
 PRIO_VM = 2
-PRIO_BILLING = 2
 PRIO_WAKE = 3
 PRIO_SUBMIT = 4  # trace arrivals: after completions, VM changes and wake-ups, before the round
 PRIO_ROUND = 9
+PRIO_BILLING = 10
 
 EV_END = 0
 EV_LIMIT = 1

@@ -24,6 +24,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
+from isthmus.engine.budgets import Ledger
 from isthmus.engine.clock import (
     EV_BILLING,
     EV_END,
@@ -104,6 +105,12 @@ class Engine:
         self.budget = budget
         #: Charged cost committed so far: every started billing increment of every lease.
         self.spent = 0.0
+        #: the environment's budget caps and what each has charged (isthmus.engine.budgets)
+        self.ledger = Ledger(
+            env.budgets,
+            {s.name: i for i, s in enumerate(env.sites)},
+            frozenset(i for i, s in enumerate(env.sites) if s.is_cloud),
+        )
         self.view = EngineView(self)
         allocation = self.allocation
         self.stage_sites: list[tuple[int, ...]] = allocation.stage_sites(env)
@@ -327,9 +334,17 @@ class Engine:
             return
         inc = backend.site.billing_increment
         started = max(1, math.ceil((self.clock.now - leased_at) / inc - 1e-9))
-        self.spent += started * backend.site.price_per_increment
-        if self.budget is not None:
+        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, backend.site.price_per_increment)
+        if self.budget is not None or self.ledger.covering(site):
             self.schedule_billing(leased_at + started * inc, site, vm_id)
+
+    def book_past_lease(self, site: int, leased_at: float, released_at: float) -> None:
+        """Count the increments of a lease that ended (or is ending) before a restart: the
+        budget and the caps keep what it cost."""
+        backend = self.cloud_backend(site)
+        if backend.site.is_paid:
+            price = backend.site.price_per_increment
+            self.spent += self.ledger.replay(site, leased_at, released_at, backend.site.billing_increment, price)
 
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         entry = self.entries.get(job_id)
@@ -524,10 +539,11 @@ class Engine:
         if vm is None or vm.state not in (VmState.BOOTING, VmState.READY):
             return  # released meanwhile
         price = backend.site.price_per_increment
-        assert self.budget is not None
         now = self.clock.now
-        if self.spent + price <= self.budget + 1e-9:
+        cap = self.ledger.refusal(site, price, now)
+        if (self.budget is None or self.spent + price <= self.budget + 1e-9) and cap is None:
             self.spent += price
+            self.ledger.pay(site, price, now)
             self.schedule_billing(now + backend.site.billing_increment, site, vm_id)
             return
         for entry in [e for e in backend.running.values() if any(v == vm_id for v, _ in e.alloc)]:

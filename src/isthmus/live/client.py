@@ -140,6 +140,14 @@ class Client:
             params["until"] = until
         return list(self.request("GET", "/accounting", params=params))
 
+    def budgets(self) -> list[dict[str, Any]]:
+        """Every budget cap with its limit, spent and left in its current period."""
+        return list(self.request("GET", "/budgets"))
+
+    def set_budget(self, name: str, limit: float) -> dict[str, Any]:
+        """Change budget `name`'s limit (admin)."""
+        return dict(self.request("PUT", f"/budgets/{name}", json={"limit": limit}))
+
     def forecast(self, **what_if: Any) -> dict[str, Any]:
         """A forecast of the queue: the live configuration, or `allocation`, `provisioning`,
         `budget`, `no_budget` and `horizon` as given (see POST /forecast)."""

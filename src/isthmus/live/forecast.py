@@ -86,6 +86,8 @@ class Snapshot:
     round_interval: float | None
     budget: float | None
     spent: float
+    #: what each budget cap charged, by period, and its limit now (an admin may have changed it)
+    caps: dict[str, tuple[float, dict[str, float]]]
     enforce_walltime: bool
     running: list[RunningCopy] = field(default_factory=list)
     queued: list[QueuedCopy] = field(default_factory=list)
@@ -152,6 +154,7 @@ def snapshot(m: Manager) -> Snapshot:
         history={user: tuple(h) for user, h in engine.history.items()},
         runtime_sum=engine.runtime_sum,
         runtime_count=engine.runtime_count,
+        caps={c.cap.name: (c.limit, dict(c.charged)) for c in engine.ledger.caps},
     )
     for b in engine.backends:
         for entry in sorted(b.running.values(), key=lambda e: e.started):
@@ -220,6 +223,10 @@ def run_forecast(
         if vm.state is VmState.BOOTING:
             engine.schedule(vm.leased_at + backend.site.boot_time, PRIO_VM, EV_VM_READY, vm.site, restored.id)
     engine.spent = snap.spent  # what the live manager charged so far, released VMs included
+    for state in engine.ledger.caps:  # so the caps: what adopting the leases booked is replaced
+        if state.cap.name in snap.caps:
+            state.limit, charged = snap.caps[state.cap.name]
+            state.charged = dict(charged)
     for user, runtimes in snap.history.items():
         engine.history[user] = deque(runtimes, maxlen=2)
     engine.runtime_sum, engine.runtime_count = snap.runtime_sum, snap.runtime_count

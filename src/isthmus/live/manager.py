@@ -204,6 +204,10 @@ class Manager:
         self.store.create()
         self.intake.next_job_id = self.store.max_job_id() + 1
         self._first_start()
+        for cap in self.engine.ledger.caps:  # limits an admin changed at run time
+            value = self.store.get_meta(f"budget:{cap.cap.name}")
+            if value is not None:
+                cap.limit = float(value)
         recover(self)
         self.persist()
         manager_id = self.manager_id = self.store.get_meta("manager_id") or ""
@@ -349,6 +353,19 @@ class Manager:
         self.clock.catch_up()
         self.persist()
         self.clock.wake()
+
+    def set_budget_limit(self, name: str, limit: float) -> None:
+        """A new limit for budget cap `name`, persisted (the database keeps it across restarts);
+        a round follows (a raised cap may let provisioning lease)."""
+        cap = self.engine.ledger.get(name)
+        if cap is None:
+            raise KeyError(name)
+        with self.store.begin() as conn:
+            self.store.set_meta(conn, f"budget:{name}", repr(float(limit)))
+        self.external()
+        cap.limit = float(limit)
+        self.engine.request_round(self.clock.now)
+        self.after()
 
     def later(self, delay: float, fn: Callable[..., Any], *args: Any) -> None:
         """Call `fn(*args)` on the loop after `delay` seconds (cancelled at stop)."""

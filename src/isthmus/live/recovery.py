@@ -54,6 +54,10 @@ def recover(m: Manager) -> None:
             continue
         engine.adopt_lease(row["site"], vm.id, row["leased_at"])
         hub.nodes[key] = Node(key, row["site"], vm.cores, vm=vm.id, remote=row["site"] in hub.launchers)
+    for row in store.vm_rows():
+        # leases that ended (or are ending) before the restart still count against the budgets
+        if row["state"] in ("gone", "releasing") and isinstance(engine.backends[row["site"]], CloudBackend):
+            engine.book_past_lease(row["site"], row["leased_at"], row["released_at"] or row["leased_at"])
     for i, b in enumerate(engine.backends):
         if isinstance(b, CloudBackend):  # VM ids are never reused (they key VM rows and pilots)
             b.reserve_vm_ids(max_vm.get(i, -1) + 1)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from isthmus.model.budget import BudgetCap
 from isthmus.model.site import Site, SiteSet
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -28,7 +29,8 @@ class Environment:
     all sites in the order given and ignore them. `allocation` and
     `provisioning` name the default policies; a command line may override them.
     `round_interval` is the scheduling period in seconds (KOALA-C: 30 s); None makes rounds
-    event-triggered (a round after every batch of simultaneous events).
+    event-triggered (a round after every batch of simultaneous events). `budgets` are hard caps
+    on the charged cost of cloud leases (isthmus.model.budget), in simulation and live alike.
     """
 
     name: str
@@ -38,6 +40,7 @@ class Environment:
     provisioning: PolicyChoice = field(default_factory=lambda: PolicyChoice("on-demand"))
     round_interval: float | None = 30.0
     description: str = ""
+    budgets: tuple[BudgetCap, ...] = ()
 
     def site(self, name: str) -> Site:
         """Return the site called `name`; KeyError naming the known sites otherwise."""

@@ -32,6 +32,7 @@ from sqlalchemy import insert, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.engine.backend import CloudBackend
+from isthmus.engine.budgets import period_key
 from isthmus.live.accounting import account
 from isthmus.live.forecast import run_forecast, snapshot
 from isthmus.live.iaas import ProviderCloud
@@ -46,6 +47,8 @@ from isthmus.server.prometheus import LatencyMiddleware, Metrics
 from isthmus.server.schemas import (
     INT64_MAX,
     AccountingRow,
+    BudgetRow,
+    BudgetUpdate,
     ErrorResponse,
     ForecastRequest,
     ForecastResponse,
@@ -512,6 +515,49 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 }
             )
         return out
+
+    # ------------------------------------------------------------------------ budgets
+
+    def _budget_rows() -> list[BudgetRow]:
+        engine = manager.engine
+        now = manager.clock.now
+        names = [s.name for s in manager.env.sites]
+        rows = [
+            BudgetRow(
+                name=c.cap.name,
+                sites=sorted(names[i] for i in c.sites),
+                period=c.cap.period,
+                current=period_key(c.cap.period, now),
+                limit=c.limit,
+                spent=c.spent(now),
+                left=c.left(now),
+            )
+            for c in engine.ledger.caps
+        ]
+        if engine.budget is not None:  # isthmus server --budget: every cloud, in total
+            clouds = sorted(s.name for s in manager.env.sites if s.is_cloud)
+            left = max(0.0, engine.budget - engine.spent)
+            rows.append(BudgetRow(name="--budget", sites=clouds, period=None, current="", limit=engine.budget,
+                                  spent=engine.spent, left=left))  # fmt: skip
+        return rows
+
+    @app.get("/budgets", response_model=list[BudgetRow], tags=["resources"], responses=_errors(**_USER))
+    async def budgets(p: User) -> list[BudgetRow]:
+        """Every budget cap: sites, period, limit, charged in the current period (increments are
+        charged when they start, so this is also what is committed) and what is left."""
+        return _budget_rows()
+
+    @app.put(
+        "/budgets/{name}", response_model=BudgetRow, tags=["admin"], responses=_errors(**_ADMIN, e404="no such budget")
+    )
+    async def set_budget(name: Annotated[str, PathParam(max_length=64)], req: BudgetUpdate, p: Admin) -> BudgetRow:
+        """Change a cap's limit now (kept across restarts); leases and billing boundaries are
+        checked against it from now on, what was charged stays."""
+        cap = manager.engine.ledger.get(name)
+        if cap is None:
+            raise HTTPException(404, f"no budget {name!r}; budgets: {[c.cap.name for c in manager.engine.ledger.caps]}")
+        manager.set_budget_limit(name, req.limit)
+        return next(r for r in _budget_rows() if r.name == name)
 
     # --------------------------------------------------------------------- accounting
 

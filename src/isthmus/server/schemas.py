@@ -266,6 +266,26 @@ class AccountingRow(BaseModel):
     mean_bounded_slowdown: float | None = None
 
 
+class BudgetRow(BaseModel):
+    """One budget cap now: what it covers, its limit, what it charged in its current period."""
+
+    name: str
+    sites: list[str]
+    period: str | None
+    current: str  # the period now ("" for a total cap, "YYYY-MM-DD", "YYYY-MM")
+    limit: float
+    spent: float
+    left: float
+
+
+class BudgetUpdate(BaseModel):
+    """A new limit for a budget cap (admin)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: float = Field(ge=0, le=1e12, allow_inf_nan=False, description="dollars")
+
+
 class ForecastRequest(BaseModel):
     """What to forecast: the live configuration, or another policy or budget ("what if")."""
 

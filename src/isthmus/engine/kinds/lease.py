@@ -43,6 +43,15 @@ class LeaseKind:
                 f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
                 f"exceeds the budget: ${engine.spent:.4f} of ${engine.budget:.4f} committed",
             )
+        cap = engine.ledger.refusal(d.site, d.count * price, engine.clock.now) if price else None
+        if cap is not None:
+            period = f" this {cap.cap.period}" if cap.cap.period else ""
+            raise Refused(
+                StatusCode.OVER_BUDGET,
+                f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
+                f"exceeds budget {cap.cap.name}: ${cap.spent(engine.clock.now):.4f} of ${cap.limit:.4f}{period} "
+                "committed",
+            )
         return backend
 
     def apply(self, engine: Engine, d: LeaseVms, backend: CloudBackend) -> None:
@@ -55,7 +64,8 @@ class LeaseKind:
                 now, int(EventKind.VM_LEASE), -1, d.site, vm_id, 0.0, -1, policy, slots=backend.site.cores_per_node
             )
             engine.spent += price
-            if price and engine.budget is not None:
+            engine.ledger.pay(d.site, price, now)
+            if price and (engine.budget is not None or engine.ledger.covering(d.site)):
                 engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
 
 
