@@ -183,7 +183,8 @@ def test_killing_the_manager_while_it_leases_and_releases_leaves_no_orphan_and_n
             for _ in range(int(os.environ.get("ISTHMUS_CLOUD_CYCLES", "8"))):
                 c = live.client()
                 jobs += [c.submit(command="sleep", args=["0.5"]) for _ in range(rng.randint(1, 3))]
-                time.sleep(rng.uniform(0.1, 2.5))
+                # half the kills right after the submissions, while On-Demand's leases are under way
+                time.sleep(rng.uniform(0.0, 0.15) if rng.random() < 0.5 else rng.uniform(0.1, 2.5))
                 live.kill(signal.SIGKILL)
                 live.start()
             c = live.client()

@@ -90,6 +90,23 @@ class SiteBackend(ABC):
         re-attached (`Engine.reattach`): start it there again. Sites without slots ignore it."""
         return
 
+    # A live site behind an external system (a batch system, a cloud provider) connects in
+    # `begin`, reconciling what it finds there with what was recorded (adopt, end or report
+    # lost); simulated and local sites need none of these.
+
+    def begin(self, manager_id: str) -> None:
+        """Once the live manager's loop runs (after recovery): connect as `manager_id` and
+        reconcile with the external system."""
+        return
+
+    def cancel_all(self) -> None:
+        """At a stop that ends jobs: end what this manager started in the external system."""
+        return
+
+    def close(self) -> None:
+        """At the manager's stop: release threads and connections."""
+        return
+
     @abstractmethod
     def start(self, entry: JobEntry, now: float) -> None:
         """Begin a run of `entry` here (the engine checked that it fits)."""

@@ -59,6 +59,10 @@ RECONCILE_EVERY = 60.0
 BACKOFF_FIRST, BACKOFF_MAX = 30.0, 900.0
 """Seconds a site leases nothing after a capacity or quota error, doubling up to the maximum."""
 
+LEASE_ANSWER_GRACE = 10.0
+"""Seconds a recorded VM whose instance is not found waits before it is leased again (a lease
+request sent just before a crash may still be under way at the provider)."""
+
 RETRY_RELEASE = 30.0
 """Seconds before a termination the provider refused is tried again."""
 
@@ -94,6 +98,7 @@ class ProviderCloud(LocalCloud):
         self._stopped_leasing = ""  # why leasing stopped for good (authentication, invalid request)
         self._worker: SiteWorker | None = None
         self._leasing: set[int] = set()  # VMs whose lease call is under way
+        self._unanswered: dict[int, float] = {}  # recorded VMs with no instance found yet: since when
 
     # ------------------------------------------------------------------------ plumbing
 
@@ -307,7 +312,15 @@ class ProviderCloud(LocalCloud):
             elif pid is not None:
                 self.m.engine.vm_failed(self.index, vm.id, f"the provider no longer has instance {pid}")
             elif vm.state is VmState.BOOTING and vm.id not in self._leasing:
-                # recorded, but the provider was never asked (the manager stopped in between)
+                # recorded, no instance found: the manager stopped before or while asking. A
+                # request sent just before a crash may still be under way at the provider, so
+                # it is leased again (with the same key and client token) only once a second
+                # listing, LEASE_ANSWER_GRACE later, still does not show it
+                first = self._unanswered.setdefault(vm.id, time.time())
+                if time.time() - first < LEASE_ANSWER_GRACE:
+                    self.m.later(LEASE_ANSWER_GRACE, self.reconcile)
+                    continue
+                self._unanswered.pop(vm.id, None)
                 node = self.m.hub.nodes.get(key)
                 if node is not None:
                     log.warning("site %s: VM %s was never leased: leasing it now", self.name, key)

@@ -212,8 +212,7 @@ class Manager:
         self.persist()
         manager_id = self.manager_id = self.store.get_meta("manager_id") or ""
         for b in self.engine.backends:
-            if isinstance(b, BatchCluster | PilotJobs | ProviderCloud):
-                b.begin(manager_id)
+            b.begin(manager_id)  # sites behind external systems reconcile with them
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
 
     def begin_shutdown(self, mode: str | None = None) -> None:
@@ -273,12 +272,11 @@ class Manager:
             else:
                 await self._stop_pilots()
         for b in self.engine.backends:
-            if isinstance(b, BatchCluster | PilotJobs):
-                if self.stop_mode != "detach" and self.config.stop_pilots_on_exit:
-                    await asyncio.to_thread(b.cancel_all)  # batch jobs go with the pilots
-                b.close()
-            elif isinstance(b, ProviderCloud):
-                b.close()  # its VMs stay leased and recorded: the next start reconciles them
+            if self.stop_mode != "detach" and self.config.stop_pilots_on_exit:
+                # batch jobs go with the pilots; a cloud's VMs stay leased and recorded (the
+                # next start reconciles them)
+                await asyncio.to_thread(b.cancel_all)
+            b.close()
         self.store.close()
 
     async def _detach_pilots(self) -> None:
