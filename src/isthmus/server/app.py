@@ -548,7 +548,10 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         return _budget_rows()
 
     @app.put(
-        "/budgets/{name}", response_model=BudgetRow, tags=["admin"], responses=_errors(**_ADMIN, e404="no such budget")
+        "/budgets/{name}",
+        response_model=BudgetRow,
+        tags=["admin"],
+        responses=_errors(**_ADMIN, **_BODY, e404="no such budget"),
     )
     async def set_budget(name: Annotated[str, PathParam(max_length=64)], req: BudgetUpdate, p: Admin) -> BudgetRow:
         """Change a cap's limit now (kept across restarts); leases and billing boundaries are
