@@ -175,3 +175,23 @@ def test_max_size_drops_are_reported(tmp_path):
     report = json.loads(result.stdout[result.stdout.index("{") :])
     assert report["workload_preparation"]["dropped_max_size"] == 2
     assert report["jobs"] == 2
+
+
+def test_rounds_per_event_reproduces_a_per_event_simulator(tmp_path):
+    """The hand-computed FF case of tests/sim/test_round_rules.py, through the CLI: two jobs end
+    together at 10; batch starts the 4-processor job then, per-event the 2-processor one."""
+    lines = [_line(1, 0, 10, 2), _line(2, 0, 10, 2), _line(3, 1, 10, 4), _line(4, 1, 100, 2)]
+    trace = tmp_path / "tie.swf"
+    trace.write_text("; Version: 2.2\n; MaxProcs: 4\n" + "\n".join(lines) + "\n")
+    starts = {}
+    for rule in ("batch", "per-event"):
+        out = tmp_path / rule
+        args = ["simulate", "-w", str(trace), "--cluster", "4", "-p", "ff", "--no-plots", "--rounds", rule]
+        result = invoke(*args, "--out", str(out))
+        assert result.exit_code == 0, result.output
+        with open(out / "ff.jobs.csv") as f:
+            starts[rule] = {int(r["job_id"]): float(r["start"]) for r in csv.DictReader(f)}
+    assert starts["batch"] == {1: 0.0, 2: 0.0, 3: 10.0, 4: 20.0}
+    assert starts["per-event"] == {1: 0.0, 2: 0.0, 3: 110.0, 4: 10.0}
+    bad = invoke("simulate", "-w", str(trace), "--cluster", "4", "--rounds", "sometimes", "--out", str(tmp_path / "x"))
+    assert bad.exit_code != 0 and "--rounds: expected batch or per-event" in bad.output

@@ -159,6 +159,15 @@ def simulate_command(
     round_interval: Annotated[
         str | None, typer.Option("--round-interval", help="Seconds between scheduling rounds, or 'event'.")
     ] = None,
+    rounds: Annotated[
+        str,
+        typer.Option(
+            "--rounds",
+            help="Same-instant rule: 'batch' (completions, then arrivals, then one round) or 'per-event' "
+            "(arrivals first, a round after each event, as simulators that schedule per event; needs event "
+            "rounds).",
+        ),
+    ] = "batch",
     budget: Annotated[
         float | None, typer.Option("--budget", help="Cap on the charged cost of cloud leases ($).", min=0)
     ] = None,
@@ -211,6 +220,10 @@ def simulate_command(
             interval = float(round_interval)
         except ValueError:
             raise fail(f"--round-interval: expected seconds or 'event', got {round_interval!r}") from None
+    if rounds not in ("batch", "per-event"):
+        raise fail(f"--rounds: expected batch or per-event, got {rounds!r}")
+    if rounds == "per-event" and interval:
+        raise fail("--rounds per-event needs event-triggered rounds: add --round-interval event")
     if workload is None:
         workload = default_workload(environment)
     try:
@@ -279,6 +292,7 @@ def simulate_command(
                     budget=budget,
                     enforce_walltime=walltime,
                     progress=tick,
+                    rounds=rounds,
                 )
             except (PolicyError, ValueError) as exc:
                 raise fail(f"{label}: {exc}") from None

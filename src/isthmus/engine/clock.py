@@ -32,6 +32,7 @@ PRIO_LIMIT = 1
 PRIO_VM = 2
 PRIO_WAKE = 3
 PRIO_SUBMIT = 4  # trace arrivals: after completions, VM changes and wake-ups, before the round
+PRIO_ARRIVAL_FIRST = -1  # trace arrivals with per-event rounds: before completions
 PRIO_ROUND = 9
 PRIO_BILLING = 10
 

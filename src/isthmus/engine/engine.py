@@ -60,6 +60,9 @@ _DECISION = int(EventKind.DECISION)
 _RUNNING = JobState.RUNNING
 _QUEUED = JobState.QUEUED
 
+ROUND_RULES: tuple[str, ...] = ("batch", "per-event")
+"""How events at one instant lead to rounds (docs/simulation.md, "Same-instant rules")."""
+
 BackendFactory = Callable[[Schedule], Sequence[SiteBackend]]
 """Builds an engine's site backends, given the function that schedules events for that engine."""
 
@@ -79,7 +82,16 @@ class Engine:
         check_purity: bool = False,
         budget: float | None = None,
         enforce_walltime: bool = False,
+        rounds: str = "batch",
     ) -> None:
+        if rounds not in ROUND_RULES:
+            raise ValueError(f"rounds {rounds!r}: expected one of {', '.join(ROUND_RULES)}")
+        if rounds == "per-event" and round_interval:
+            raise ValueError("per-event rounds need event-triggered rounds (round_interval event), not periodic ones")
+        #: "batch": completions, then arrivals, then one round per instant; "per-event": a round
+        #: after each event (arrivals, fed first, before completions at equal times)
+        self.round_rule = rounds
+        self._round_due = False
         self.env = env
         self.policies = policies
         self.allocation = policies.allocation
@@ -87,7 +99,7 @@ class Engine:
         self._deciders = policies.deciders
         self.clock = clock
         #: this engine's target number on the clock (several engines may share one clock)
-        self.target = clock.register(self.handle)
+        self.target = clock.register(self.handle if rounds == "batch" else self._handle_then_round)
         self.schedule: Schedule = clock.scheduler(self.target)
         self.backends: list[SiteBackend] = list(backends(self.schedule))
         self.round_interval = round_interval
@@ -470,8 +482,28 @@ class Engine:
         """Something changed now: make sure a round follows."""
         self.request_round(self.clock.now)
 
+    def _handle_then_round(self, kind: int, a: int, b: int) -> None:
+        """Per-event rounds: one clock event, then the round it asked for, at once."""
+        self.handle(kind, a, b)
+        self.run_due_round()
+
+    def submit_then_round(self, job: Job) -> JobEntry | None:
+        """Per-event rounds: an arrival, then its round, at once."""
+        entry = self.submit(job)
+        self.run_due_round()
+        return entry
+
+    def run_due_round(self) -> None:
+        """Per-event rounds: run the rounds asked for now (a round may ask for another)."""
+        while self._round_due:
+            self._round_due = False
+            self.run_round()
+
     def request_round(self, t: float) -> None:
         """Make sure a round runs at `t` (at the next period boundary with periodic rounds)."""
+        if self.round_rule == "per-event" and t <= self.clock.now:
+            self._round_due = True
+            return
         interval = self.round_interval
         if interval:
             t = math.ceil(t / interval - 1e-9) * interval

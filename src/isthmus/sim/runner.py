@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from isthmus.engine.backend import SiteBackend
-from isthmus.engine.clock import PRIO_SUBMIT, Schedule, SimClock
+from isthmus.engine.clock import PRIO_ARRIVAL_FIRST, PRIO_SUBMIT, Schedule, SimClock
 from isthmus.engine.engine import Engine
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventLog
@@ -71,6 +71,7 @@ def simulate(
     enforce_walltime: bool = False,
     progress: Callable[[int], None] | None = None,
     clock: SimClock | None = None,
+    rounds: str = "batch",
 ) -> SimulationResult:
     """Simulate `jobs` (sorted by submit time) on `env` with the given policies.
 
@@ -83,6 +84,8 @@ def simulate(
     system allowed, some past the request).
     `progress` is called with the number of jobs submitted so far, now and then.
     The run is driven by `clock` (a new simulated clock by default) through its `run()`.
+    `rounds` is the same-instant rule: "batch" (completions, arrivals, then one round) or
+    "per-event" (arrivals first, a round after each event; needs event-triggered rounds).
     """
     alloc = _choice(allocation) if allocation is not None else env.allocation
     prov = _choice(provisioning) if provisioning is not None else env.provisioning
@@ -101,9 +104,13 @@ def simulate(
         check_purity=check_purity,
         budget=budget,
         enforce_walltime=enforce_walltime,
+        rounds=rounds,
     )
     t0 = time.perf_counter()
-    clock.feed(jobs, _submit_time, engine.submit, PRIO_SUBMIT)
+    if rounds == "per-event":  # arrivals before completions at equal times
+        clock.feed(jobs, _submit_time, engine.submit_then_round, PRIO_ARRIVAL_FIRST)
+    else:
+        clock.feed(jobs, _submit_time, engine.submit, PRIO_SUBMIT)
     clock.run(until, engine.idle, progress)
     n = len(jobs)
     wall = time.perf_counter() - t0
