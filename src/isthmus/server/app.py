@@ -25,8 +25,9 @@ from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import insert, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -739,4 +740,22 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         cmds = manager.report(p.node, req.pilot_id, req.model_dump())
         return JSONResponse({"ok": True, "commands": cmds})
 
+    # ------------------------------------------------------------------------- dashboard
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse("/ui/")
+
+    # the dashboard's page and script (no CDN); it reads the API with the user's own token
+    app.mount("/ui", _DashboardFiles(directory=Path(__file__).with_name("static"), html=True), name="ui")
     return app
+
+
+class _DashboardFiles(StaticFiles):
+    """The dashboard's files, with a policy that lets them load nothing from elsewhere."""
+
+    async def get_response(self, path: str, scope: Any) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers["Content-Security-Policy"] = "default-src 'self'; frame-ancestors 'none'"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
