@@ -63,7 +63,7 @@ def test_direct_mode_runs_jobs_as_slurm_jobs(tmp_path: Path, tag: str, slurm_con
     live = LiveServer(_env(tmp_path, slurm_conf), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
     try:
         c = live.client()
-        one = c.submit(command="sh", args=["-c", "echo $ISTHMUS_SITE $ISTHMUS_JOB_ID"])
+        one = c.submit(command="sh", args=["-c", "sleep 1.5; echo $ISTHMUS_SITE $ISTHMUS_JOB_ID"])  # seen running
         wide = c.submit(command="srun", args=["sh", "-c", "echo $SLURMD_NODENAME"], size=8)
         fails = c.submit(command="sh", args=["-c", "echo oops >&2; exit 3"])
         j = wait_state(c, one, TERMINAL, timeout=60)

@@ -5,7 +5,16 @@ from __future__ import annotations
 import typer
 
 from isthmus import __version__
-from isthmus.cli import env_cmd, experiment_cmd, live_cmd, policies_cmd, simulate_cmd, validate_cmd, workload_cmd
+from isthmus.cli import (
+    env_cmd,
+    experiment_cmd,
+    live_cmd,
+    policies_cmd,
+    report_cmd,
+    simulate_cmd,
+    validate_cmd,
+    workload_cmd,
+)
 
 app = typer.Typer(
     name="isthmus",
@@ -22,6 +31,7 @@ simulate_cmd.register(app)
 experiment_cmd.register(app)
 live_cmd.register(app)
 validate_cmd.register(app)
+report_cmd.register(app)
 
 
 def _version(value: bool) -> None:

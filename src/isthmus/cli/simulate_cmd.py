@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Annotated, cast
 
@@ -21,6 +22,34 @@ DEFAULT_POLICIES = ("ff", "rr", "sjf", "hsdf")
 CLUSTER_POLICIES = ("fcfs", "easy")
 
 err = Console(stderr=True)
+
+
+def command_line(ctx: typer.Context) -> str:
+    """The command that reproduces this invocation: every option given, with its value."""
+    parts = ["isthmus", *ctx.command_path.split()[1:]]
+    for p in ctx.command.params:
+        if p.name is None:
+            continue
+        source = ctx.get_parameter_source(p.name)
+        if source is None or source.name == "DEFAULT":
+            continue
+        value = ctx.params.get(p.name)
+        if p.param_type_name == "argument":
+            parts.append(str(value))
+            continue
+        opt = max(p.opts, key=len)
+        if getattr(p, "is_flag", False):
+            secondary = getattr(p, "secondary_opts", [])
+            if value:
+                parts.append(opt)
+            elif secondary:
+                parts.append(max(secondary, key=len))
+        elif p.multiple:
+            for v in value or ():
+                parts += [opt, str(v)]
+        else:
+            parts += [opt, str(value)]
+    return shlex.join(parts)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -124,6 +153,7 @@ def _safe(label: str) -> str:
 
 
 def simulate_command(
+    ctx: typer.Context,
     env: Annotated[
         str | None, typer.Option("--env", "-e", help="Bundled environment NAME[:k=v] or a TOML/YAML file.")
     ] = None,
@@ -315,6 +345,7 @@ def simulate_command(
         "environment": environment.name,
         "workload": wl.name,
         "workload_spec": workload,
+        "command": command_line(ctx),
         "jobs": len(job_list),
         "workload_preparation": preparation,
         "provisioning": policy_label(prov),

@@ -19,16 +19,16 @@ one batch (`BatchSystem.status` of every run, plus `capacity`). Results come bac
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest, SiteWorker
+from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.state import JobEntry
+from isthmus.live.external import WorkerThread, cancel_quietly
 from isthmus.live.jobfiles import run_files
 from isthmus.model.site import Site
 from isthmus.model.states import JobState
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("isthmus.live.batch")
 
 
-class BatchCluster(SiteBackend):
+class BatchCluster(WorkerThread, SiteBackend):
     """A cluster site whose runs are jobs of a batch system (see the module docstring)."""
 
     def __init__(
@@ -57,17 +57,9 @@ class BatchCluster(SiteBackend):
         self.cancel_when_known: set[tuple[int, int]] = set()
         self.confirmed: set[tuple[int, int]] = set()
         self._reattach: dict[int, str] = {}  # job -> provider id recorded before a restart
-        self._worker: SiteWorker | None = None
         self._polling = False
 
     # ----------------------------------------------------------------------------- plumbing
-
-    @property
-    def worker(self) -> SiteWorker:
-        """The site's worker thread (made on first use, on the running loop)."""
-        if self._worker is None:
-            self._worker = SiteWorker(self.name, asyncio.get_running_loop())
-        return self._worker
 
     def begin(self, manager_id: str) -> None:
         """Connect to the system as manager `manager_id` (its jobs carry it) and start polling
@@ -103,11 +95,6 @@ class BatchCluster(SiteBackend):
         if stale:
             log.warning("site %s: cancelling %d job(s) of runs no longer current: %s", self.name, len(stale), stale)
             self.worker.call(self.system.cancel, stale, done=lambda r: None)
-
-    def close(self) -> None:
-        """Stop the worker thread."""
-        if self._worker is not None:
-            self._worker.close()
 
     def key(self, job: int, run: int) -> str:
         """The name of run `run` of job `job` in the system (in its comment)."""
@@ -324,12 +311,7 @@ class BatchCluster(SiteBackend):
 
     def cancel_all(self) -> None:
         """At a stop that kills jobs: cancel every run of this manager in the system (blocking)."""
-        ids = list(self.provider.values())
-        if ids and self.batch is not None:
-            try:
-                self.batch.cancel(ids)
-            except SiteError as exc:
-                log.warning("site %s: could not cancel %s: %s", self.name, ids, exc)
+        cancel_quietly(self.batch, list(self.provider.values()), self.name)
 
     def _lose(self, job: int, run: int, why: str) -> None:
         entry = self.m.engine.entries.get(job)

@@ -27,14 +27,13 @@ booted with a worker that joins the pool, retired when the work is done):
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from isthmus.backends.api import CloudProvider, Instance, LeaseRequest, SiteWorker
+from isthmus.backends.api import CloudProvider, Instance, LeaseRequest
 from isthmus.backends.errors import (
     AuthenticationError,
     CapacityError,
@@ -45,6 +44,7 @@ from isthmus.backends.errors import (
 from isthmus.backends.local import LocalCloud, vm_node_key
 from isthmus.engine.backend import Vm, VmState
 from isthmus.engine.clock import EV_VM_GONE
+from isthmus.live.external import WorkerThread
 from isthmus.live.pilots import Node
 from isthmus.model.site import Site
 
@@ -80,7 +80,7 @@ def user_data(agent_command: str, url: str, key: str, slots: int, pilot_timeout:
     )
 
 
-class ProviderCloud(LocalCloud):
+class ProviderCloud(WorkerThread, LocalCloud):
     """A cloud site on a real provider (see the module docstring)."""
 
     def __init__(self, index: int, site: Site, make: Callable[[str], CloudProvider], manager: Manager) -> None:
@@ -96,18 +96,10 @@ class ProviderCloud(LocalCloud):
         self.backoff_until = 0.0
         self._backoff = 0.0
         self._stopped_leasing = ""  # why leasing stopped for good (authentication, invalid request)
-        self._worker: SiteWorker | None = None
         self._leasing: set[int] = set()  # VMs whose lease call is under way
         self._unanswered: dict[int, float] = {}  # recorded VMs with no instance found yet: since when
 
     # ------------------------------------------------------------------------ plumbing
-
-    @property
-    def worker(self) -> SiteWorker:
-        """The site's worker thread (made on first use, on the running loop)."""
-        if self._worker is None:
-            self._worker = SiteWorker(self.name, asyncio.get_running_loop())
-        return self._worker
 
     @property
     def cloud(self) -> CloudProvider:
@@ -115,11 +107,6 @@ class ProviderCloud(LocalCloud):
         if self.provider is None:
             raise RuntimeError(f"site {self.name} is used before the manager started it")
         return self.provider
-
-    def close(self) -> None:
-        """Stop the worker thread."""
-        if self._worker is not None:
-            self._worker.close()
 
     def lease_refusal(self, now: float) -> str:
         """Why no VM can be leased now: leasing stopped (authentication, invalid request) or

@@ -26,7 +26,6 @@ in one batch per `poll_interval`:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import math
@@ -38,10 +37,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from isthmus.backends.api import BatchSystem, RemoteState, RunRequest, SiteWorker
+from isthmus.backends.api import BatchSystem, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
 from isthmus.backends.local import LocalCluster
 from isthmus.engine.state import JobEntry
+from isthmus.live.external import WorkerThread, cancel_quietly
 from isthmus.live.pilots import Node
 from isthmus.model.site import Site
 from isthmus.model.states import JobState
@@ -67,7 +67,7 @@ def position_of(key: str) -> int:
     return int(pos) if sep and pos.isdigit() else -1
 
 
-class PilotJobs(LocalCluster):
+class PilotJobs(WorkerThread, LocalCluster):
     """A cluster site whose slots are held by pilot jobs of a batch system (see the module docstring)."""
 
     def __init__(self, index: int, site: Site, make: Callable[[str], BatchSystem], manager: Manager) -> None:
@@ -83,18 +83,10 @@ class PilotJobs(LocalCluster):
         self.since: dict[str, float] = {}  # node key -> when its pilot job was first seen running
         self.retiring: set[str] = set()  # pilots near their walltime: no new run
         self.cancel_when_known: set[str] = set()  # ended before the LRM answered their submission
-        self._worker: SiteWorker | None = None
         self._polling = False
         self._filling_after: float = 0.0  # no new pilot job before this (after a refusal)
 
     # ------------------------------------------------------------------------ plumbing
-
-    @property
-    def worker(self) -> SiteWorker:
-        """The site's worker thread (made on first use, on the running loop)."""
-        if self._worker is None:
-            self._worker = SiteWorker(self.name, asyncio.get_running_loop())
-        return self._worker
 
     @property
     def system(self) -> BatchSystem:
@@ -102,11 +94,6 @@ class PilotJobs(LocalCluster):
         if self.batch is None:
             raise RuntimeError(f"site {self.name} is used before the manager started it")
         return self.batch
-
-    def close(self) -> None:
-        """Stop the worker thread."""
-        if self._worker is not None:
-            self._worker.close()
 
     def nodes(self) -> list[Node]:
         """This site's pilot positions' nodes, current and retiring."""
@@ -389,12 +376,7 @@ class PilotJobs(LocalCluster):
 
     def cancel_all(self) -> None:
         """At a stop that ends jobs: cancel every pilot job of this manager (blocking)."""
-        ids = list(self.job_of.values())
-        if ids and self.batch is not None:
-            try:
-                self.batch.cancel(ids)
-            except SiteError as exc:
-                log.warning("site %s: could not cancel %s: %s", self.name, ids, exc)
+        cancel_quietly(self.batch, list(self.job_of.values()), self.name)
 
 
 def token_path(state_dir: Path, key: str) -> Path:
