@@ -8,7 +8,7 @@
 # runs) share one instance: each start registers a user under a lock and prints its user id
 # last; scripts/stop_gridengine.sh <that id> unregisters it and stops the daemons only when it
 # was the last user and these scripts started them (daemons someone else started are left).
-#   sge_user=$(bash scripts/start_gridengine.sh | tail -1)
+#   sge_user=$(OWNER_PID=$$ bash scripts/start_gridengine.sh | tail -1)
 #   export SGE_ROOT=/var/lib/gridengine SGE_CELL=default
 set -euo pipefail
 export SGE_ROOT=/var/lib/gridengine SGE_CELL=default
@@ -101,7 +101,9 @@ wait_for 60 "the exec host reporting" sh -c \
   'qstat -f -q all.q | awk '\''$1 ~ /^all.q@/ {print $6}'\'' | grep -qv . && qstat -f -q all.q | grep -q "^all.q@"'
 qmod -cq all.q >/dev/null 2>&1 || true  # a queue left in error by an earlier run
 
-user="$$-$(date +%s%N)"
+# the id starts with the owner's pid (OWNER_PID, default the caller): a user whose process died
+# without unregistering (a killed test run) is dropped by the next stop
+user="${OWNER_PID:-$PPID}-$(date +%s%N)"
 echo "$user" >>"$STATE/users"
 echo "Grid Engine up: queue all.q on localhost, SGE_ROOT=$SGE_ROOT SGE_CELL=$SGE_CELL" >&2
 echo "$user"

@@ -15,6 +15,12 @@ if [ -n "$user" ] && [ -f "$STATE/users" ]; then
   grep -vxF "$user" "$STATE/users" >"$STATE/users.new" || true
   mv "$STATE/users.new" "$STATE/users"
 fi
+if [ -f "$STATE/users" ]; then  # drop users whose process is gone (killed without stopping)
+  while read -r u; do
+    kill -0 "${u%%-*}" 2>/dev/null && echo "$u"
+  done <"$STATE/users" >"$STATE/users.new" || true
+  mv "$STATE/users.new" "$STATE/users"
+fi
 if [ -s "$STATE/users" ]; then
   exit 0  # someone still uses it
 fi

@@ -9,7 +9,9 @@ schedules them on the simulated clock, a live backend posts them when they reall
 from __future__ import annotations
 
 import bisect
+import itertools
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from enum import IntEnum
 
 from isthmus.engine.state import JobEntry
@@ -28,12 +30,27 @@ class VmState(IntEnum):
 class Vm:
     """One leased VM of a cloud site: one node with `cores` processors."""
 
-    __slots__ = ("cores", "free", "id", "idle_since", "leased_at", "ready_at", "released_at", "state")
+    __slots__ = (
+        "cores",
+        "free",
+        "id",
+        "idle_since",
+        "leased_at",
+        "load",
+        "ready_at",
+        "released_at",
+        "reserved_for",
+        "state",
+    )
 
     def __init__(self, vm_id: int, cores: int, leased_at: float) -> None:
         self.id = vm_id
         self.cores = cores
         self.free = cores
+        #: processors' worth of runs on the VM: above `cores` when runs share it (FCFS-NW)
+        self.load = 0
+        #: the queued job this idle VM is reserved for (ReserveVms), -1 when none
+        self.reserved_for = -1
         self.leased_at = leased_at
         self.ready_at = -1.0
         self.released_at = -1.0
@@ -65,6 +82,10 @@ class SiteBackend(ABC):
         self.by_estimated_end: list[tuple[float, int]] = []
         #: why the site cannot be used now ("" while it can): a batch system not answering, ...
         self.unavailable = ""
+        #: free processors held by reservations for queued jobs (only clouds reserve VMs)
+        self.reserved_cores = 0
+        #: True once a run shared processors here (StartJob.share): ends are then checked
+        self.sharing = False
 
     @property
     def busy(self) -> int:
@@ -84,6 +105,29 @@ class SiteBackend(ABC):
         else:  # estimated end computed differently (float noise): fall back to a scan
             # in place: the view holds a read-only window on this very list
             self.by_estimated_end[:] = [p for p in self.by_estimated_end if p[1] != entry.job.id]
+
+    def free_for(self, job_id: int) -> int:
+        """Free processors job `job_id` may use: the free ones less those reserved for other jobs."""
+        return self.free
+
+    def drop_reservation(self, job_id: int) -> list[int]:
+        """End what is reserved for `job_id` here (it started or left the queue); returns the
+        VMs it held (only clouds reserve)."""
+        return []
+
+    def can_share(self, size: int) -> bool:
+        """Whether a run of `size` processors may start here sharing busy processors (only
+        clouds: enough ready VMs to spread it over)."""
+        return False
+
+    def start_shared(self, entry: JobEntry, now: float) -> None:
+        """Begin a run of `entry` sharing busy processors (the engine checked `can_share`)."""
+        raise NotImplementedError(f"site {self.name} does not share processors")
+
+    def end_due(self, entry: JobEntry, now: float) -> bool:
+        """Whether a reported end of the current run of `entry` is its real end (a simulated
+        site whose runs share processors moves their ends); live sites: always."""
+        return True
 
     def expect_reattach(self, job_id: int, slots: list[tuple[str, int]]) -> None:
         """A run of `job_id` recorded on `slots` before a manager restart is about to be
@@ -144,6 +188,65 @@ class CloudBackend(SiteBackend):
         # Ready VMs running nothing, in the order they became idle.
         self._idle: dict[int, Vm] = {}
         self._restoring = False
+        #: VMs reserved per queued job id (ReserveVms), in the order they were reserved
+        self.reservations: dict[int, list[int]] = {}
+        self._rr = 0  # where the next shared run starts looking (round robin)
+
+    def free_for(self, job_id: int) -> int:
+        """Free processors job `job_id` may use: the free ones less those reserved for other jobs."""
+        if not self.reserved_cores:
+            return self.free
+        own = sum(self.vms[v].cores for v in self.reservations.get(job_id, ()))
+        return self.free - self.reserved_cores + own
+
+    def reserve(self, job_id: int, count: int) -> tuple[list[int], list[int]]:
+        """Hold `count` idle VMs for `job_id`: keep those held, add idle VMs held for no one
+        (longest idle first) or give back the latest ones. Returns (VMs added, VMs given back)."""
+        held = self.reservations.pop(job_id, [])
+        added: list[int] = []
+        back: list[int] = []
+        while len(held) > count:
+            vm = self.vms[held.pop()]
+            vm.reserved_for = -1
+            self.reserved_cores -= vm.cores
+            back.append(vm.id)
+        if len(held) < count:
+            for vm in self._idle.values():
+                if vm.reserved_for < 0:
+                    vm.reserved_for = job_id
+                    self.reserved_cores += vm.cores
+                    held.append(vm.id)
+                    added.append(vm.id)
+                    if len(held) == count:
+                        break
+        if held:
+            self.reservations[job_id] = held
+        return added, back
+
+    def drop_reservation(self, job_id: int) -> list[int]:
+        """End what is reserved for `job_id` here (it started or left the queue); returns the
+        VMs it held."""
+        ids = self.reservations.pop(job_id, None)
+        if not ids:
+            return []
+        for vm_id in ids:
+            vm = self.vms[vm_id]
+            vm.reserved_for = -1
+            self.reserved_cores -= vm.cores
+        return ids
+
+    def _unreserve_vm(self, vm: Vm) -> None:
+        """Take a VM that is going away (released, failed) out of its job's reservation."""
+        job_id = vm.reserved_for
+        if job_id < 0:
+            return
+        vm.reserved_for = -1
+        self.reserved_cores -= vm.cores
+        ids = self.reservations.get(job_id)
+        if ids is not None:
+            ids.remove(vm.id)
+            if not ids:
+                del self.reservations[job_id]
 
     def idle_vms(self) -> list[Vm]:
         """Ready VMs running nothing, longest idle first."""
@@ -210,6 +313,7 @@ class CloudBackend(SiteBackend):
             vm.released_at = now
             self.leased -= 1
             self._idle.pop(vm_id, None)
+            self._unreserve_vm(vm)
             self.online -= vm.cores
             self.free -= vm.cores
             self._shutdown(vm, now)
@@ -227,6 +331,7 @@ class CloudBackend(SiteBackend):
         """A booting or ready VM running nothing (the engine killed its runs) failed: it is gone
         now, with no shutdown; billing stops."""
         vm = self.vms.pop(vm_id)
+        self._unreserve_vm(vm)
         if vm.state is VmState.BOOTING:
             self.booting -= 1
         else:
@@ -246,39 +351,97 @@ class CloudBackend(SiteBackend):
     def _discard(self, vm: Vm, now: float) -> None:
         """Forget a failed VM at the site (a live cloud stops what is left of it); nothing here."""
 
+    def can_share(self, size: int) -> bool:
+        """True when the ready VMs have `size` processors in all (a shared run takes at most a
+        VM's cores on each VM it is spread over)."""
+        return self.online >= size
+
+    def start_shared(self, entry: JobEntry, now: float) -> None:
+        """Begin a run on the free processors and, for the rest, on busy ready VMs round robin."""
+        self._place(entry, now, None, share=True)
+
+    def _share(self, need: int, chosen: list[tuple[int, int]]) -> None:
+        """Place `need` more processors on busy ready VMs, round robin from where the last
+        shared run ended, at most a VM's cores on each VM not chosen yet."""
+        ready = [vm for vm in self.vms.values() if vm.state is VmState.READY]
+        taken = {v for v, _ in chosen}
+        n = len(ready)
+        for k in range(n):
+            vm = ready[(self._rr + k) % n]
+            if vm.id in taken:
+                continue
+            take = min(need, vm.cores)
+            chosen.append((vm.id, take))
+            need -= take
+            if not need:
+                self._rr = (self._rr + k + 1) % n
+                return
+
+    def _load(self, vm: Vm, delta: int, now: float) -> None:
+        """Add `delta` processors' worth of run to `vm`, keeping its and the site's free counts."""
+        vm.load += delta
+        free = max(0, vm.cores - vm.load)
+        self.free += free - vm.free
+        vm.free = free
+        if vm.load == 0:
+            if vm.state is VmState.READY:
+                vm.idle_since = now
+                self._idle[vm.id] = vm
+        else:
+            vm.idle_since = -1.0
+            self._idle.pop(vm.id, None)
+
     def start(self, entry: JobEntry, now: float, alloc: tuple[tuple[int, int], ...] | None = None) -> None:
         """Begin a run on ready VMs with free cores, or on `alloc` ((vm id, cores), ...) when given
-        (a run re-attached after a manager restart keeps the VMs it was recorded on)."""
+        (a run re-attached after a manager restart keeps the VMs it was recorded on). The VMs
+        reserved for the job are taken first, VMs reserved for other jobs never (the engine
+        ends the job's reservation after the start)."""
+        self._place(entry, now, alloc, share=False)
+
+    def _place(self, entry: JobEntry, now: float, alloc: tuple[tuple[int, int], ...] | None, *, share: bool) -> None:
         need = entry.job.size
         chosen = []
-        candidates = (
-            ((self.vms[v], c) for v, c in alloc) if alloc is not None else ((vm, vm.free) for vm in self.vms.values())
-        )
+        job_id = entry.job.id
+        candidates: Iterable[tuple[Vm, int]]
+        if alloc is not None:
+            candidates = ((self.vms[v], c) for v, c in alloc)
+        elif self.reserved_cores:
+            own = [self.vms[v] for v in self.reservations.get(job_id, ())]
+            others = (vm for vm in self.vms.values() if vm.reserved_for < 0)
+            candidates = ((vm, vm.free) for vm in itertools.chain(own, others))
+        else:
+            candidates = ((vm, vm.free) for vm in self.vms.values())
         for vm, cores in candidates:
             if vm.state is VmState.READY and vm.free:
                 take = min(vm.free, need, cores)
-                vm.free -= take
-                vm.idle_since = -1.0
-                self._idle.pop(vm.id, None)
                 chosen.append((vm.id, take))
                 need -= take
                 if not need:
                     break
+        if need and share:
+            self._share(need, chosen)
+            self.sharing = True
+        vms = self.vms
+        if self.sharing:
+            self._loads_changing([v for v, _ in chosen], now)
+        for vm_id, take in chosen:
+            self._load(vms[vm_id], take, now)
         entry.alloc = tuple(chosen)
-        self.free -= entry.job.size
         self._track_start(entry, now)
         self._launch(entry, now)
+        if self.sharing:
+            self._loads_changed([v for v, _ in chosen], now)
 
     def _free_alloc(self, entry: JobEntry, now: float) -> None:
-        for vm_id, cores in entry.alloc:
-            vm = self.vms[vm_id]
-            vm.free += cores
-            if vm.free == vm.cores:
-                vm.idle_since = now
-                self._idle[vm_id] = vm
-        entry.alloc = ()
-        self.free += entry.job.size
         self._track_stop(entry)
+        vms = self.vms
+        if self.sharing:
+            self._loads_changing([v for v, _ in entry.alloc], now)
+        for vm_id, cores in entry.alloc:
+            self._load(vms[vm_id], -cores, now)
+        if self.sharing:
+            self._loads_changed([v for v, _ in entry.alloc], now)
+        entry.alloc = ()
 
     def stop(self, entry: JobEntry, now: float) -> None:
         self._kill(entry, now)
@@ -286,6 +449,13 @@ class CloudBackend(SiteBackend):
 
     def finished(self, entry: JobEntry, now: float) -> None:
         self._free_alloc(entry, now)
+
+    def _loads_changing(self, vm_ids: list[int], now: float) -> None:
+        """The runs on `vm_ids` are about to get more or fewer processors' worth of company
+        (a simulated cloud brings their progress up to `now`); nothing on live sites."""
+
+    def _loads_changed(self, vm_ids: list[int], now: float) -> None:
+        """The load of `vm_ids` changed (a simulated cloud moves the ends of their runs)."""
 
     @abstractmethod
     def _boot(self, vm: Vm, now: float) -> None:

@@ -149,6 +149,8 @@ class Engine:
         self.round_observer: Callable[[float], None] | None = None
         #: the policy whose decisions are being applied (named in the log when a decision does not)
         self.deciding = ""
+        #: True once a ReserveVms was applied (only then do starts and cancels look for holds)
+        self.reserving = False
         self._kinds = kinds()
         self._round_at = math.inf
         self._last_round = -math.inf
@@ -364,6 +366,8 @@ class Engine:
             return  # a completion of a run that was killed meanwhile
         now = self.clock.now
         backend = self.backends[entry.site]
+        if backend.sharing and not backend.end_due(entry, now):
+            return  # an end moved later since: the run shares processors
         backend.finished(entry, now)
         if exit_code == 0:
             entry.state = JobState.COMPLETED
@@ -447,12 +451,23 @@ class Engine:
             self.log.append(now, _KILL, job_id, entry.site, -1, int(KillCause.CANCEL), entry.run)
         else:
             self.dequeue(entry)
+            if self.reserving:
+                self.drop_reservations(job_id)
         entry.state = JobState.CANCELLED
         self.log.append(now, int(EventKind.CANCEL), job_id, -1, -1, 0.0, entry.run)
         del self.entries[job_id]
         self.why_not.pop(job_id, None)
         self._changed()
         return True
+
+    def drop_reservations(self, job_id: int) -> None:
+        """A queued job left its queue (started, cancelled): end what is reserved for it
+        anywhere, logging each VM given back (RESERVE, value 0)."""
+        now = self.clock.now
+        for b in self.backends:
+            if b.reserved_cores:
+                for vm_id in b.drop_reservation(job_id):
+                    self.log.append(now, int(EventKind.RESERVE), job_id, b.index, vm_id, 0.0)
 
     # ------------------------------------------------------------------ used by decision kinds
 

@@ -82,6 +82,11 @@ class VmView:
         """Ready and running nothing."""
         return self._vm.idle
 
+    @property
+    def reserved_for(self) -> int:
+        """The queued job this VM is reserved for (ReserveVms), -1 when none."""
+        return self._vm.reserved_for
+
 
 class SiteView:
     """A site's current state, read-only: capacity, running jobs and their estimated ends."""
@@ -107,6 +112,15 @@ class SiteView:
     def online(self) -> int:
         """Processors usable now (busy or not)."""
         return self._b.online
+
+    @property
+    def reserved(self) -> int:
+        """Free processors held by reservations for queued jobs (part of `free`)."""
+        return self._b.reserved_cores
+
+    def free_for(self, job_id: int) -> int:
+        """Free processors job `job_id` may use: `free` less those reserved for other jobs."""
+        return self._b.free_for(job_id)
 
     @property
     def busy(self) -> int:

@@ -3,7 +3,7 @@
 Nothing in this package does I/O or reads a clock.
 """
 
-from isthmus.model.decisions import Decision, HoldJob, KillJob, LeaseVms, ReleaseVms, StartJob, WakeUp
+from isthmus.model.decisions import Decision, HoldJob, KillJob, LeaseVms, ReleaseVms, ReserveVms, StartJob, WakeUp
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass, VmRequirements
@@ -21,6 +21,7 @@ __all__ = [
     "PolicyChoice",
     "PriorityClass",
     "ReleaseVms",
+    "ReserveVms",
     "Site",
     "SiteKind",
     "SiteSet",

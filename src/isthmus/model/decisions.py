@@ -14,13 +14,16 @@ class StartJob:
 
     `limit` (seconds) makes the engine kill the run when it has lasted that long and requeue
     the job in the next stage (TAGS, KOALA-C §IV-B); None lets it run to completion.
-    `by` names the deciding policy, for the event log and "why" answers.
+    `by` names the deciding policy, for the event log and "why" answers. With `share` the job
+    may start on a cloud without enough free processors: what is missing is taken on busy VMs,
+    round robin, whose processors it then shares with their runs (FCFS-NW, Villegas §6.3.2).
     """
 
     job_id: int
     site: int
     limit: float | None = None
     by: str = ""
+    share: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,26 @@ class ReleaseVms:
 
 
 @dataclass(frozen=True, slots=True)
+class ReserveVms:
+    """Hold `count` idle VMs of cloud site `site` for queued job `job_id` (0 drops its hold).
+
+    Villegas dissertation §7.3.1: "partially available resources need to be marked until there
+    are enough to fulfill the number of required processors by a job, so that they are not
+    released due to being idle". The engine keeps the VMs already held for the job and adds
+    idle VMs held for no one (longest idle first) up to `count`, or as many as there are; a
+    count below what is held gives back the most recently reserved ones. A reserved VM runs
+    no other job and no release of it is accepted; the reservation ends when the job starts
+    (on its reserved VMs first) or leaves the queue. A count lets a policy reserve in the
+    round it starts other jobs, before it knows which VMs those take.
+    """
+
+    job_id: int
+    site: int
+    count: int
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class HoldJob:
     """Explain why a queued job was not started this round (a policy's answer to "why?")."""
 
@@ -72,4 +95,4 @@ class WakeUp:
     by: str = ""
 
 
-Decision = StartJob | KillJob | LeaseVms | ReleaseVms | HoldJob | WakeUp
+Decision = StartJob | KillJob | LeaseVms | ReleaseVms | ReserveVms | HoldJob | WakeUp

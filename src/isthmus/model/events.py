@@ -33,6 +33,7 @@ class EventKind(IntEnum):
     VM_GONE = 11  # VM shut down
     DECISION = 12  # a decision refused or held; value = StatusCode; reason in `notes`; policy set
     VM_FAILED = 13  # a VM failed (boot timeout, error state); reason in `notes`
+    RESERVE = 14  # VM `vm` of site reserved for queued job (value 1) or given back (value 0); policy set
 
 
 class KillCause(IntEnum):

@@ -34,6 +34,8 @@ _FAMILIES: dict[str, int | None] = {
 _TABLE: dict[str, dict[str, str]] = {
     "allocation": {
         "fcfs": "isthmus.policies.allocation.fcfs:StrictFcfs",
+        "fcfs-reserve": "isthmus.policies.allocation.fcfs_reserve:FcfsReserve",
+        "fcfs-nw": "isthmus.policies.allocation.fcfs_nw:FcfsNoWait",
         "easy": "isthmus.policies.allocation.easy:EasyBackfilling",
         "ff": "isthmus.policies.allocation.first_fit:FirstFit",
         "rr": "isthmus.policies.allocation.round_robin:RoundRobin",

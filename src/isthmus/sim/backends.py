@@ -36,11 +36,72 @@ class SimCluster(SiteBackend):
 
 
 class SimCloud(CloudBackend):
-    """A cloud site whose VMs boot after `boot_time` and are gone `shutdown_time` after release."""
+    """A cloud site whose VMs boot after `boot_time` and are gone `shutdown_time` after release.
+
+    Runs that share a VM's processors (FCFS-NW) slow down as processes on a time-shared
+    machine do: each processor's worth of run on a VM carrying `load` processors' worth on
+    `cores` progresses at `cores / load` of full speed (egalitarian processor sharing), and a
+    run spread over several VMs at the rate of its slowest VM. Whenever a VM's load changes,
+    the remaining work of its runs is brought up to date and their ends are moved; the ends
+    scheduled before are then stale (`end_due`).
+    """
 
     def __init__(self, index: int, site: Site, schedule: Schedule) -> None:
         super().__init__(index, site)
         self._at = schedule
+        # job id -> [work left at full speed, rate, since, end] of runs whose rate ever changed
+        self._work: dict[int, list[float]] = {}
+
+    def _rate(self, entry: JobEntry) -> float:
+        rate = 1.0
+        for vm_id, _ in entry.alloc:
+            vm = self.vms[vm_id]
+            if vm.load > vm.cores:
+                rate = min(rate, vm.cores / vm.load)
+        return rate
+
+    def _runs_on(self, vm_ids: list[int]) -> list[JobEntry]:
+        ids = set(vm_ids)
+        return [e for e in self.running.values() if any(v in ids for v, _ in e.alloc)]
+
+    def _loads_changing(self, vm_ids: list[int], now: float) -> None:
+        """Bring the work left of the runs on `vm_ids` up to `now` at their current rates."""
+        for e in self._runs_on(vm_ids):
+            w = self._work.get(e.job.id)
+            if w is None:  # at full speed since it started
+                self._work[e.job.id] = [e.job.runtime - (now - e.started), 1.0, now, e.started + e.job.runtime]
+            else:
+                w[0] -= (now - w[2]) * w[1]
+                w[2] = now
+
+    def _loads_changed(self, vm_ids: list[int], now: float) -> None:
+        """Give the runs on `vm_ids` their new rates and move their ends."""
+        for e in self._runs_on(vm_ids):
+            rate = self._rate(e)
+            w = self._work.get(e.job.id)
+            if w is None:  # a run starting now
+                if rate == 1.0:
+                    continue
+                w = self._work[e.job.id] = [e.job.runtime, 1.0, now, now + e.job.runtime]
+            if rate != w[1]:
+                w[1] = rate
+                w[3] = now + max(0.0, w[0]) / rate
+                self._at(w[3], PRIO_END, EV_END, e.job.id, e.run)
+
+    def end_due(self, entry: JobEntry, now: float) -> bool:
+        """False for an end scheduled before the run's rate changed."""
+        w = self._work.get(entry.job.id)
+        if w is None:
+            return True
+        if now < w[3] - 1e-9 * max(1.0, abs(w[3])):
+            return False
+        del self._work[entry.job.id]
+        return True
+
+    def stop(self, entry: JobEntry, now: float) -> None:
+        """Kill the run and forget its progress."""
+        self._work.pop(entry.job.id, None)
+        super().stop(entry, now)
 
     def _boot(self, vm: Vm, now: float) -> None:
         self._at(now + self.site.boot_time, PRIO_VM, EV_VM_READY, self.index, vm.id)

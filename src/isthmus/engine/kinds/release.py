@@ -29,6 +29,10 @@ class ReleaseKind:
                 raise Refused(StatusCode.WRONG_STATE, f"VM {vm_id} of {backend.name} is not a ready VM")
             if vm.free != vm.cores:
                 raise Refused(StatusCode.WRONG_STATE, f"VM {vm_id} of {backend.name} is running a job")
+            if vm.reserved_for >= 0:
+                raise Refused(
+                    StatusCode.RESERVED, f"VM {vm_id} of {backend.name} is reserved for job {vm.reserved_for}"
+                )
         if backend.leased - len(ids) < backend.site.min_vms:
             raise Refused(
                 StatusCode.OVER_LIMIT,

@@ -36,9 +36,20 @@ class StartKind:
         if d.site not in engine.stage_sites[entry.stage]:
             raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} is not among the sites of queue {entry.stage}")
         size = entry.job.size
-        if size > backend.free:
+        if size > backend.free and not (d.share and backend.can_share(size)):
+            if d.share:
+                raise Refused(
+                    StatusCode.NO_CAPACITY,
+                    f"needs {size} processors; site {backend.name} has {backend.online} on ready VMs to share",
+                )
             raise Refused(
                 StatusCode.NO_CAPACITY, f"needs {size} processors; site {backend.name} has {backend.free} free"
+            )
+        if backend.reserved_cores and size > backend.free_for(entry.job.id):
+            raise Refused(
+                StatusCode.RESERVED,
+                f"needs {size} processors; site {backend.name} has {backend.free} free, "
+                f"{backend.free - backend.free_for(entry.job.id)} of them reserved for other jobs",
             )
         if not backend.available(engine.clock.now):
             raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
@@ -54,7 +65,12 @@ class StartKind:
         entry.started = now
         entry.run += 1
         entry.limit = d.limit
-        backend.start(entry, now)
+        if d.share:
+            backend.start_shared(entry, now)
+        else:
+            backend.start(entry, now)
+        if engine.reserving:
+            engine.drop_reservations(entry.job.id)
         engine.log_start(entry, d.site, d.by or engine.deciding)
         if d.limit is not None:
             engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)

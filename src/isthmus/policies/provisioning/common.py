@@ -127,13 +127,17 @@ def idle_release(
     cloud: CloudInfo, now: float, idle_time: float, keep: int, name: str, limit: int | None = None
 ) -> tuple[ReleaseVms | None, float]:
     """Release the idle VMs of `cloud` idle for at least `idle_time`, longest idle first, leaving
-    `keep` idle VMs (claimed by the queue) and the cloud's minimum; at most `limit` VMs.
+    `keep` idle VMs (claimed by the queue; reserved VMs are never released and count among
+    them) and the cloud's minimum; at most `limit` VMs.
 
     Returns the release (None when nothing is due) and the earliest time another idle VM
     becomes due (inf when none), for a wake-up.
     """
     spare = cloud.leased - cloud.site.min_vms
-    idle = list(cloud.idle_vms())
+    everything = cloud.idle_vms()
+    # VMs reserved for a queued job (ReserveVms) are never released; they count among the kept
+    idle = [vm for vm in everything if vm.reserved_for < 0]
+    keep = max(0, keep - (len(everything) - len(idle)))
     # the queue keeps the most recently idle VMs; the longest idle ones go first
     candidates = idle[: max(0, len(idle) - keep)]
     budget = min(spare, len(candidates) if limit is None else min(limit, len(candidates)))

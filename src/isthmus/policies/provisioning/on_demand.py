@@ -112,6 +112,8 @@ class OnDemand:
             for vm in c.idle_vms():
                 if len(release) >= spare:
                     break
+                if vm.reserved_for >= 0:
+                    continue  # held for a queued job (ReserveVms): never released
                 at = self._release_time(c, vm.leased_at, vm.idle_since, now)
                 if at <= now:
                     release.append(vm.id)
