@@ -32,6 +32,7 @@ EXPECTED_NAMES = {
     "villegas-das4",
     "villegas-fiu",
     "villegas-ec2",
+    "villegas-parallel",
     "local",
     "single-cluster",
 }
@@ -47,6 +48,7 @@ SPECS = [bundled(name).example_spec for name in bundled_names()] + [
     "ibm-enterprise-cloud:cloud=0,cluster=450",
     "ibm-enterprise-cloud:cloud=200,price=0.065",
     "villegas-fiu:boot_time=20",
+    "villegas-parallel:vms=150,idle_time=0",
     "local:billing_increment=1",
     "single-cluster:processors=1",
 ]

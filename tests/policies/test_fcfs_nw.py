@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import job
+from isthmus.metrics.run import compute_run_metrics
 from isthmus.model import Environment, Job, Site, SiteKind
 from isthmus.model.decisions import StartJob, WakeUp
 from isthmus.model.events import EventKind
@@ -34,6 +35,12 @@ def test_jobs_share_busy_vms_round_robin_and_slow_down():
     starts = {e.job: e.time for e in r.log if e.kind is EventKind.START}
     assert starts == {1: 0, 2: 0, 3: 10, 4: 20}  # nobody waits
     assert ends(r) == {1: 150, 2: 110, 3: 110, 4: 40}
+    # slowdowns count each run against its runtime alone (the dissertation's JSD), from SHARED events
+    shared = {e.job: e.value for e in r.log if e.kind is EventKind.SHARED}
+    assert shared == {1: 100, 2: 100, 3: 50, 4: 10}
+    m = compute_run_metrics(r.log, {j.id: j for j in jobs}, two_vms(), r.end_time)
+    slowdown = dict(zip(m.records.job_id.tolist(), m.records.slowdown.tolist(), strict=True))
+    assert slowdown == {1: 1.5, 2: 1.1, 3: 2.0, 4: 2.0}
     # strict FCFS on the same VMs: jobs 3 and 4 wait for a free VM instead
     r = simulate(two_vms(), jobs, "fcfs", "startup")
     assert ends(r) == {1: 100, 2: 100, 3: 150, 4: 110}

@@ -80,7 +80,11 @@ def _status_fields(status: SweepStatus) -> dict[str, object]:
 
 def experiment_command(
     name: Annotated[
-        str, typer.Argument(help="koala-c-limits | koala-c-sets | koala-c-multicluster | koala-c-multicloud")
+        str,
+        typer.Argument(
+            help="koala-c-limits | koala-c-sets | koala-c-multicluster | koala-c-multicloud | villegas-provisioning "
+            "| villegas-allocation | villegas-short-long | villegas-pairs | villegas-fcbf"
+        ),
     ],
     trace: Annotated[
         list[Path] | None, typer.Option("--trace", "-t", help="Trace file (repeat); default: the paper's traces found.")
@@ -114,49 +118,73 @@ def experiment_command(
     limits: Annotated[
         str | None, typer.Option(help="Runtime limits in minutes, e.g. '5-180/5' (limits, sets).")
     ] = None,
-    cancelled: Annotated[str, typer.Option("--cancelled", help=CANCELLED_HELP)] = RUN_CANCELLED,
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            help="Workload seeds per point, 0..N-1 (villegas experiments on synthetic workloads; default 10)."
+        ),
+    ] = None,
+    week: Annotated[int | None, typer.Option(help="Week of the trace, from 0 (villegas-fcbf; default 1).")] = None,
+    cancelled: Annotated[str | None, typer.Option("--cancelled", help=CANCELLED_HELP)] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every simulation's row and the files as JSON.")
     ] = False,
 ) -> None:
-    """Run a KOALA-C experiment and write CSV, PNG figures and a Markdown summary beside the paper's numbers.
+    """Run a seed's experiment and write CSV, PNG figures and a Markdown summary beside the seed's findings.
 
-    Every finished simulation is saved in OUT/points.jsonl as it completes; after an interruption
-    the same command with --resume computes only the missing ones.
+    KOALA-C (koala-c-*) and the Villegas dissertation (villegas-*). Every finished simulation is
+    saved in OUT/points.jsonl as it completes; after an interruption the same command with
+    --resume computes only the missing ones.
     """
-    from isthmus.experiments.koala_c import DEFAULT_TRACES, EXPERIMENTS
+    from isthmus.experiments.catalog import EXPERIMENTS
 
-    run = EXPERIMENTS.get(name)
-    if run is None:
+    spec = EXPERIMENTS.get(name)
+    if spec is None:
         raise fail(f"unknown experiment {name!r}; valid: {', '.join(EXPERIMENTS)}")
+    run = spec.run
     if scheduler is not None and workers is not None:
         raise fail("--scheduler and --workers exclude each other: the cluster behind the scheduler has its own workers")
     if workers is not None and workers < 1:
         raise fail(f"--workers must be at least 1, got {workers}")
     if resume and force:
         raise fail("--resume and --force exclude each other: resume reuses saved points, force discards them")
-    if trace:
+    paths: list[str] = []
+    if spec.traces is None:
+        if trace:
+            raise fail(f"{name} runs the dissertation's synthetic workloads: it takes no --trace")
+    elif trace:
         missing = [str(t) for t in trace if not t.exists()]
         if missing:
             raise fail(f"trace not found: {', '.join(missing)}")
         paths = [str(t) for t in trace]
     else:
-        paths = [str(SHARED_TRACES / t) for t in DEFAULT_TRACES if (SHARED_TRACES / t).exists()]
+        paths = [str(SHARED_TRACES / t) for t in spec.traces if (SHARED_TRACES / t).exists()]
         if not paths:
-            raise fail(f"no --trace given and none of the paper's traces found in {SHARED_TRACES}")
-    if cancelled not in CANCELLED_CHOICES:
+            raise fail(f"no --trace given and none of the seed's traces ({', '.join(spec.traces)}) in {SHARED_TRACES}")
+    kwargs: dict[str, object] = {}
+    given = {
+        "cancelled": ("--cancelled", cancelled),
+        "chains": ("--chains", _ints(chains, "--chains")),
+        "limits_min": ("--limits", _ints(limits, "--limits")),
+        "seeds": ("--seeds", seeds),
+        "week": ("--week", week),
+    }
+    for key, (flag, value) in given.items():
+        if value is None:
+            continue
+        if key not in spec.options:
+            raise fail(f"{flag} does not apply to {name}")
+        kwargs[key] = value
+    if cancelled is not None and cancelled not in CANCELLED_CHOICES:
         raise fail(f"--cancelled: expected one of {', '.join(CANCELLED_CHOICES)}, got {cancelled!r}")
-    kwargs: dict[str, object] = {"cancelled": cancelled}
-    chain_values = _ints(chains, "--chains")
-    limit_values = _ints(limits, "--limits")
-    if chain_values is not None:
-        if name not in ("koala-c-limits", "koala-c-multicluster"):
-            raise fail(f"--chains does not apply to {name}")
-        kwargs["chains"] = chain_values
-    if limit_values is not None:
-        if name not in ("koala-c-limits", "koala-c-sets"):
-            raise fail(f"--limits does not apply to {name}")
-        kwargs["limits_min"] = limit_values
+    if "cancelled" in spec.options:
+        kwargs.setdefault("cancelled", RUN_CANCELLED)
+    if seeds is not None:
+        if seeds < 1:
+            raise fail(f"--seeds must be at least 1, got {seeds}")
+        kwargs["seeds"] = tuple(range(seeds))
+    if week is not None and week < 0:
+        raise fail(f"--week must be >= 0, got {week}")
     out_dir = out or Path("out/experiments") / name
     console = Console(stderr=as_json)
     try:
@@ -180,8 +208,13 @@ def experiment_command(
             where = f"on a {kind} at {info.address} with {info.workers} worker(s)"
             if info.workers == 0:
                 console.print("[yellow]note:[/] the scheduler has no workers yet; points wait until one connects")
-        console.print(f"[bold]{name}[/] on {len(paths)} trace(s) {where} -> {out_dir}", highlight=False)
-        console.print(f"Jobs cancelled before they started: --cancelled {cancelled} ({CANCELLED_MEANINGS[cancelled]})")
+        what = f"{len(paths)} trace(s)" if spec.traces is not None else "synthetic workloads"
+        console.print(f"[bold]{name}[/] on {what} {where} -> {out_dir}", highlight=False)
+        if "cancelled" in kwargs:
+            treatment = str(kwargs["cancelled"])
+            console.print(
+                f"Jobs cancelled before they started: --cancelled {treatment} ({CANCELLED_MEANINGS[treatment]})"
+            )
         with _progress(console) as progress:
             task = progress.add_task("", total=None, counts="", eta=None)
 

@@ -371,6 +371,31 @@ _VILLEGAS_NOTE = (
 )
 
 
+def _villegas_parallel(p: Mapping[str, Any]) -> dict[str, Any]:
+    """Villegas dissertation §7.4.1-7.4.2: one site of single-processor VMs for parallel jobs.
+
+    VMs boot in 600 s and shut down in 60 s (§7.4.1), the cloud controller decides every 10 s;
+    `vms` is the site's maximum (§7.4.2 uses a third, half and all of the trace's machines).
+    The dissertation's FCFS (which reserves VMs, `fcfs-reserve`) with its on-demand policy
+    (`od-s`). The price is KOALA-C's EC2 price (chapter 7 reports no costs).
+    """
+    cloud = _cloud(
+        "site",
+        max_vms=p["vms"],
+        boot_time=600,
+        shutdown_time=60,
+        price_per_hour=p["price"],
+        billing_increment=3600,
+        idle_release_time=p["idle_time"],
+    )
+    return {
+        "description": f"Villegas §7.4: one site of up to {p['vms']} single-processor VMs (boot 600 s, shutdown 60 s)",
+        "round_interval": 10,
+        "policies": _policies("fcfs-reserve", "od-s"),
+        "sites": [cloud],
+    }
+
+
 def _local(p: Mapping[str, Any]) -> dict[str, Any]:
     """One machine, for trying the live manager on a laptop (no seed; small enough for 2 cores).
 
@@ -495,6 +520,19 @@ for _row, _site, _max, _what in (
             notes=(_VILLEGAS_NOTE,),
         )
     )
+_add(
+    BundledEnvironment(
+        "villegas-parallel",
+        "one site of single-processor VMs for parallel jobs (boot 600 s, shutdown 60 s, 10 s rounds)",
+        "villegas-resource-brokering-dissertation.txt §7.4.1-7.4.2",
+        _villegas_parallel,
+        (
+            Parameter("vms", int, 450, "maximum VMs (§7.4.2: a third, half or all of ~450 CTC machines)", 1),
+            Parameter("idle_time", float, 300.0, "seconds an idle VM is kept by OD-S", 0),
+            Parameter("price", float, EC2_PRICE_PER_HOUR, "price per VM-hour, billed per started hour", 0),
+        ),
+    )
+)
 _add(
     BundledEnvironment(
         "local",

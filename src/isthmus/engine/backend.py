@@ -129,6 +129,11 @@ class SiteBackend(ABC):
         site whose runs share processors moves their ends); live sites: always."""
         return True
 
+    def full_speed_runtime(self, entry: JobEntry) -> float | None:
+        """How long the current run of `entry` would have lasted alone, when sharing slowed it
+        and the site knows (a simulated cloud); None otherwise."""
+        return None
+
     def expect_reattach(self, job_id: int, slots: list[tuple[str, int]]) -> None:
         """A run of `job_id` recorded on `slots` before a manager restart is about to be
         re-attached (`Engine.reattach`): start it there again. Sites without slots ignore it."""

@@ -366,8 +366,12 @@ class Engine:
             return  # a completion of a run that was killed meanwhile
         now = self.clock.now
         backend = self.backends[entry.site]
-        if backend.sharing and not backend.end_due(entry, now):
-            return  # an end moved later since: the run shares processors
+        if backend.sharing:
+            if not backend.end_due(entry, now):
+                return  # an end moved later since: the run shares processors
+            full = backend.full_speed_runtime(entry)
+            if full is not None:  # its runtime alone, for the slowdown (metrics/records.py)
+                self.log.append(now, int(EventKind.SHARED), job_id, entry.site, -1, full, run)
         backend.finished(entry, now)
         if exit_code == 0:
             entry.state = JobState.COMPLETED

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isthmus.experiments.output import figure, fmt, markdown_table, save, write_csv
+from isthmus.experiments.output import figure, fmt, markdown_table, save
 from isthmus.experiments.paper import KOALA_C, TAGS_SETS_COST_FACTOR, TAGS_SETS_LIMIT_MIN, TraceFacts, facts_for
+from isthmus.experiments.result import ExperimentResult, finish, log_axis, run_experiment, select
 from isthmus.experiments.runner import Point, Sweep, policy
-from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED
+from isthmus.workloads.conversion import RUN_CANCELLED
 
 GRID_FIRST_JOBS = 50_000
 MAX_NODES = 32
@@ -70,59 +71,6 @@ class Trace:
         )
 
 
-@dataclass
-class ExperimentResult:
-    """Rows, files and the Markdown summary of one experiment."""
-
-    name: str
-    out_dir: Path
-    rows: list[dict[str, Any]]
-    files: dict[str, Path] = field(default_factory=dict)
-    markdown: str = ""
-
-
-def _run(name: str, points: list[Point], workers: int | None, sweep: Sweep | None) -> list[dict[str, Any]]:
-    if sweep is not None and workers is not None:
-        raise ValueError("give workers inside the Sweep, not beside it")
-    return (sweep or Sweep(workers=workers)).run(name, points)
-
-
-def _select(rows: list[dict[str, Any]], **where: Any) -> list[dict[str, Any]]:
-    return [r for r in rows if all(r.get(k) == v for k, v in where.items())]
-
-
-def _finish(result: ExperimentResult, title: str, body: list[str]) -> ExperimentResult:
-    result.files["csv"] = write_csv(result.rows, result.out_dir / f"{result.name}.csv")
-    figs = [f"![{k}]({p.name})" for k, p in result.files.items() if p.suffix == ".png"]
-    treatments = sorted({str(r["cancelled"]) for r in result.rows if "cancelled" in r})
-    if treatments:
-        body = [
-            *body,
-            "Jobs cancelled before they started (SWF status 5 without processors or runtime): "
-            + ", ".join(f"`--cancelled {t}` ({CANCELLED_MEANINGS.get(t, t)})" for t in treatments)
-            + "; dropped per trace: "
-            + ", ".join(
-                f"{label} {n:,}"
-                for label, n in sorted({(str(r.get("trace")), r.get("cancelled_dropped", 0)) for r in result.rows})
-            )
-            + ".",
-        ]
-    result.markdown = "\n\n".join([f"# {title}", *body, "## Figures", *figs]) + "\n"
-    path = result.out_dir / "summary.md"
-    path.write_text(result.markdown)
-    result.files["summary"] = path
-    return result
-
-
-def _log_axis(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
-    if ax.dataLim.y1 > 0:  # a log axis needs some positive value (a free run costs $0)
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-
-
 # ----------------------------------------------------------------------------------- limits
 
 
@@ -157,12 +105,12 @@ def koala_c_limits(
         for k in chains
         for lim in limits_min
     ]
-    result = ExperimentResult("koala-c-limits", out, _run("koala-c-limits", points, workers, sweep))
+    result = ExperimentResult("koala-c-limits", out, run_experiment("koala-c-limits", points, workers, sweep))
     rows = result.rows
     table = []
     per_chain = []
     for t in ts:
-        best = _best(_select(rows, trace=t.label, dispatch="rr", chains=table_chains))
+        best = _best(select(rows, trace=t.label, dispatch="rr", chains=table_chains))
         paper = t.facts
         table.append(
             [
@@ -175,8 +123,8 @@ def koala_c_limits(
             ]
         )
         for k in chains:
-            b = _best(_select(rows, trace=t.label, dispatch="rr", chains=k))
-            r = _best(_select(rows, trace=t.label, dispatch="rnd", chains=k))
+            b = _best(select(rows, trace=t.label, dispatch="rr", chains=k))
+            r = _best(select(rows, trace=t.label, dispatch="rnd", chains=k))
             per_chain.append([t.label, k, b and b["limit_min"], b and b["slowdown_mean"], r and r["limit_min"]])
         _plot_limits(result, t.label, chains, table_chains)
     body = [
@@ -200,7 +148,7 @@ def koala_c_limits(
         "## Optimal limit per number of chains",
         markdown_table(["trace", "chains", "RR optimum (min)", "RR slowdown", "RND optimum (min)"], per_chain),
     ]
-    return _finish(result, "KOALA-C TAGS-chain runtime limits (Fig. 3, Table III)", body)
+    return finish(result, "KOALA-C TAGS-chain runtime limits (Fig. 3, Table III)", body)
 
 
 def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -209,29 +157,27 @@ def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _plot_limits(result: ExperimentResult, trace: str, chains: Sequence[int], table_chains: int) -> None:
-    rows = _select(result.rows, trace=trace)
+    rows = select(result.rows, trace=trace)
     fig, axes = figure(2, 2)
     for k in chains:
-        rr = sorted(_select(rows, dispatch="rr", chains=k), key=lambda r: r["limit_min"])
+        rr = sorted(select(rows, dispatch="rr", chains=k), key=lambda r: r["limit_min"])
         if rr:
             x = [r["limit_min"] for r in rr]
             axes[0][0].plot(x, [r["slowdown_mean"] for r in rr], label=f"{k} chains")
             axes[0][1].plot(x, [r["wait_mean"] for r in rr], label=f"{k} chains")
-    _log_axis(axes[0][0], "runtime limit of short jobs (min)", "average slowdown", f"{trace}: RR (a)")
-    _log_axis(axes[0][1], "runtime limit of short jobs (min)", "average wait (s)", f"{trace}: RR (b)")
+    log_axis(axes[0][0], "runtime limit of short jobs (min)", "average slowdown", f"{trace}: RR (a)")
+    log_axis(axes[0][1], "runtime limit of short jobs (min)", "average wait (s)", f"{trace}: RR (b)")
     for d in ("rr", "rnd"):
-        sel = sorted(_select(rows, dispatch=d, chains=table_chains), key=lambda r: r["limit_min"])
+        sel = sorted(select(rows, dispatch=d, chains=table_chains), key=lambda r: r["limit_min"])
         if sel:
             axes[1][0].plot([r["limit_min"] for r in sel], [r["slowdown_mean"] for r in sel], label=d.upper())
-    _log_axis(
-        axes[1][0], "runtime limit of short jobs (min)", "average slowdown", f"{trace}: {table_chains} chains (c)"
-    )
-    sel = sorted(_select(rows, dispatch="rr", chains=table_chains), key=lambda r: r["limit_min"])
+    log_axis(axes[1][0], "runtime limit of short jobs (min)", "average slowdown", f"{trace}: {table_chains} chains (c)")
+    sel = sorted(select(rows, dispatch="rr", chains=table_chains), key=lambda r: r["limit_min"])
     if sel:
         x = [r["limit_min"] for r in sel]
         for key, label in (("short_wait_mean", "short"), ("long_wait_mean", "long"), ("wait_mean", "all")):
             axes[1][1].plot(x, [r.get(key) or math.nan for r in sel], label=label)
-    _log_axis(
+    log_axis(
         axes[1][1], "runtime limit of short jobs (min)", "average wait (s)", f"{trace}: {table_chains} chains, RR (d)"
     )
     for row in axes:
@@ -264,11 +210,11 @@ def koala_c_sets(
         for t in ts
         for lim in limits_min
     ]
-    result = ExperimentResult("koala-c-sets", out, _run("koala-c-sets", points, workers, sweep))
+    result = ExperimentResult("koala-c-sets", out, run_experiment("koala-c-sets", points, workers, sweep))
     fig, axes = figure(2, 1)
     table = []
     for t in ts:
-        sel = sorted(_select(result.rows, trace=t.label), key=lambda r: r["limit_min"])
+        sel = sorted(select(result.rows, trace=t.label), key=lambda r: r["limit_min"])
         x = [r["limit_min"] for r in sel]
         axes[0][0].plot(x, [r["slowdown_mean"] for r in sel], marker="o", ms=3, label=t.label)
         axes[0][1].plot(x, [r["cost_charged"] or math.nan for r in sel], marker="o", ms=3, label=t.label)
@@ -286,8 +232,8 @@ def koala_c_sets(
                 at40 and at40["cost_charged"],
             ]
         )
-    _log_axis(axes[0][0], "runtime limit of short jobs (min)", "average slowdown", "TAGS-sets (Fig. 4a)")
-    _log_axis(axes[0][1], "runtime limit of short jobs (min)", "total cost ($)", "TAGS-sets (Fig. 4b)")
+    log_axis(axes[0][0], "runtime limit of short jobs (min)", "average slowdown", "TAGS-sets (Fig. 4a)")
+    log_axis(axes[0][1], "runtime limit of short jobs (min)", "total cost ($)", "TAGS-sets (Fig. 4b)")
     for ax in axes[0]:
         ax.legend(fontsize=7)
     result.files["fig4"] = save(fig, out / "fig4.png")
@@ -309,7 +255,7 @@ def koala_c_sets(
             table,
         ),
     ]
-    return _finish(result, "KOALA-C TAGS-sets runtime limits (Fig. 4)", body)
+    return finish(result, "KOALA-C TAGS-sets runtime limits (Fig. 4)", body)
 
 
 # ------------------------------------------------------------------------------ multicluster
@@ -346,7 +292,9 @@ def koala_c_multicluster(
                     provisioning=policy("none"),
                 )
             )
-    result = ExperimentResult("koala-c-multicluster", out, _run("koala-c-multicluster", points, workers, sweep))
+    result = ExperimentResult(
+        "koala-c-multicluster", out, run_experiment("koala-c-multicluster", points, workers, sweep)
+    )
     names = (*BASELINES, "tags-chain")
     fig, axes = figure(len(ts), 2, width=4.5, height=3.5)
     body = [
@@ -354,17 +302,17 @@ def koala_c_multicluster(
         "TAGS-chain with the paper's Table III limit for the trace, RR dispatch."
     ]
     for col, t in enumerate(ts):
-        sel = _select(result.rows, trace=t.label)
+        sel = select(result.rows, trace=t.label)
         table = []
         for p in names:
-            pts = sorted(_select(sel, policy=p), key=lambda r: r["clusters"])
+            pts = sorted(select(sel, policy=p), key=lambda r: r["clusters"])
             axes[0][col].plot(
                 [r["clusters"] for r in pts], [r["slowdown_mean"] for r in pts], marker="o", ms=3, label=p
             )
             axes[1][col].plot([r["clusters"] for r in pts], [r["wait_mean"] for r in pts], marker="o", ms=3, label=p)
             table.append([p, *[r["slowdown_mean"] for r in pts]])
-        _log_axis(axes[0][col], "number of clusters", "average slowdown", f"{t.label} (Fig. 5)")
-        _log_axis(axes[1][col], "number of clusters", "average wait (s)", t.label)
+        log_axis(axes[0][col], "number of clusters", "average slowdown", f"{t.label} (Fig. 5)")
+        log_axis(axes[1][col], "number of clusters", "average wait (s)", t.label)
         axes[0][col].legend(fontsize=7)
         body += [
             f"## {t.label}: average slowdown by number of clusters",
@@ -372,7 +320,7 @@ def koala_c_multicluster(
         ]
         body.append(_multicluster_claims(sel, chains))
     result.files["fig5"] = save(fig, out / "fig5.png")
-    return _finish(result, "KOALA-C policies on the multicluster environment (Fig. 5)", body)
+    return finish(result, "KOALA-C policies on the multicluster environment (Fig. 5)", body)
 
 
 def _multicluster_claims(rows: list[dict[str, Any]], chains: Sequence[int]) -> str:
@@ -425,7 +373,7 @@ def koala_c_multicloud(
                 short_threshold=limit_min * 60.0,
             )
         )
-    result = ExperimentResult("koala-c-multicloud", out, _run("koala-c-multicloud", points, workers, sweep))
+    result = ExperimentResult("koala-c-multicloud", out, run_experiment("koala-c-multicloud", points, workers, sweep))
     names = (*BASELINES, "tags-sets")
     fig, axes = figure(2, 1, width=7.0)
     width = 0.8 / len(names)
@@ -437,8 +385,8 @@ def koala_c_multicloud(
     ]
     slow_rows, cost_rows, claims = [], [], []
     for i, p in enumerate(names):
-        sd = [(_select(result.rows, trace=t.label, policy=p) or [{}])[0].get("slowdown_mean") for t in ts]
-        cost = [(_select(result.rows, trace=t.label, policy=p) or [{}])[0].get("cost_charged") for t in ts]
+        sd = [(select(result.rows, trace=t.label, policy=p) or [{}])[0].get("slowdown_mean") for t in ts]
+        cost = [(select(result.rows, trace=t.label, policy=p) or [{}])[0].get("cost_charged") for t in ts]
         xs = [j + i * width for j in range(len(ts))]
         axes[0][0].bar(xs, [v or math.nan for v in sd], width, label=p)
         axes[0][1].bar(xs, [v or math.nan for v in cost], width, label=p)
@@ -449,11 +397,11 @@ def koala_c_multicloud(
         (axes[0][1], "total cost ($)", "(b) cost"),
     ):
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ts))], [t.label for t in ts])
-        _log_axis(ax, "trace", ylabel, f"Fig. 6{title}")
+        log_axis(ax, "trace", ylabel, f"Fig. 6{title}")
         ax.legend(fontsize=7)
     result.files["fig6"] = save(fig, out / "fig6.png")
     for t in ts:
-        claims.append(_multicloud_claims(t.label, _select(result.rows, trace=t.label)))
+        claims.append(_multicloud_claims(t.label, select(result.rows, trace=t.label)))
     body += [
         "## Average job slowdown",
         markdown_table(["policy", *[t.label for t in ts]], slow_rows),
@@ -473,7 +421,7 @@ def koala_c_multicloud(
             claims,
         ),
     ]
-    return _finish(result, "KOALA-C policies on the multicluster and multicloud environment (Fig. 6)", body)
+    return finish(result, "KOALA-C policies on the multicluster and multicloud environment (Fig. 6)", body)
 
 
 def _multicloud_claims(label: str, rows: list[dict[str, Any]]) -> list[Any]:

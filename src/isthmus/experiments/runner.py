@@ -36,7 +36,8 @@ class Point:
     `short_threshold` adds figures for jobs with runtime at most that many seconds.
     `cancelled` is the treatment of jobs cancelled before they started ("keep", "drop" or
     "short", see `SwfConversion.cancelled`); it and the number of such jobs dropped are
-    copied into the row.
+    copied into the row. `window` = (offset, length) in seconds keeps the jobs submitted in
+    that window, counted from the first job's submit (a week of a year-long trace).
     """
 
     trace: str
@@ -49,6 +50,7 @@ class Point:
     short_threshold: float | None = None
     extra: tuple[tuple[str, Any], ...] = field(default=())
     cancelled: str = RUN_CANCELLED
+    window: tuple[float, float] | None = None
 
 
 def policy(name: str, **params: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -65,9 +67,16 @@ class PreparedJobs:
 
 
 @lru_cache(maxsize=8)
-def prepare_trace(trace: str, max_size: int | None, first: int | None, cancelled: str = RUN_CANCELLED) -> PreparedJobs:
+def prepare_trace(
+    trace: str,
+    max_size: int | None,
+    first: int | None,
+    cancelled: str = RUN_CANCELLED,
+    window: tuple[float, float] | None = None,
+) -> PreparedJobs:
     """The trace's jobs, read once per process with the `cancelled` treatment: larger than
-    `max_size` dropped, then the first `first`."""
+    `max_size` dropped, then those submitted in `window` (offset, length from the first
+    submit), then the first `first`."""
     from isthmus.workloads import SwfConversion, resolve_workload
     from isthmus.workloads.conversion import Cancelled
 
@@ -75,6 +84,9 @@ def prepare_trace(trace: str, max_size: int | None, first: int | None, cancelled
     jobs = workload.jobs
     if max_size is not None:
         jobs = [j for j in jobs if j.size <= max_size]
+    if window is not None and jobs:
+        t0 = min(j.submit for j in jobs) + window[0]
+        jobs = [j for j in jobs if t0 <= j.submit < t0 + window[1]]
     if first is not None:
         jobs = jobs[:first]
     dropped = workload.conversion.cancelled_dropped if workload.conversion is not None else 0
@@ -91,10 +103,14 @@ def prepared_jobs(
 SUMMARY_KEYS = (
     "jobs_completed",
     "jobs_unfinished",
+    "jobs_rejected",
     "wait_mean",
     "slowdown_mean",
     "bounded_slowdown_mean",
+    "awrt",
+    "speedup",
     "makespan",
+    "vm_leases",
     "utilization",
     "cost_charged",
     "cost_actual",
@@ -111,7 +127,7 @@ def evaluate(point: Point) -> dict[str, Any]:
     from isthmus.metrics.summary import short_long_breakdown
     from isthmus.sim.runner import simulate
 
-    prepared = prepare_trace(point.trace, point.max_size, point.first, point.cancelled)
+    prepared = prepare_trace(point.trace, point.max_size, point.first, point.cancelled, point.window)
     jobs = prepared.jobs
     env = load_environment(point.env)
     alloc = PolicyChoice(point.allocation[0], dict(point.allocation[1]))
@@ -139,7 +155,7 @@ def default_workers() -> int:
 
 def point_jobs(point: Point) -> int:
     """The expected work of a point: the number of jobs it simulates (its trace after preparation)."""
-    return len(prepared_jobs(point.trace, point.max_size, point.first))
+    return len(prepare_trace(point.trace, point.max_size, point.first, point.cancelled, point.window).jobs)
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,12 @@ class TornPointWarning(UserWarning):
 
 
 def point_key(experiment: str, point: Point) -> dict[str, Any]:
-    """Everything that identifies one simulation of an experiment, as JSON-ready data."""
-    return json.loads(json.dumps({"experiment": experiment, **dataclasses.asdict(point)}))  # type: ignore[no-any-return]
+    """Everything that identifies one simulation of an experiment, as JSON-ready data (a
+    `window` of None is left out, so points saved before the field existed keep their key)."""
+    fields = dataclasses.asdict(point)
+    if fields.get("window") is None:
+        fields.pop("window", None)
+    return json.loads(json.dumps({"experiment": experiment, **fields}))  # type: ignore[no-any-return]
 
 
 def canonical(key: Mapping[str, Any]) -> str:

@@ -37,6 +37,7 @@ _JOB_KINDS = (
     EventKind.CANCEL,
     EventKind.FAIL,
     EventKind.REJECT,
+    EventKind.SHARED,
 )
 _RUN_KINDS = (EventKind.START, EventKind.END, EventKind.KILL, EventKind.CANCEL, EventKind.FAIL)
 

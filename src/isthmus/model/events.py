@@ -34,6 +34,7 @@ class EventKind(IntEnum):
     DECISION = 12  # a decision refused or held; value = StatusCode; reason in `notes`; policy set
     VM_FAILED = 13  # a VM failed (boot timeout, error state); reason in `notes`
     RESERVE = 14  # VM `vm` of site reserved for queued job (value 1) or given back (value 0); policy set
+    SHARED = 15  # the run ending now shared processors (FCFS-NW); value = its runtime at full speed (simulation)
 
 
 class KillCause(IntEnum):

@@ -49,7 +49,7 @@ class SimCloud(CloudBackend):
     def __init__(self, index: int, site: Site, schedule: Schedule) -> None:
         super().__init__(index, site)
         self._at = schedule
-        # job id -> [work left at full speed, rate, since, end] of runs whose rate ever changed
+        # job id -> [work left at full speed, rate, since, end, slowed (0/1)] of runs that had company
         self._work: dict[int, list[float]] = {}
 
     def _rate(self, entry: JobEntry) -> float:
@@ -69,7 +69,7 @@ class SimCloud(CloudBackend):
         for e in self._runs_on(vm_ids):
             w = self._work.get(e.job.id)
             if w is None:  # at full speed since it started
-                self._work[e.job.id] = [e.job.runtime - (now - e.started), 1.0, now, e.started + e.job.runtime]
+                self._work[e.job.id] = [e.job.runtime - (now - e.started), 1.0, now, e.started + e.job.runtime, 0.0]
             else:
                 w[0] -= (now - w[2]) * w[1]
                 w[2] = now
@@ -82,8 +82,10 @@ class SimCloud(CloudBackend):
             if w is None:  # a run starting now
                 if rate == 1.0:
                     continue
-                w = self._work[e.job.id] = [e.job.runtime, 1.0, now, now + e.job.runtime]
+                w = self._work[e.job.id] = [e.job.runtime, 1.0, now, now + e.job.runtime, 0.0]
             if rate != w[1]:
+                if rate < 1.0:
+                    w[4] = 1.0
                 w[1] = rate
                 w[3] = now + max(0.0, w[0]) / rate
                 self._at(w[3], PRIO_END, EV_END, e.job.id, e.run)
@@ -91,12 +93,17 @@ class SimCloud(CloudBackend):
     def end_due(self, entry: JobEntry, now: float) -> bool:
         """False for an end scheduled before the run's rate changed."""
         w = self._work.get(entry.job.id)
-        if w is None:
-            return True
-        if now < w[3] - 1e-9 * max(1.0, abs(w[3])):
-            return False
-        del self._work[entry.job.id]
-        return True
+        return w is None or now >= w[3] - 1e-9 * max(1.0, abs(w[3]))
+
+    def full_speed_runtime(self, entry: JobEntry) -> float | None:
+        """The job's runtime when its run was ever slowed by sharing; None when it never was."""
+        w = self._work.get(entry.job.id)
+        return entry.job.runtime if w is not None and w[4] else None
+
+    def finished(self, entry: JobEntry, now: float) -> None:
+        """The run ended: forget its progress."""
+        self._work.pop(entry.job.id, None)
+        super().finished(entry, now)
 
     def stop(self, entry: JobEntry, now: float) -> None:
         """Kill the run and forget its progress."""
