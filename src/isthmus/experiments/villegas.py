@@ -119,6 +119,8 @@ def _pm(row: Mapping[str, Any] | None, metric: str, digits: int = 3) -> str:
     text = f"{mean:,.{digits}g}" if abs(mean) < 1000 else f"{mean:,.0f}"
     if ci is None:
         return text
+    if ci <= 1e-9 * max(1.0, abs(mean)):  # the same value in every run, up to rounding
+        return text + " ± 0"
     return text + (f" ± {ci:,.{digits}g}" if abs(ci) < 1000 else f" ± {ci:,.0f}")
 
 
@@ -496,7 +498,7 @@ def villegas_short_long(
         '- Finding 3: "the combined OD-2Q-FCFS-2Q policy [...] is a good slowdown-cost trade-off for workloads '
         'with a significant ratio of short to long jobs"; §6.5.5: with a 900 s boot SJF does better for SR25 and '
         "SR50, and with instantaneous boots the two-queue pair loses its benefit.",
-        *lines,
+        "\n".join(lines),
         f"- the widest slowdown ratio between pairs is {spread[high]:.2g}× at {high:g} s boots and "
         f'{spread[low]:.2g}× at {low:g} s (§6.5.5: "differences between policies have the highest impact when '
         'booting time is high").',
@@ -716,11 +718,16 @@ def villegas_fcbf(
         "head job, §7.3.1), FCBF-Aggressive, FCBF-Split (half the free VMs set aside for the head) and FCBF-QWait "
         "(300 s). One run per point: the trace is fixed.",
         "## Seed findings and these results",
-        '- Fig. 7.5: "the workload\'s makespan is mostly determined by the number of resources at the site".',
-        f'- Fig. 7.7: "aggressive FCBF highly reduces the average job slowdown", "up to five times less": '
-        f"FCBF-Aggr has the lowest bounded slowdown in {_share(aggr_lowest)} site sizes; FCFS / FCBF-Aggr bounded "
-        f"slowdown ratio {min(ratio):.2g}-{max(ratio):.2g}.",
-        f'- Fig. 7.6: "FCBF-QW achieves the same AWRT as FCFS": within 10% in {_share(qwait_close)} site sizes.',
+        "\n".join(
+            [
+                '- Fig. 7.5: "the workload\'s makespan is mostly determined by the number of resources at the site".',
+                f'- Fig. 7.7: "aggressive FCBF highly reduces the average job slowdown", "up to five times less": '
+                f"FCBF-Aggr has the lowest bounded slowdown in {_share(aggr_lowest)} site sizes; FCFS / FCBF-Aggr "
+                f"bounded slowdown ratio {min(ratio):.2g}-{max(ratio):.2g}.",
+                '- Fig. 7.6: "FCBF-QW achieves the same AWRT as FCFS": within 10% in '
+                f"{_share(qwait_close)} site sizes.",
+            ]
+        ),
         markdown_table(
             [
                 "trace",
