@@ -47,16 +47,29 @@ def validation_table(entry: dict[str, Any]) -> Table:
         f"live run overhead {_fmt(live['run_overhead_mean'])} s mean, {_fmt(live['run_overhead_max'])} s max"
     )
     t = Table(title=title, title_justify="left", padding=(0, 1))
-    for h in ("figure", "simulated", "live", "live - sim", "relative"):
+    repeated = any("repeated" in r for r in entry["comparison"])
+    heads = ["figure", "simulated", "live", "live - sim", "relative"]
+    if repeated:
+        heads += ["sim runs: mean ± 95%", "range", "live inside"]
+    for h in heads:
         t.add_column(h, justify="left" if h == "figure" else "right", no_wrap=True)
     for r in entry["comparison"]:
-        t.add_row(
+        cells = [
             _LABELS.get(r["metric"], r["metric"]),
             _fmt(r["simulated"]),
             _fmt(r["live"]),
             "-" if r["abs_diff"] is None else f"{r['abs_diff']:+.4g}",
             _fmt(r["rel_diff"], pct=True),
-        )
+        ]
+        if repeated:
+            rep = r.get("repeated") or {}
+            where = ("95% CI" if r.get("live_in_ci95") else "range") if r.get("live_in_range") else "no"
+            cells += [
+                f"{_fmt(rep.get('mean'))} ± {_fmt(rep.get('ci95'))} (n={rep.get('n', 0)})",
+                f"{_fmt(rep.get('min'))}-{_fmt(rep.get('max'))}",
+                where,
+            ]
+        t.add_row(*cells)
     return t
 
 
@@ -84,6 +97,23 @@ def validate_command(
         float | None, typer.Option("--max-runtime", help="Cap of the scaled runtimes (s).", min=0)
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for generated workloads.")] = 1,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            help="Also simulate the workload model drawn with seeds SEED..SEED+N-1 and place the live figures "
+            "among those runs (mean, 95% interval, range; dissertation §6.6). Model workloads only.",
+            min=1,
+        ),
+    ] = 1,
+    scale_env: Annotated[
+        bool,
+        typer.Option(
+            "--scale-environment",
+            help="Multiply the environment's times (rounds, boot, shutdown, idle release, billing) by --scale "
+            "too, and divide its prices by it (for environments made for real time, e.g. villegas-fiu).",
+        ),
+    ] = False,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for validation.json and per-job records.")] = Path(
         "out/validate"
     ),
@@ -96,9 +126,17 @@ def validate_command(
     """Run a time-scaled, reduced workload as sleep jobs live and in simulation; compare them side by side."""
     from isthmus.cli.specs import parse_policy
     from isthmus.config import ConfigError, load_environment
-    from isthmus.live.validate import prepare_case, validate
+    from isthmus.live.validate import ValidationCase, prepare_case, scale_environment, validate
     from isthmus.policies.registry import PolicyError, check_policy
-    from isthmus.workloads import SwfConversion, WorkloadError, cancelled_report, describe_cancelled, resolve_workload
+    from isthmus.workloads import (
+        SwfConversion,
+        Workload,
+        WorkloadError,
+        cancelled_report,
+        describe_cancelled,
+        resolve_workload,
+    )
+    from isthmus.workloads.resolve import looks_like_path
 
     def fail(message: str) -> typer.Exit:
         err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
@@ -122,11 +160,26 @@ def validate_command(
         conversion = SwfConversion(cancelled=cast(Cancelled, cancelled))
     except ValueError as exc:
         raise fail(f"--cancelled: {exc}") from None
+    if scale_env:
+        try:
+            environment = scale_environment(environment, scale)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
     try:
         wl = resolve_workload(workload, seed=seed, conversion=conversion)
-        case = prepare_case(
-            environment, wl, scale=scale, jobs=jobs, min_runtime=min_runtime, max_runtime=max_runtime, name=workload
-        )
+        if repeat > 1 and looks_like_path(workload):
+            raise ValueError(
+                f"--repeat draws the workload model again with other seeds; {workload!r} is a file: "
+                "always the same jobs"
+            )
+
+        def case_of(w: Workload) -> ValidationCase:
+            return prepare_case(
+                environment, w, scale=scale, jobs=jobs, min_runtime=min_runtime, max_runtime=max_runtime, name=workload
+            )
+
+        case = case_of(wl)
+        repeats = [case_of(resolve_workload(workload, seed=seed + i)) for i in range(repeat)] if repeat > 1 else []
     except (WorkloadError, ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     console = Console(stderr=as_json)
@@ -152,12 +205,20 @@ def validate_command(
         )
     try:
         report = validate(
-            case, choices, prov, out=out, timeout=timeout, progress=lambda m: console.print(f"  {m}", highlight=False)
+            case,
+            choices,
+            prov,
+            out=out,
+            timeout=timeout,
+            progress=lambda m: console.print(f"  {m}", highlight=False),
+            repeats=repeats,
         )
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise fail(str(exc)) from None
     doc = report.to_dict()
     doc["cancelled_before_start"] = cancelled_info
+    doc["repeat"] = {"runs": repeat, "seeds": [seed, seed + repeat - 1]} if repeat > 1 else None
+    doc["environment_scaled"] = scale_env
     (out / "validation.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     if as_json:
         typer.echo(json.dumps(doc, indent=2, default=str))

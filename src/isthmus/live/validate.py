@@ -176,6 +176,34 @@ def prepare_case(
     )
 
 
+def scale_environment(env: Environment, scale: float) -> Environment:
+    """`env` with its times multiplied by `scale`, for a time-scaled validation of an environment
+    made for real time (the dissertation's 600 s boots): the round interval, every site's boot,
+    shutdown and idle-release times, billing increment and availability window. The price per
+    hour is divided by `scale`, so a billing increment costs what it did and charged costs stay
+    comparable with the unscaled run. Policy parameters in seconds are not changed."""
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive number, got {scale}")
+
+    def t(x: float | None) -> float | None:
+        return None if x is None else x * scale
+
+    sites = tuple(
+        dataclasses.replace(
+            s,
+            boot_time=s.boot_time * scale,
+            shutdown_time=s.shutdown_time * scale,
+            idle_release_time=s.idle_release_time * scale,
+            billing_increment=s.billing_increment * scale,
+            price_per_hour=s.price_per_hour / scale,
+            available_from=t(s.available_from),
+            available_until=t(s.available_until),
+        )
+        for s in env.sites
+    )
+    return dataclasses.replace(env, sites=sites, round_interval=t(env.round_interval))
+
+
 def _with_policies(env: Environment, allocation: PolicyChoice, provisioning: PolicyChoice | None) -> Environment:
     return dataclasses.replace(
         env, allocation=allocation, provisioning=provisioning if provisioning is not None else env.provisioning
@@ -249,13 +277,18 @@ def run_live(
     timeout: float | None = None,
     progress: Progress | None = None,
     tag: str | None = None,
+    vms_kept: int = 0,
 ) -> LiveRun:
     """The live side: submit the case's jobs as `sleep RUNTIME` to a real manager and read its event log.
+
+    `vms_kept`: VMs the simulated run still held at its end (a policy that never releases them,
+    such as Startup); the live run ends once every job has ended and no more VMs than that are
+    left, as the simulated one does.
 
     Waits until every cluster pilot has registered, then picks t0 (a multiple of the round
     interval, at least one second ahead) and submits each job at t0 + its submit time with a
     token of its user (one token per workload user, so per-user predictions match). Waits until
-    every job is terminal and every VM is gone (or `timeout` seconds after t0, default 60 s + 3 ×
+    every job is terminal and every VM but `vms_kept` is gone (or `timeout` seconds after t0, default 60 s + 3 ×
     (submission span + total runtime / largest site)) and computes the metrics from the
     persisted event log.
     """
@@ -321,7 +354,12 @@ def run_live(
         except TimeoutError as exc:
             notes.append(str(exc))
         try:
-            _wait_for(lambda: not admin.vms(), max(1.0, deadline_left()), "every VM to be released", 0.5)
+            _wait_for(
+                lambda: len(admin.vms()) <= vms_kept,
+                max(1.0, deadline_left()),
+                "every VM to be released" if not vms_kept else f"all but {vms_kept} VMs to be released",
+                0.5,
+            )
         except TimeoutError as exc:
             notes.append(str(exc))
         horizon_wall = time.time()
@@ -371,13 +409,43 @@ def _overheads(log: EventLog, jobs: dict[int, Job]) -> tuple[list[float], list[f
     return overheads, lags
 
 
+# ------------------------------------------------------------------------- repeated simulation
+
+
+def repeat_summaries(
+    cases: Sequence[ValidationCase], allocation: PolicyChoice, provisioning: PolicyChoice | None = None
+) -> dict[str, dict[str, Any]]:
+    """Simulate each case (the same model drawn with other seeds, dissertation §6.6: "Each
+    workload is executed 30 times") and give, per compared figure, the runs' mean, the
+    half-width of its 95% confidence interval, minimum, maximum and count."""
+    from isthmus.experiments.stats import mean_ci95
+
+    values: dict[str, list[float]] = {k: [] for k in COMPARED}
+    for case in cases:
+        summary = simulate_case(case, allocation, provisioning).metrics.summary
+        for k in COMPARED:
+            v = summary.get(k)
+            if isinstance(v, int | float) and math.isfinite(v):
+                values[k].append(float(v))
+    out: dict[str, dict[str, Any]] = {}
+    for k, xs in values.items():
+        mean, ci = mean_ci95(xs)
+        out[k] = {"mean": mean, "ci95": ci, "min": min(xs, default=None), "max": max(xs, default=None), "n": len(xs)}
+    return out
+
+
 # ------------------------------------------------------------------------------ comparison
 
 
 def compare_summaries(
-    sim: dict[str, Any], live: dict[str, Any], keys: Sequence[str] = COMPARED
+    sim: dict[str, Any],
+    live: dict[str, Any],
+    keys: Sequence[str] = COMPARED,
+    repeated: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per figure: simulated, live, absolute (live − sim) and relative ((live − sim) / sim) difference."""
+    """One row per figure: simulated, live, absolute (live − sim) and relative ((live − sim) / sim)
+    difference; with `repeated` (`repeat_summaries`), also the repeated simulations' figures and
+    whether the live figure lies inside their 95% confidence interval and inside their range."""
     rows = []
     for k in keys:
         s, v = sim.get(k), live.get(k)
@@ -385,7 +453,15 @@ def compare_summaries(
         if isinstance(s, int | float) and isinstance(v, int | float) and math.isfinite(s) and math.isfinite(v):
             absd = v - s
             rel = absd / abs(s) if s else (0.0 if v == 0 else None)
-        rows.append({"metric": k, "simulated": s, "live": v, "abs_diff": absd, "rel_diff": rel})
+        row: dict[str, Any] = {"metric": k, "simulated": s, "live": v, "abs_diff": absd, "rel_diff": rel}
+        rep = (repeated or {}).get(k)
+        if rep is not None:
+            row["repeated"] = rep
+            ok = isinstance(v, int | float) and math.isfinite(v) and rep["mean"] is not None
+            ci = rep["ci95"] or 0.0
+            row["live_in_ci95"] = bool(ok and abs(v - rep["mean"]) <= ci + 1e-12)
+            row["live_in_range"] = bool(ok and rep["min"] - 1e-12 <= v <= rep["max"] + 1e-12)
+        rows.append(row)
     return rows
 
 
@@ -443,8 +519,13 @@ def validate(
     timeout: float | None = None,
     progress: Progress | None = None,
     tag: str | None = None,
+    repeats: Sequence[ValidationCase] = (),
 ) -> ValidationReport:
     """Simulate and run live every policy of `policies` on `case`; write the files into `out` if given.
+
+    With `repeats` (the same workload model drawn with other seeds), each policy is also
+    simulated on every one of them, and the comparison places the live figures among those
+    runs (mean, 95% confidence interval, range; dissertation §6.6, Figs 6.9-6.11).
 
     Files: ``validation.json`` and, per policy, ``LABEL.sim.*`` / ``LABEL.live.*`` per-job
     records and summaries (`write_run`) and event logs (``.events.csv``, live times from t0).
@@ -467,8 +548,16 @@ def validate(
             sim = simulate_case(case, choice, prov)
             say(f"{label}: running live")
             safe = "".join(ch if ch.isalnum() or ch in "-_.=" else "_" for ch in label)
-            live = run_live(case, choice, prov, work_dir=base / safe, timeout=timeout, progress=progress, tag=tag)
-            rows = compare_summaries(sim.metrics.summary, live.metrics.summary)
+            kinds = [e.kind for e in sim.log]
+            kept = kinds.count(EventKind.VM_LEASE) - kinds.count(EventKind.VM_RELEASE)
+            live = run_live(
+                case, choice, prov, work_dir=base / safe, timeout=timeout, progress=progress, tag=tag, vms_kept=kept
+            )
+            repeated = None
+            if repeats:
+                say(f"{label}: simulating {len(repeats)} draws of the workload")
+                repeated = repeat_summaries(repeats, choice, prov)
+            rows = compare_summaries(sim.metrics.summary, live.metrics.summary, repeated=repeated)
             results.append(PolicyValidation(label, sim, live, rows))
             if out is not None:
                 out.mkdir(parents=True, exist_ok=True)
@@ -494,7 +583,9 @@ __all__ = [
     "compare_summaries",
     "live_manager",
     "prepare_case",
+    "repeat_summaries",
     "run_live",
+    "scale_environment",
     "simulate_case",
     "validate",
     "write_events",
