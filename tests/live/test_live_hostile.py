@@ -92,6 +92,11 @@ def test_all_poison_leaves_nothing_stored_and_the_manager_healthy(live: LiveServ
         ("/jobs/1/output?run=18446744073709551616", "run"),
         ("/events?since=18446744073709551616", "since"),
         ("/jobs?state=bogus", "state"),
+        ("/jobs/%0B2", "job_id"),  # lax integer parsing would strip the vertical tab
+        ("/jobs/%202", "job_id"),
+        ("/jobs/+2", "job_id"),
+        ("/jobs/1/output?offset=%091", "offset"),
+        ("/jobs?limit=1_0", "limit"),
     ],
 )
 def test_out_of_range_ids_and_parameters_get_422(path: str, field: str, live_sqlite: LiveServer) -> None:

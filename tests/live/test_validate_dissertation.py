@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -95,8 +100,12 @@ def test_dissertation_validation_live_for_startup_od_s_and_od_exectime(tmp_path:
         # the live run agrees with the simulation of the same draw (seed 1): within a round or two
         wait = rows["wait_mean"]
         assert abs(wait["abs_diff"]) <= 2.0 or abs(wait["rel_diff"]) <= 0.25, (provisioning, wait)
+        slowdown = rows["slowdown_mean"]
+        assert abs(slowdown["rel_diff"]) <= 0.25, (provisioning, slowdown)
         if provisioning == "startup":  # every VM leased at once, for whole increments: costs are equal
             assert math.isclose(rows["cost_charged"]["live"], rows["cost_charged"]["simulated"], rel_tol=1e-9)
+        else:  # OD-ExecTime reads the runtimes known a priori: the live manager is told them too
+            assert abs(rows["cost_charged"]["rel_diff"]) <= 0.5, (provisioning, rows["cost_charged"])
 
 
 def test_validate_refuses_repeat_on_a_trace_file(tmp_path: Path) -> None:
@@ -104,3 +113,40 @@ def test_validate_refuses_repeat_on_a_trace_file(tmp_path: Path) -> None:
     trace.write_text("1 0 0 10 1 -1 -1 1 10 -1 1 1 -1 -1 -1 -1 -1 -1\n")
     res = CliRunner().invoke(app, ["validate", "--workload", str(trace), "--repeat", "3", "-o", str(tmp_path / "o")])
     assert res.exit_code == 2 and "is a file" in res.output
+
+
+def _commands_under(path: Path) -> dict[int, str]:
+    """Command lines (by pid) that name `path`: the validation, its managers and their pilots."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended while we looked
+            continue
+        if str(path) in cmd:
+            found[int(proc.name)] = cmd
+    return found
+
+
+def test_a_terminated_validation_stops_its_manager_and_pilots(tmp_path: Path) -> None:
+    """SIGTERM (a scheduler's or an operator's kill) ends the validation like Ctrl-C: nothing it started lives on."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    isthmus = Path(sys.executable).parent / "isthmus"
+    cmd = [str(isthmus), "validate", "--env", "local", "-o", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline and not any("live_entry" in c for c in _commands_under(tmp_path).values()):
+            time.sleep(0.2)
+        assert any("live_entry" in c for c in _commands_under(tmp_path).values()), "no manager was started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+        deadline = time.time() + 30
+        while time.time() < deadline and _commands_under(tmp_path):
+            time.sleep(0.2)
+        assert not _commands_under(tmp_path), f"left running: {_commands_under(tmp_path)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -209,6 +209,12 @@ def register(app: typer.Typer) -> None:
             help="What SIGTERM/SIGINT do to running jobs: detach (they go on; re-attached at the next "
             "start) or kill (requeued at the next start). 'isthmus stop --drain' finishes them first.",
         ),
+        kill_at_walltime: bool = typer.Option(
+            True,
+            "--kill-at-walltime/--no-kill-at-walltime",
+            help="Kill a run that reaches its job's requested runtime (TIMEOUT), as batch systems do; with "
+            "--no-kill-at-walltime the requested runtime is only an estimate for policies, as in `simulate`.",
+        ),
     ) -> None:
         """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
         from isthmus.server.main import load_env, serve
@@ -239,6 +245,7 @@ def register(app: typer.Typer) -> None:
                 max_body_bytes=max_body_bytes,
                 max_batch_jobs=max_batch_jobs,
                 on_stop=on_stop,
+                enforce_walltime=kill_at_walltime,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)

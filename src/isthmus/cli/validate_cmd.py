@@ -7,6 +7,8 @@ options and prints the Rich table (and JSON).
 from __future__ import annotations
 
 import json
+import signal
+import sys
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -203,6 +205,8 @@ def validate_command(
             + (" ..." if len(case.dropped) > 10 else ""),
             highlight=False,
         )
+    # a SIGTERM ends the command like Ctrl-C, so the managers, pilots and jobs it started are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         report = validate(
             case,

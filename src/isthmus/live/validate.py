@@ -45,6 +45,7 @@ from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
 from isthmus.model.states import TERMINAL_NAMES
+from isthmus.policies import registry
 from isthmus.workloads import Workload, reduce_workload
 
 DEFAULT_SCALE = 0.01
@@ -281,6 +282,11 @@ def run_live(
 ) -> LiveRun:
     """The live side: submit the case's jobs as `sleep RUNTIME` to a real manager and read its event log.
 
+    The manager does not kill runs at their requested runtime, as the simulator does not. A job
+    without a requested runtime is submitted with its runtime as one unless the allocation
+    policy uses a predictor: the simulated engine knows that runtime (policies that need runtimes
+    "known a priori", such as OD-ExecTime, read it), and this is how a live manager learns it.
+
     `vms_kept`: VMs the simulated run still held at its end (a policy that never releases them,
     such as Startup); the live run ends once every job has ended and no more VMs than that are
     left, as the simulated one does.
@@ -298,7 +304,11 @@ def run_live(
     notes: list[str] = []
     if timeout is None:
         timeout = 60.0 + 3.0 * (case.span + sum(j.runtime for j in case.jobs) / max(1, env.max_processors))
-    with live_manager(env, work_dir, tag=tag) as admin:
+    # Without a predictor the simulated engine estimates a job without a requested runtime by its
+    # actual runtime (policies such as OD-ExecTime read it); the live manager can only be told it,
+    # as the requested runtime, which it then must not enforce (the simulated run does not).
+    predicts = registry.create("allocation", env.allocation.name, env.allocation.params).uses_prediction
+    with live_manager(env, work_dir, tag=tag, extra_args=["--no-kill-at-walltime"]) as admin:
         # pilots: the local ones and those of batch systems in pilot mode; a site in direct mode
         # is ready once its capacity is discovered
         n_pilots = sum(s.nodes for s in env.sites if not s.is_cloud and (s.lrm is None or s.lrm.mode == "pilot"))
@@ -333,8 +343,9 @@ def run_live(
                     "size": job.size,
                     "name": f"validate-{job.id}",
                 }
-                if job.requested_runtime is not None:
-                    spec["requested_runtime"] = job.requested_runtime
+                requested = job.requested_runtime if job.requested_runtime is not None or predicts else job.runtime
+                if requested is not None:
+                    spec["requested_runtime"] = requested
                 ids[users[job.user].submit(**spec)] = job.id
         finally:
             for c in users.values():

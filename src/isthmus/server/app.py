@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import math
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,7 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BeforeValidator, TypeAdapter, ValidationError
 from sqlalchemy import insert, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -70,7 +71,21 @@ from isthmus.server.schemas import (
 from isthmus.store import tables as db
 
 MAX_EPOCH = 1e11  # Unix seconds (year 5138): bounds hostile input
-JobId = Annotated[int, PathParam(ge=1, le=INT64_MAX, description="job id")]
+
+
+def _decimal(value: object) -> object:
+    """Refuse a path or query integer written other than as plain decimal digits.
+
+    Pydantic's lax mode strips whitespace ("\\x0b2" would read as 2); an API that accepts what its
+    schema calls invalid hides client bugs, so only `[0-9]+` is read as an integer.
+    """
+    if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value):
+        raise ValueError("expected a non-negative decimal integer")
+    return value
+
+
+DecimalDigits = BeforeValidator(_decimal)
+JobId = Annotated[int, DecimalDigits, PathParam(ge=1, le=INT64_MAX, description="job id")]
 
 
 def _errors(**statuses: str) -> dict[int | str, dict[str, Any]]:
@@ -378,7 +393,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         state: Annotated[list[JobStateName] | None, Query()] = None,
         all_: Annotated[bool, Query(alias="all", description="include finished jobs")] = False,
         user: str | None = None,
-        limit: Annotated[int, Query(ge=1, le=100000)] = 1000,
+        limit: Annotated[int, DecimalDigits, Query(ge=1, le=100000)] = 1000,
     ) -> list[JobInfo]:
         """Your jobs (admin: everyone's, or one user's with `user`); active ones unless `all` or `state`."""
         who = (user if user else None) if p.admin else p.user
@@ -428,8 +443,8 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         job_id: JobId,
         p: User,
         stream: Annotated[str, Query(pattern="^(stdout|stderr)$")] = "stdout",
-        run: Annotated[int | None, Query(ge=0, le=INT64_MAX)] = None,
-        offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
+        run: Annotated[int | None, DecimalDigits, Query(ge=0, le=INT64_MAX)] = None,
+        offset: Annotated[int, DecimalDigits, Query(ge=0, le=INT64_MAX)] = 0,
     ) -> PlainTextResponse:
         """Output of a run (default: the latest), from byte `offset`; readable while it runs.
 
@@ -688,7 +703,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         return {"user": p.user, "admin": p.admin}
 
     @app.get("/events", tags=["admin"], responses=_errors(**_ADMIN))
-    async def event_log(p: Admin, since: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0) -> list[list[float]]:
+    async def event_log(
+        p: Admin, since: Annotated[int, DecimalDigits, Query(ge=0, le=INT64_MAX)] = 0
+    ) -> list[list[float]]:
         """The persisted engine event log (admin only): [time, kind, job, site, vm, value] rows."""
         return [list(r) for r in manager.store.event_rows()[since:]]
 
@@ -724,7 +741,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def pilot_poll(
         p: Pilot,
         pilot_id: Annotated[str, Query(max_length=128)],
-        ack: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
+        ack: Annotated[int, DecimalDigits, Query(ge=0, le=INT64_MAX)] = 0,
         wait: Annotated[float, Query(ge=0, le=60, allow_inf_nan=False)] = 10.0,
     ) -> JSONResponse:
         """Long poll for commands (start, kill, exit) after sequence number `ack`; also the heartbeat."""

@@ -69,8 +69,10 @@ def serve(
     max_body_bytes: int = ManagerConfig.max_body_bytes,
     max_batch_jobs: int = ManagerConfig.max_batch_jobs,
     on_stop: str = ManagerConfig.on_stop,
+    enforce_walltime: bool = ManagerConfig.enforce_walltime,
 ) -> None:
-    """Run the manager until SIGINT/SIGTERM or `isthmus stop` (`on_stop`: what a signal does to running jobs).
+    """Run the manager until SIGINT/SIGTERM or `isthmus stop` (`on_stop`: what a signal does to running jobs;
+    `enforce_walltime`: whether a run reaching its job's requested runtime is killed).
 
     ValueError, before anything is created, when the address cannot be listened on, the state
     belongs to another environment, a batch system's commands are missing or a limit is out of
@@ -110,6 +112,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         max_batch_jobs=max_batch_jobs,
         on_stop=on_stop,
+        enforce_walltime=enforce_walltime,
     )
     manager = Manager(cfg)
     app = create_app(manager)
