@@ -23,6 +23,8 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
+from sortedcontainers import SortedList
+
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.budgets import Ledger
 from isthmus.engine.clock import (
@@ -49,6 +51,7 @@ from isthmus.model.events import EventKind, EventLog, KillCause
 from isthmus.model.job import Job
 from isthmus.model.states import JobState
 from isthmus.model.status import ACCEPTED, Refused, Status, StatusCode
+from isthmus.policies.api import runtime_order
 from isthmus.policies.build import PolicySet
 
 _SUBMIT = int(EventKind.SUBMIT)
@@ -135,6 +138,11 @@ class Engine:
         # only for allocation policies that declare they read it: it costs the others time.
         self.size_index: bool = allocation.uses_size_index
         self.buckets: list[dict[int, OrderedDict[int, JobEntry]]] = [{} for _ in self.stage_sites]
+        # size -> (runtime key, seq, job id) sorted, per stage: kept for policies that declare `runtime_index`
+        self.runtime_key = allocation.runtime_index
+        if self.runtime_key is not None and not self.size_index:
+            raise ValueError(f"policy {allocation.name!r} declares runtime_index without uses_size_index")
+        self.sorted_buckets: list[dict[int, SortedList]] = [{} for _ in self.stage_sites]
         self._seq = 0
         self.entries: dict[int, JobEntry] = {}
         self.history: dict[str, deque[float]] = {}
@@ -215,6 +223,16 @@ class Engine:
         if bucket is None:
             bucket = self.buckets[stage][entry.job.size] = OrderedDict()
         bucket[job_id] = entry
+        if self.runtime_key is not None:
+            ordered = self.sorted_buckets[stage].get(entry.job.size)
+            if ordered is None:
+                ordered = self.sorted_buckets[stage][entry.job.size] = SortedList()
+            ordered.add(self._runtime_item(entry))
+
+    def _runtime_item(self, entry: JobEntry) -> tuple[float, int, int]:
+        """The job's place in the runtime index: (runtime, queue sequence, id)."""
+        assert self.runtime_key is not None
+        return (*runtime_order(entry, self.runtime_key), entry.job.id)
 
     def dequeue(self, entry: JobEntry) -> None:
         """Remove `entry` from its queue (and its size bucket)."""
@@ -227,6 +245,11 @@ class Engine:
         del bucket[job_id]
         if not bucket:
             del buckets[entry.job.size]
+        if self.runtime_key is not None:
+            ordered = self.sorted_buckets[entry.stage][entry.job.size]
+            ordered.remove(self._runtime_item(entry))
+            if not ordered:
+                del self.sorted_buckets[entry.stage][entry.job.size]
 
     def handle(self, kind: int, a: int, b: int) -> None:
         """Apply one clock event (already due at the clock's `now`)."""

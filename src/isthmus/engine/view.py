@@ -8,9 +8,11 @@ state (no copy per round), so a policy sees the state as of the moment it decide
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, overload
+
+from sortedcontainers import SortedList
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
 from isthmus.model.site import Site
@@ -171,6 +173,39 @@ class _BucketsView(Mapping[int, Mapping[int, "JobEntry"]]):
         return len(self._d)
 
 
+class _SortedGroup(Iterable["JobEntry"]):
+    """One size group of the runtime index, iterated in order (read-only)."""
+
+    __slots__ = ("_entries", "_items")
+
+    def __init__(self, items: SortedList, entries: Mapping[int, JobEntry]) -> None:
+        self._items = items
+        self._entries = entries
+
+    def __iter__(self) -> Iterator[JobEntry]:
+        entries = self._entries
+        return (entries[item[2]] for item in self._items)
+
+
+class _SortedBucketsView(Mapping[int, Iterable["JobEntry"]]):
+    """size -> jobs of that size in runtime order, read-only."""
+
+    __slots__ = ("_d", "_entries")
+
+    def __init__(self, d: Mapping[int, SortedList], entries: Mapping[int, JobEntry]) -> None:
+        self._d = d
+        self._entries = entries
+
+    def __getitem__(self, size: int) -> Iterable[JobEntry]:
+        return _SortedGroup(self._d[size], self._entries)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
 class EngineView:
     """What policies may read of an engine. It holds no state of its own."""
 
@@ -226,6 +261,16 @@ class EngineView:
                 f"policy {self._e.allocation.name!r} reads queue_by_size but does not declare uses_size_index = True"
             )
         return _BucketsView(self._e.buckets[stage])
+
+    def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobEntry]]:
+        """Jobs waiting in queue `stage` grouped by size, each group shortest runtime first (then
+        queue order): the allocation policy's `runtime_index` says whether by prediction or actual runtime.
+        """
+        if self._e.runtime_key is None:
+            raise RuntimeError(
+                f"policy {self._e.allocation.name!r} reads queue_by_runtime but does not declare runtime_index"
+            )
+        return _SortedBucketsView(self._e.sorted_buckets[stage], self._e.entries)
 
     def stage_sites(self, stage: int) -> Sequence[int]:
         """Indices of the sites jobs of queue `stage` may run on."""

@@ -16,8 +16,9 @@ no engine code.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import ClassVar, Protocol
+from typing import ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +26,10 @@ from isthmus.model.decisions import Decision
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.model.site import Site
+
+#: What the engine's runtime index orders queued jobs by: the arrival-time prediction (what a
+#: live system knows) or the actual runtime (simulation only).
+RuntimeKey = Literal["predicted", "runtime"]
 
 
 class NoParams(BaseModel):
@@ -110,6 +115,13 @@ class CloudInfo(SiteInfo, Protocol):
     def idle_vms(self) -> Sequence[VmInfo]: ...
 
 
+def runtime_order(entry: JobInfo, key: RuntimeKey) -> tuple[float, int]:
+    """Where a queued job sorts in the runtime index: (its predicted or actual runtime, its queue
+    sequence); a NaN runtime sorts last."""
+    value = entry.predicted if key == "predicted" else entry.job.runtime
+    return (math.inf if math.isnan(value) else value, entry.seq)
+
+
 class View(Protocol):
     """The engine's state as policies see it."""
 
@@ -126,6 +138,7 @@ class View(Protocol):
     def queued(self) -> int: ...
     def queue(self, stage: int = 0) -> Collection[JobInfo]: ...
     def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobInfo]]: ...
+    def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobInfo]]: ...
     def stage_sites(self, stage: int) -> Sequence[int]: ...
     def cloud(self, index: int) -> CloudInfo | None: ...
     def user_runtimes(self, user: str) -> Sequence[float]: ...
@@ -150,13 +163,15 @@ class AllocationPolicy(Protocol):
 
     Besides `decide`, it tells the engine the structure it needs: the sites each queue may use
     (`stage_sites`), where arriving and killed jobs go (`arrival_stage`, `next_stage`), which
-    indexes it reads (`uses_size_index`), whether it needs runtime predictions
+    indexes it reads (`uses_size_index`; `runtime_index`: the size buckets also ordered by the
+    jobs' predicted or actual runtime), whether it needs runtime predictions
     (`uses_prediction`) or the real runtimes a live system cannot know (`needs_true_runtimes`).
     `AllocationDefaults` gives the common answers.
     """
 
     name: ClassVar[str]
     uses_size_index: ClassVar[bool]
+    runtime_index: ClassVar[RuntimeKey | None]
     uses_prediction: ClassVar[bool]
     needs_true_runtimes: ClassVar[bool]
 
@@ -190,6 +205,7 @@ class AllocationDefaults:
     after a kill at a limit, no index, no prediction, no explanation of their own."""
 
     uses_size_index: ClassVar[bool] = False
+    runtime_index: ClassVar[RuntimeKey | None] = None
     uses_prediction: ClassVar[bool] = False
     needs_true_runtimes: ClassVar[bool] = False
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
-from isthmus.policies.api import AllocationDefaults, JobInfo, NoParams, View
+from isthmus.policies.api import AllocationDefaults, JobInfo, NoParams, RuntimeKey, View, runtime_order
 
 
 def all_sites(env: Environment) -> list[tuple[int, ...]]:
@@ -52,12 +53,38 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
                 if bound <= 0:
                     return
         return
-    heap: list[tuple[int, int, JobInfo, Iterator[JobInfo]]] = []
-    for size, bucket in by_size.items():
-        if size <= bound and bucket:
-            jobs = iter(bucket.values())
-            first = next(jobs)
-            heap.append((first.seq, size, first, jobs))
+    yield from _merge_fitting({s: b.values() for s, b in by_size.items()}, lambda e: e.seq, order, free, bound)
+
+
+def queue_fitting_by_runtime(view: View, stage: int, free: list[int], key: RuntimeKey) -> Iterator[JobInfo]:
+    """Jobs of queue `stage` that fit on some site when reached, shortest runtime first (ties in
+    queue order): what sorting `queue_fitting` by runtime gives, without visiting the jobs that
+    cannot start. The policy declares `runtime_index = key` and `uses_size_index`; `free` is
+    counted down by the caller as it places jobs.
+    """
+    order = view.stage_sites(stage)
+    bound = max((free[i] for i in order), default=0)
+    if bound > 0:
+        yield from _merge_fitting(view.queue_by_runtime(stage), lambda e: runtime_order(e, key), order, free, bound)
+
+
+def _merge_fitting(
+    groups: Mapping[int, Iterable[JobInfo]],
+    key: Callable[[JobInfo], Any],
+    order: Sequence[int],
+    free: list[int],
+    bound: int,
+) -> Iterator[JobInfo]:
+    """Merge size groups, each already in `key` order, into one `key` order, yielding only jobs no
+    larger than the most free processors on a site of `order` when reached (a group is dropped
+    once its size no longer fits: free processors only decrease in a round)."""
+    heap: list[tuple[Any, int, JobInfo, Iterator[JobInfo]]] = []
+    for size, group in groups.items():
+        if size <= bound:
+            jobs = iter(group)
+            first = next(jobs, None)
+            if first is not None:
+                heap.append((key(first), size, first, jobs))
     heapq.heapify(heap)
     while heap:
         _, size, entry, jobs = heap[0]
@@ -70,7 +97,7 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
         if following is None:
             heapq.heappop(heap)
         else:
-            heapq.heapreplace(heap, (following.seq, size, following, jobs))
+            heapq.heapreplace(heap, (key(following), size, following, jobs))
 
 
 def first_fit_in_order(

@@ -6,8 +6,14 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision
-from isthmus.policies.allocation.common import SingleSetPolicy, any_free, fitting_candidates, list_schedule
-from isthmus.policies.api import View
+from isthmus.policies.allocation.common import (
+    SingleSetPolicy,
+    any_free,
+    free_processors,
+    list_schedule,
+    queue_fitting_by_runtime,
+)
+from isthmus.policies.api import RuntimeKey, View
 
 
 class ShortestJobFirst(SingleSetPolicy):
@@ -22,14 +28,15 @@ class ShortestJobFirst(SingleSetPolicy):
     name: ClassVar[str] = "sjf"
     seed: ClassVar[str] = "KOALA-C §IV-A(3), §III-B (user's last two runtimes)"
     uses_size_index: ClassVar[bool] = True
+    runtime_index: ClassVar[RuntimeKey | None] = "predicted"
     uses_prediction: ClassVar[bool] = True
 
     def decide(self, view: View) -> Iterable[Decision]:
-        """Place queued jobs shortest-predicted first."""
+        """Place queued jobs shortest-predicted first (visiting only the jobs that can start)."""
         if not view.queued or not any_free(view):
             return []
-        jobs = sorted(fitting_candidates(view), key=lambda e: e.predicted)
-        return list_schedule(view, jobs, self.name)
+        free = free_processors(view)
+        return list_schedule(view, queue_fitting_by_runtime(view, 0, free, "predicted"), self.name, free=free)
 
 
 class ShortestJobFirstIdeal(SingleSetPolicy):
@@ -41,11 +48,12 @@ class ShortestJobFirstIdeal(SingleSetPolicy):
     name: ClassVar[str] = "sjf-ideal"
     seed: ClassVar[str] = "KOALA-C §IV-A(3) (SJF-ideal)"
     uses_size_index: ClassVar[bool] = True
+    runtime_index: ClassVar[RuntimeKey | None] = "runtime"
     needs_true_runtimes: ClassVar[bool] = True
 
     def decide(self, view: View) -> Iterable[Decision]:
-        """Place queued jobs shortest-actual-runtime first."""
+        """Place queued jobs shortest-actual-runtime first (visiting only the jobs that can start)."""
         if not view.queued or not any_free(view):
             return []
-        jobs = sorted(fitting_candidates(view), key=lambda e: e.job.runtime)
-        return list_schedule(view, jobs, self.name)
+        free = free_processors(view)
+        return list_schedule(view, queue_fitting_by_runtime(view, 0, free, "runtime"), self.name, free=free)

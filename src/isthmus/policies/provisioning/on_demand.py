@@ -76,8 +76,18 @@ class OnDemand:
         needed: set[int] = set()
         for stage in range(view.stages):
             order = view.stage_sites(stage)
+            # Clouds of this queue that may still lease; once none may, a job larger than every
+            # site's free processors on paper changes nothing, and once none is free the rest of
+            # the queue changes nothing: the scan stops (rounds stay short with long queues).
+            growable = {i for i in order if i in clouds and clouds[i].leased + planned[i] < clouds[i].site.max_vms}
+            bound = max((free[i] for i in order), default=0)
             for e in view.queue(stage):
                 size = e.job.size
+                if not growable:
+                    if bound <= 0:
+                        break
+                    if size > bound:
+                        continue
                 placed = False
                 for i in order:
                     if free[i] >= size:
@@ -87,6 +97,8 @@ class OnDemand:
                             needed.add(i)
                         break
                 if placed:
+                    if not growable:
+                        bound = max(free[i] for i in order)
                     continue
                 for i in order:
                     c = clouds.get(i)
@@ -97,6 +109,9 @@ class OnDemand:
                         planned[i] += vms
                         free[i] += vms * c.site.cores_per_node - size
                         needed.add(i)
+                        if c.leased + planned[i] >= c.site.max_vms:
+                            growable.discard(i)
+                        bound = max(free[j] for j in order)
                         break
         for i, n in planned.items():
             if n > 0:

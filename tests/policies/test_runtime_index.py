@@ -1,0 +1,86 @@
+"""SJF through the engine's runtime index decides exactly what sorting the whole queue decides.
+
+The index (size groups ordered by predicted or actual runtime, kept by the engine for policies
+that declare `runtime_index`) lets a round visit only the jobs that can start; these tests hold
+it to the plain definition: sort every queued job that fits by runtime (ties in queue order),
+then start each on the first site where it still fits.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import clusters, job
+from isthmus.model.decisions import StartJob
+from isthmus.model.environment import PolicyChoice
+from isthmus.sim.harness import Harness
+
+
+def _reference(h: Harness, key: str) -> list[tuple[int, int]]:
+    """(job, site) started by the definition of SJF on the harness's state."""
+    view = h.view
+    free = view.free_processors()
+    order = list(view.stage_sites(0))
+    queued = list(view.queue(0))
+    ranked = sorted(queued, key=lambda e: (e.predicted if key == "predicted" else e.job.runtime, queued.index(e)))
+    out = []
+    for e in ranked:
+        for i in order:
+            if free[i] >= e.job.size:
+                free[i] -= e.job.size
+                out.append((e.job.id, i))
+                break
+    return out
+
+
+STATES = st.tuples(
+    st.lists(st.integers(1, 6), min_size=1, max_size=3),  # processors per cluster
+    st.lists(st.tuples(st.integers(1, 6), st.sampled_from([5.0, 10.0, 10.0, 30.0])), max_size=25),  # queued
+    st.lists(st.integers(1, 4), max_size=4),  # running jobs' sizes (placed where they fit)
+    st.lists(st.integers(0, 24), max_size=6),  # queued jobs removed before the round (started/cancelled)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STATES, st.sampled_from(["sjf", "sjf-ideal"]))
+def test_sjf_via_the_index_equals_sorting_the_queue(state, policy):
+    procs, queued, running, removed = state
+    h = Harness(clusters(*procs), policy, predictor=PolicyChoice("requested"), now=100.0)
+    jid = 0
+    for size in running:
+        jid += 1
+        site = next((i for i, p in enumerate(h.view.free_processors()) if p >= size), None)
+        if site is not None:
+            h.running(job(jid, 0, size, 1000.0), site, started=0.0)
+    first_queued = jid + 1
+    for size, runtime in queued:
+        jid += 1
+        if size <= max(procs):
+            h.queue(job(jid, 10.0 + jid, size, runtime, req=runtime * 2 if jid % 3 else runtime))
+    for k in removed:
+        entry = h.engine.entries.get(first_queued + k)
+        if entry is not None and entry.job.id in h.engine.queues[0]:
+            h.engine.dequeue(entry)  # the index forgets it as the queue does
+    key = "predicted" if policy == "sjf" else "runtime"
+    expected = _reference(h, key)
+    decided = [(d.job_id, d.site) for d in h.engine.allocation.decide(h.view) if isinstance(d, StartJob)]
+    assert decided == expected
+
+
+def test_a_policy_declaring_a_runtime_index_needs_the_size_index():
+    from isthmus.policies.allocation.sjf import ShortestJobFirst
+
+    class Broken(ShortestJobFirst):
+        uses_size_index = False
+
+    from isthmus.engine.clock import SimClock
+    from isthmus.engine.engine import Engine
+    from isthmus.policies.build import PolicySet
+    from isthmus.sim.backends import SimCluster
+
+    env = clusters(4)
+    policies = PolicySet(Broken(), Harness(env).policies.provisioning)
+    with pytest.raises(ValueError, match="runtime_index without uses_size_index"):
+        Engine(env, policies, SimClock(0.0), lambda sch: [SimCluster(0, env.sites[0], sch)])
