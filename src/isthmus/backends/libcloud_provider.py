@@ -103,6 +103,26 @@ def _ec2_driver_class() -> type[Any]:
     class _EC2Driver(EC2NodeDriver):
         connectionCls = _EC2Connection  # noqa: N815 (Libcloud's name)
 
+        def list_all_nodes(self, ex_filters: dict[str, str]) -> list[Any]:
+            """Every instance matching `ex_filters`, following the pages of DescribeInstances
+            (Libcloud's list_nodes reads the first page only: EC2-compatible servers answer 100
+            reservations a page, and the VMs beyond it looked gone)."""
+            from libcloud.utils.xml import findall, findtext
+
+            params: dict[str, Any] = {
+                "Action": "DescribeInstances",
+                **self._build_filters(ex_filters),  # type: ignore[no-untyped-call]
+            }
+            nodes: list[Any] = []
+            while True:
+                elem = self.connection.request(self.path, params=params).object  # type: ignore[no-untyped-call]
+                for rs in findall(element=elem, xpath="reservationSet/item", namespace=NAMESPACE):  # type: ignore[no-untyped-call]
+                    nodes += self._to_nodes(rs, "instancesSet/item")  # type: ignore[no-untyped-call]
+                token = findtext(element=elem, xpath="nextToken", namespace=NAMESPACE)  # type: ignore[no-untyped-call]
+                if not token:
+                    return nodes
+                params = {**params, "NextToken": token}
+
     return _EC2Driver
 
 
@@ -196,7 +216,7 @@ class LibcloudProvider:
         a VM the manager thinks alive but the provider ended shows as terminated or absent)."""
         drv = self.driver()
         if self.settings.driver == "ec2":
-            nodes = self._call(drv.list_nodes, ex_filters={f"tag:{MANAGER_TAG}": self.manager_id})
+            nodes = self._call(drv.list_all_nodes, ex_filters={f"tag:{MANAGER_TAG}": self.manager_id})
         else:
             nodes = self._call(drv.list_nodes)
         out = []
