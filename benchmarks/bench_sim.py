@@ -1,6 +1,7 @@
 """Simulator speed and memory against the peer simulators (../shared/peers/README.md).
 
-Run: `.venv/bin/python benchmarks/bench_sim.py` (add `--quick` to skip the growth series).
+Run: `.venv/bin/python benchmarks/bench_sim.py` (add `--quick` to skip the growth series and the
+full-LCG section; `--only N` runs section N alone).
 Each case runs in a fresh child process so that its peak memory (max RSS of the whole
 process, as /usr/bin/time -v reports for the peers) is its own.
 """
@@ -54,11 +55,55 @@ def child(case: dict[str, object]) -> dict[str, object]:
     }
 
 
-def run_case(case: dict[str, object]) -> dict[str, object]:
-    """Run `case` in a child process; add its whole-process wall time and peak RSS."""
+def round_child(case: dict[str, object]) -> dict[str, object]:
+    """Time one scheduling round of `case["policy"]` with `case["queued"]` jobs waiting over
+    `case["sites"]` 32-processor clusters, each with 3 processors free (a 29-processor job runs on
+    it), and a bare Python scan of the same queue (one size test per job) for the ratio."""
+    import random
+
+    from isthmus.model.environment import Environment, PolicyChoice
+    from isthmus.model.job import Job
+    from isthmus.model.site import Site
+    from isthmus.sim.harness import Harness
+
+    n_sites, n_queued = int(case["sites"]), int(case["queued"])  # type: ignore[call-overload]
+    env = Environment(name="round", sites=tuple(Site(f"c{i}", nodes=32) for i in range(n_sites)), round_interval=30.0)
+    h = Harness(env, PolicyChoice(str(case["policy"])), now=10_000.0)
+    rng = random.Random(1)
+    for i in range(n_sites):
+        h.running(Job(id=i + 1, submit=0.0, size=29, runtime=50_000.0, user="r"), i, 0.0)
+    queue = []
+    for k in range(n_queued):
+        job = Job(
+            id=n_sites + k + 1,
+            submit=float(k) / 10,
+            size=rng.randint(1, 32),
+            runtime=rng.uniform(10, 20_000),
+            user=f"u{k % 50}",
+        )
+        h.queue(job, queued_at=job.submit)
+        queue.append(job)
+    t0 = time.perf_counter()
+    fits = sum(1 for j in queue if j.size <= 3)
+    bare = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    outcomes = h.decide()
+    round_s = time.perf_counter() - t0
+    started = sum(1 for o in outcomes if o.status.accepted)
+    return {"round_s": round_s, "bare_s": bare, "started": started, "fits": fits}
+
+
+def run_case(case: dict[str, object], timeout: float | None = None) -> dict[str, object]:
+    """Run `case` in a child process; add its whole-process wall time and peak RSS. A case still
+    running after `timeout` seconds is stopped: its figures are {"timeout": timeout}."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(case)], stdout=subprocess.PIPE, text=True)
-    out, _ = proc.communicate()
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"timeout": timeout}
     wall = time.perf_counter() - t0
     if proc.returncode:
         raise SystemExit(f"case {case} failed with exit code {proc.returncode}")
@@ -94,13 +139,37 @@ def main() -> None:
     """Run every benchmark case and print the figures next to the peers'."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--quick", action="store_true", help="skip the growth series")
+    ap.add_argument("--quick", action="store_true", help="skip the growth series and the full LCG trace")
+    ap.add_argument("--only", type=int, choices=range(1, 7), help="run only this section")
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(json.loads(args.child))))
+        case = json.loads(args.child)
+        print(json.dumps(round_child(case) if "queued" in case else child(case)))
         return
     if not PEERS.exists():
         raise SystemExit(f"peer workloads not found at {PEERS}")
+
+    def want(section: int) -> bool:
+        return args.only == section if args.only else not (args.quick and section in (3, 4))
+
+    if want(1):
+        section_peers()
+    ctc = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"
+    if want(2) and ctc.exists():
+        section_ctc(ctc)
+    if want(3):
+        section_growth()
+    lcg = TRACES / "LCG.swf.gz"
+    if want(4) and lcg.exists():
+        section_lcg(lcg)
+    if want(5):
+        section_round()
+    if want(6):
+        section_bare_loop()
+
+
+def section_peers() -> None:
+    """1. FCFS and EASY against pyss on the peers' generated workload."""
     synth100k = str(PEERS / "workloads" / "synth_100k.swf.gz")
     print("1. One 128-processor cluster, generated 100k-job workload (peers/README.md)")
     print(
@@ -120,27 +189,118 @@ def main() -> None:
         f"   pyss (whole process): FCFS {PYSS['fcfs']['jobs_s']:,} jobs/s, {PYSS['fcfs']['rss_mb']} MB; "
         f"EASY {PYSS['easy']['jobs_s']:,} jobs/s, {PYSS['easy']['rss_mb']} MB. Targets: 10x jobs/s, < 150 MB."
     )
-    ctc = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"
-    if ctc.exists():
-        print("\n2. KOALA-C multicluster and multicloud environment, full CTC-SP2 (jobs <= 32 processors)")
-        for pol in ("ff", "sjf"):
-            f = run_case({"workload": str(ctc), "env": "koala-c-multicloud", "policy": pol, "max_size": 32})
+
+
+def section_ctc(ctc: Path) -> None:
+    """2. The KOALA-C environment on the full CTC-SP2 trace."""
+    print("\n2. KOALA-C multicluster and multicloud environment, full CTC-SP2 (jobs <= 32 processors)")
+    for pol in ("ff", "sjf"):
+        f = run_case({"workload": str(ctc), "env": "koala-c-multicloud", "policy": pol, "max_size": 32})
+        print(
+            f"{pol:<6} {f['jobs']:>7} jobs: simulation {f['sim_s']:.2f} s, whole process {f['wall_s']:.2f} s "
+            f"(target < 5 s), peak {f['rss_mb']:.0f} MB"
+        )
+
+
+def section_growth() -> None:
+    """3. EASY's cost per job as the workload grows."""
+    print("\n3. Growth (EASY, generated workloads as in peers/README.md)")
+    with tempfile.TemporaryDirectory() as tmp:
+        base = None
+        for n in (10_000, 50_000, 100_000, 240_000):
+            f = run_case({"workload": str(generated(n, Path(tmp))), "cluster": 128, "policy": "easy"})
+            per_job = float(f["sim_s"]) / n * 1e6  # type: ignore[arg-type]
+            base = base or per_job
             print(
-                f"{pol:<6} {f['jobs']:>7} jobs: simulation {f['sim_s']:.2f} s, whole process {f['wall_s']:.2f} s "
-                f"(target < 5 s), peak {f['rss_mb']:.0f} MB"
+                f"{n:>8} jobs: simulation {f['sim_s']:.2f} s ({per_job:.1f} µs/job, {per_job / base:.2f}x "
+                f"the 10k cost per job), process {f['wall_s']:.2f} s, peak {f['rss_mb']:.0f} MB"
             )
-    if not args.quick:
-        print("\n3. Growth (EASY, generated workloads as in peers/README.md)")
-        with tempfile.TemporaryDirectory() as tmp:
-            base = None
-            for n in (10_000, 50_000, 100_000, 240_000):
-                f = run_case({"workload": str(generated(n, Path(tmp))), "cluster": 128, "policy": "easy"})
-                per_job = float(f["sim_s"]) / n * 1e6  # type: ignore[arg-type]
-                base = base or per_job
-                print(
-                    f"{n:>8} jobs: simulation {f['sim_s']:.2f} s ({per_job:.1f} µs/job, {per_job / base:.2f}x "
-                    f"the 10k cost per job), process {f['wall_s']:.2f} s, peak {f['rss_mb']:.0f} MB"
-                )
+
+
+#: Issue 11: each of these on the full LCG trace (jobs <= 32 processors) within 20 s.
+LCG_TARGET_S = 20.0
+LCG_STOP_S = 180.0
+LCG_CASES = (
+    ("ff", "koala-c-multicloud"),
+    ("sjf", "koala-c-multicloud"),
+    ("rr", "koala-c-multicloud"),
+    ("hsdf", "koala-c-multicloud"),
+    ("tags-sets", "koala-c-multicloud"),
+    ("tags-chain", "koala-c-multicluster"),
+)
+
+
+def section_lcg(lcg: Path) -> None:
+    """4. Rounds that do not grow with the queue: the full LCG trace, whose queue grows to tens of
+    thousands of jobs on the KOALA-C environments."""
+    print("\n4. Full LCG trace (188,041 jobs <= 32 processors), KOALA-C environments, whole process")
+    for pol, env in LCG_CASES:
+        f = run_case({"workload": str(lcg), "env": env, "policy": pol, "max_size": 32}, timeout=LCG_STOP_S)
+        if "timeout" in f:
+            print(
+                f"{pol:<10} on {env:<21} stopped after {LCG_STOP_S:.0f} s "
+                f"(over {LCG_STOP_S / LCG_TARGET_S:.0f}x the target)"
+            )
+            continue
+        print(
+            f"{pol:<10} on {env:<21} simulation {f['sim_s']:7.2f} s, whole process {f['wall_s']:7.2f} s "
+            f"({float(f['wall_s']) / LCG_TARGET_S:.2f}x the {LCG_TARGET_S:.0f} s target), peak {f['rss_mb']:.0f} MB"  # type: ignore[arg-type]
+        )
+
+
+#: Issue 11: one round with 100,000 queued jobs and 100 sites within 100 ms.
+ROUND_TARGET_S = 0.100
+
+
+def section_round() -> None:
+    """5. One scheduling round with 100,000 queued jobs over 100 sites (sim.harness)."""
+    print("\n5. One round, 100,000 queued jobs, 100 clusters of 32 processors with 3 free each")
+    for pol in ("ff", "sjf", "rr", "hsdf"):
+        f = run_case({"policy": pol, "queued": 100_000, "sites": 100})
+        round_s, bare = float(f["round_s"]), float(f["bare_s"])  # type: ignore[arg-type]
+        print(
+            f"{pol:<6} round {round_s * 1000:8.1f} ms ({round_s / ROUND_TARGET_S:.2f}x the 100 ms target; "
+            f"{round_s / bare:.1f}x a bare scan of the queue, {bare * 1000:.1f} ms), "
+            f"{f['started']} jobs started of {f['fits']} that fit"
+        )
+
+
+def timed_process(argv: list[str]) -> tuple[float, float]:
+    """Run a command to completion; its wall time (s) and peak RSS (MB, of that process alone)."""
+    import os
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed with exit code {proc.returncode}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def section_bare_loop() -> None:
+    """6. The whole `isthmus simulate` command (read, simulate, write records) against a bare loop
+    reading the same file and simulating the same policy (benchmarks/bare_loop.py; its mean wait
+    equals isthmus's), and peak memory with 300k jobs (issue 11: within 2x; < 150 MB)."""
+    isthmus = str(Path(sys.executable).with_name("isthmus"))
+    bare = str(Path(__file__).with_name("bare_loop.py"))
+    synth100k = str(PEERS / "workloads" / "synth_100k.swf.gz")
+    print("\n6. Whole command against a bare 80-line loop, 1 cluster of 128, generated 100k jobs")
+    with tempfile.TemporaryDirectory() as tmp:
+        for pol in ("fcfs", "easy"):
+            loop_s, loop_mb = timed_process([sys.executable, bare, synth100k, "128", pol])
+            cmd = [isthmus, "simulate", "--cluster", "128", "-w", synth100k, "-p", pol, "-o", f"{tmp}/{pol}"]
+            cmd_s, cmd_mb = timed_process(cmd)
+            print(
+                f"{pol:<6} isthmus simulate -o {cmd_s:6.2f} s ({cmd_mb:.0f} MB), bare loop {loop_s:6.2f} s "
+                f"({loop_mb:.0f} MB): {cmd_s / loop_s:.1f}x (target 2x)"
+            )
+        big = generated(300_000, Path(tmp))
+        cmd_s, cmd_mb = timed_process(
+            [isthmus, "simulate", "--cluster", "128", "-w", str(big), "-p", "easy", "-o", tmp]
+        )
+        print(f"300k generated jobs, EASY, records written: {cmd_s:.2f} s, peak {cmd_mb:.0f} MB (target < 150 MB)")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from isthmus.engine.clock import (
     Schedule,
     SimClock,
 )
+from isthmus.engine.columns import QueueColumns
 from isthmus.engine.kinds import kinds
 from isthmus.engine.state import JobEntry
 from isthmus.engine.view import EngineView
@@ -143,6 +144,12 @@ class Engine:
         if self.runtime_key is not None and not self.size_index:
             raise ValueError(f"policy {allocation.name!r} declares runtime_index without uses_size_index")
         self.sorted_buckets: list[dict[int, SortedList]] = [{} for _ in self.stage_sites]
+        # the queues as NumPy columns, for policies that declare `uses_queue_columns` (HSDF)
+        self.columns: list[QueueColumns] | None = None
+        if allocation.uses_queue_columns:
+            if not self.size_index:
+                raise ValueError(f"policy {allocation.name!r} declares uses_queue_columns without uses_size_index")
+            self.columns = [QueueColumns() for _ in self.stage_sites]
         self._seq = 0
         self.entries: dict[int, JobEntry] = {}
         self.history: dict[str, deque[float]] = {}
@@ -228,6 +235,8 @@ class Engine:
             if ordered is None:
                 ordered = self.sorted_buckets[stage][entry.job.size] = SortedList()
             ordered.add(self._runtime_item(entry))
+        if self.columns is not None:
+            self.columns[stage].add(entry)
 
     def _runtime_item(self, entry: JobEntry) -> tuple[float, int, int]:
         """The job's place in the runtime index: (runtime, queue sequence, id)."""
@@ -250,6 +259,8 @@ class Engine:
             ordered.remove(self._runtime_item(entry))
             if not ordered:
                 del self.sorted_buckets[entry.stage][entry.job.size]
+        if self.columns is not None:
+            self.columns[entry.stage].remove(job_id)
 
     def handle(self, kind: int, a: int, b: int) -> None:
         """Apply one clock event (already due at the clock's `now`)."""
@@ -333,6 +344,8 @@ class Engine:
         if entry is None:
             return None
         entry.queued_at = job.submit if queued_at is None else queued_at
+        if self.columns is not None:
+            self.columns[entry.stage].set_queued_at(job.id, entry.queued_at)
         entry.run = run
         entry.restarts = restarts
         stage = min(max(stage, 0), len(self.queues) - 1)

@@ -20,6 +20,7 @@ from isthmus.model.site import Site
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
     from isthmus.engine.state import JobEntry
+    from isthmus.policies.api import QueueColumnsView
 
 
 class ReadOnlyList(Sequence["tuple[float, int]"]):
@@ -271,6 +272,16 @@ class EngineView:
                 f"policy {self._e.allocation.name!r} reads queue_by_runtime but does not declare runtime_index"
             )
         return _SortedBucketsView(self._e.sorted_buckets[stage], self._e.entries)
+
+    def queue_columns(self, stage: int = 0) -> QueueColumnsView:
+        """Jobs waiting in queue `stage` as read-only NumPy columns (rows in no particular order;
+        `seq` gives queue order), for policies that declare `uses_queue_columns`."""
+        columns = self._e.columns
+        if columns is None:
+            raise RuntimeError(
+                f"policy {self._e.allocation.name!r} reads queue_columns but does not declare uses_queue_columns"
+            )
+        return columns[stage].view()
 
     def stage_sites(self, stage: int) -> Sequence[int]:
         """Indices of the sites jobs of queue `stage` may run on."""

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
 from isthmus.model.decisions import Decision
@@ -115,6 +118,21 @@ class CloudInfo(SiteInfo, Protocol):
     def idle_vms(self) -> Sequence[VmInfo]: ...
 
 
+@dataclass(frozen=True)
+class QueueColumnsView:
+    """Read-only columns of one queue, one row per waiting job, in no particular order: `ids`,
+    `seq` (queue order), `size`, `queued_at` and `predicted` (the arrival-time runtime prediction)."""
+
+    ids: NDArray[np.int64]
+    seq: NDArray[np.int64]
+    size: NDArray[np.int64]
+    queued_at: NDArray[np.float64]
+    predicted: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+
 def runtime_order(entry: JobInfo, key: RuntimeKey) -> tuple[float, int]:
     """Where a queued job sorts in the runtime index: (its predicted or actual runtime, its queue
     sequence); a NaN runtime sorts last."""
@@ -139,6 +157,7 @@ class View(Protocol):
     def queue(self, stage: int = 0) -> Collection[JobInfo]: ...
     def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobInfo]]: ...
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobInfo]]: ...
+    def queue_columns(self, stage: int = 0) -> QueueColumnsView: ...
     def stage_sites(self, stage: int) -> Sequence[int]: ...
     def cloud(self, index: int) -> CloudInfo | None: ...
     def user_runtimes(self, user: str) -> Sequence[float]: ...
@@ -164,14 +183,16 @@ class AllocationPolicy(Protocol):
     Besides `decide`, it tells the engine the structure it needs: the sites each queue may use
     (`stage_sites`), where arriving and killed jobs go (`arrival_stage`, `next_stage`), which
     indexes it reads (`uses_size_index`; `runtime_index`: the size buckets also ordered by the
-    jobs' predicted or actual runtime), whether it needs runtime predictions
-    (`uses_prediction`) or the real runtimes a live system cannot know (`needs_true_runtimes`).
+    jobs' predicted or actual runtime; `uses_queue_columns`: the queues as NumPy columns),
+    whether it needs runtime predictions (`uses_prediction`) or the real runtimes a live system
+    cannot know (`needs_true_runtimes`).
     `AllocationDefaults` gives the common answers.
     """
 
     name: ClassVar[str]
     uses_size_index: ClassVar[bool]
     runtime_index: ClassVar[RuntimeKey | None]
+    uses_queue_columns: ClassVar[bool]
     uses_prediction: ClassVar[bool]
     needs_true_runtimes: ClassVar[bool]
 
@@ -206,6 +227,7 @@ class AllocationDefaults:
 
     uses_size_index: ClassVar[bool] = False
     runtime_index: ClassVar[RuntimeKey | None] = None
+    uses_queue_columns: ClassVar[bool] = False
     uses_prediction: ClassVar[bool] = False
     needs_true_runtimes: ClassVar[bool] = False
 

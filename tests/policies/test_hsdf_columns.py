@@ -1,0 +1,141 @@
+"""HSDF ranks the queue through the engine's NumPy columns: it decides exactly what ranking every
+queued job in Python by its definition decides, and the columns follow the queue."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import clusters, job
+from isthmus.engine.columns import QueueColumns
+from isthmus.model.decisions import StartJob
+from isthmus.model.environment import PolicyChoice
+from isthmus.policies.allocation.common import first_fit
+from isthmus.policies.allocation.hsdf import estimated_slowdown
+from isthmus.policies.prediction.wait import AvailabilityProfile
+from isthmus.sim.harness import Harness
+
+
+def _reference(h: Harness) -> list[tuple[int, int]]:
+    """Blocking HSDF by its definition: the whole queue sorted by estimated slowdown (ties in
+    queue order), started first fit in that order until a job fits nowhere."""
+    view = h.view
+    order = view.stage_sites(0)
+    profile = AvailabilityProfile(view, order)
+    ranked = sorted(
+        view.queue(0),
+        key=lambda e: -estimated_slowdown(profile.earliest_start(e.job.size) - e.queued_at, e.predicted),
+    )
+    can_change = any(view.sites[i].running for i in order)
+    free = view.free_processors()
+    out = []
+    for e in ranked:
+        i = first_fit(free, order, e.job.size)
+        if i < 0:
+            if not can_change:
+                continue
+            break
+        free[i] -= e.job.size
+        out.append((e.job.id, i))
+    return out
+
+
+STATES = st.tuples(
+    st.lists(st.integers(1, 6), min_size=1, max_size=3),  # processors per cluster
+    st.lists(  # queued: size, runtime, queued at (None: its submit time)
+        st.tuples(st.integers(1, 6), st.sampled_from([5.0, 10.0, 10.0, 30.0]), st.sampled_from([None, 0.0, 50.0])),
+        max_size=25,
+    ),
+    st.lists(st.tuples(st.integers(1, 4), st.sampled_from([20.0, 150.0, 150.0, 400.0])), max_size=5),  # running
+    st.lists(st.integers(0, 24), max_size=6),  # queued jobs removed before the round
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STATES)
+def test_hsdf_through_the_columns_equals_ranking_the_queue_in_python(state):
+    procs, queued, running, removed = state
+    h = Harness(clusters(*procs), "hsdf", predictor=PolicyChoice("requested"), now=100.0)
+    jid = 0
+    for size, requested in running:
+        jid += 1
+        site = next((i for i, p in enumerate(h.view.free_processors()) if p >= size), None)
+        if site is not None:
+            h.running(job(jid, 0, size, 1000.0, req=requested), site, started=0.0)
+    first_queued = jid + 1
+    for size, runtime, queued_at in queued:
+        jid += 1
+        if size <= max(procs):
+            h.queue(job(jid, 10.0 + jid, size, runtime, req=runtime * 2 if jid % 3 else runtime), queued_at=queued_at)
+    for k in removed:
+        entry = h.engine.entries.get(first_queued + k)
+        if entry is not None and entry.job.id in h.engine.queues[0]:
+            h.engine.dequeue(entry)  # the columns forget it as the queue does
+    expected = _reference(h)
+    decided = [(d.job_id, d.site) for d in h.engine.allocation.decide(h.view) if isinstance(d, StartJob)]
+    assert decided == expected
+
+
+class _Entry:
+    def __init__(self, job_id: int, seq: int) -> None:
+        self.job = job(job_id, 0.0, 1 + job_id % 5, 10.0)
+        self.seq = seq
+        self.queued_at = float(seq)
+        self.predicted = 2.0 * seq
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 40)), max_size=120))
+def test_the_columns_hold_exactly_the_jobs_added_and_not_removed(ops):
+    cols = QueueColumns(capacity=2)  # grows
+    held: dict[int, _Entry] = {}
+    seq = 0
+    for add, job_id in ops:
+        if add and job_id not in held:
+            seq += 1
+            held[job_id] = _Entry(job_id, seq)
+            cols.add(held[job_id])  # type: ignore[arg-type]
+        elif not add and job_id in held:
+            cols.remove(job_id)
+            del held[job_id]
+        elif job_id in held:
+            held[job_id].queued_at = -1.0
+            cols.set_queued_at(job_id, -1.0)
+    v = cols.view()
+    rows = {
+        int(i): (int(s), int(z), float(q), float(p))
+        for i, s, z, q, p in zip(v.ids, v.seq, v.size, v.queued_at, v.predicted, strict=True)
+    }
+    assert rows == {i: (e.seq, e.job.size, e.queued_at, e.predicted) for i, e in held.items()}
+    if len(v):
+        with pytest.raises(ValueError, match="read-only"):
+            v.queued_at[0] = 0.0
+
+
+def test_a_policy_reading_the_columns_needs_the_size_index():
+    from isthmus.engine.clock import SimClock
+    from isthmus.engine.engine import Engine
+    from isthmus.policies.allocation.hsdf import HighestSlowdownFirst
+    from isthmus.policies.build import PolicySet
+    from isthmus.sim.backends import SimCluster
+
+    class Broken(HighestSlowdownFirst):
+        uses_size_index = False
+
+    env = clusters(4)
+    policies = PolicySet(Broken(), Harness(env).policies.provisioning)
+    with pytest.raises(ValueError, match="uses_queue_columns without uses_size_index"):
+        Engine(env, policies, SimClock(0.0), lambda sch: [SimCluster(0, env.sites[0], sch)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([-3.0, -2.0, -2.0, -1.0, 0.0, float("-inf")]), max_size=60), st.integers(1, 4))
+def test_ranking_in_two_steps_is_the_full_order(keys, head):
+    import numpy as np
+
+    from isthmus.policies.allocation.hsdf import _ranked
+
+    key = np.array(keys, dtype=np.float64)
+    seq = np.random.default_rng(len(keys)).permutation(len(keys)).astype(np.int64)
+    assert list(_ranked(key, seq, head=head)) == np.lexsort((seq, key)).tolist()
