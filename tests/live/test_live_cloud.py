@@ -222,3 +222,12 @@ def test_the_provider_lists_every_instance_beyond_the_first_page(endpoint: str) 
     found = LibcloudProvider("ec2", "m1", settings).instances()
     assert len(found) == 130
     assert len({i.provider_id for i in found}) == 130
+
+
+def test_the_vm_player_boots_instances_beyond_the_first_page(endpoint: str, tmp_path: Path, tag: str) -> None:
+    """The player reads every page of the listing: the 101st VM boots too."""
+    ec2 = ec2_client(endpoint)
+    with VmPlayer(endpoint, tmp_path / "vms", tag) as player:
+        for _ in range(105):
+            ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, UserData="sleep 30")
+        wait_until(lambda: len(player.procs) == 105, 60, "105 VMs playing")
