@@ -20,7 +20,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cloudkit import CREDENTIALS, ec2_server
 from livekit import PG_DSN, LiveServer, tagged_pids, write_env
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A local EC2-compatible server of this test (moto), with the credentials its cloud sites name."""
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    with ec2_server() as url:
+        yield url
 
 
 @pytest.fixture

@@ -7,11 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from cloudkit import AMI, CREDENTIALS, VmPlayer, ec2_client, ec2_server, wait_until
+from cloudkit import AMI, VmPlayer, ec2_client, wait_until
 from livekit import LiveServer, wait_for, wait_state
 
 TERMINAL = ("completed", "failed", "cancelled", "timeout")
@@ -45,14 +43,6 @@ boot_timeout = {boot_timeout}
 allocation = "ff"
 provisioning = "on-demand"
 """
-
-
-@pytest.fixture
-def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    for k, v in CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    with ec2_server() as url:
-        yield url
 
 
 def _env(tmp_path: Path, endpoint: str, boot_timeout: float = 20) -> Path:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
 import time
 from contextlib import ExitStack
 from datetime import timedelta
@@ -82,8 +84,8 @@ def experiment_command(
     name: Annotated[
         str,
         typer.Argument(
-            help="koala-c-limits | koala-c-sets | koala-c-multicluster | koala-c-multicloud | villegas-provisioning "
-            "| villegas-allocation | villegas-short-long | villegas-pairs | villegas-fcbf"
+            help="koala-c-limits | koala-c-sets | koala-c-multicluster | koala-c-multicloud | koala-c-realworld "
+            "| villegas-provisioning | villegas-allocation | villegas-short-long | villegas-pairs | villegas-fcbf"
         ),
     ],
     trace: Annotated[
@@ -126,6 +128,32 @@ def experiment_command(
     ] = None,
     week: Annotated[int | None, typer.Option(help="Week of the trace, from 0 (villegas-fcbf; default 1).")] = None,
     cancelled: Annotated[str | None, typer.Option("--cancelled", help=CANCELLED_HELP)] = None,
+    env: Annotated[
+        str | None,
+        typer.Option(
+            "--env",
+            "-e",
+            help="koala-c-realworld: the live environment (fs1, fs2, a private and a public cloud, TAGS-sets' sets; "
+            "a TOML file with the real sites' lrm and provider tables, or a bundled name). Default: koala-c-realworld "
+            "(local pilots and local clouds).",
+        ),
+    ] = None,
+    scale: Annotated[
+        str | None, typer.Option(help="koala-c-realworld: time scale, e.g. 1/120 (12 hours in 6 minutes; default).")
+    ] = None,
+    repeat: Annotated[
+        int | None, typer.Option(help="koala-c-realworld: live runs per policy (default 3; error bars need 2).")
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", help="koala-c-realworld: only the first N jobs of the window (quick runs).")
+    ] = None,
+    window_start: Annotated[
+        str | None,
+        typer.Option(
+            help="koala-c-realworld: start of the 12-hour window in the trace (e.g. 168d); default: the window of "
+            "load closest to 70%."
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every simulation's row and the files as JSON.")
     ] = False,
@@ -138,9 +166,29 @@ def experiment_command(
     """
     from isthmus.experiments.catalog import EXPERIMENTS
 
+    live_options = {"--env": env, "--scale": scale, "--repeat": repeat, "--jobs": jobs, "--window-start": window_start}
+    if name == "koala-c-realworld":
+        sweep_options = {
+            "--workers": workers,
+            "--scheduler": scheduler,
+            "--chains": chains,
+            "--limits": limits,
+            "--seeds": seeds,
+            "--week": week,
+        }
+        for option, given_value in sweep_options.items():
+            if given_value is not None:
+                raise fail(f"{option} does not apply to {name}: it runs live, one run at a time")
+        if trace and len(trace) > 1:
+            raise fail(f"{name} runs one trace (the paper's: CTC-SP2), got {len(trace)}")
+        _realworld(trace[0] if trace else None, out, env, scale, repeat, jobs, window_start, cancelled, resume, force)
+        return
     spec = EXPERIMENTS.get(name)
     if spec is None:
-        raise fail(f"unknown experiment {name!r}; valid: {', '.join(EXPERIMENTS)}")
+        raise fail(f"unknown experiment {name!r}; valid: {', '.join([*EXPERIMENTS, 'koala-c-realworld'])}")
+    for option, live_value in live_options.items():
+        if live_value is not None:
+            raise fail(f"{option} does not apply to {name}: only koala-c-realworld runs live")
     run = spec.run
     if scheduler is not None and workers is not None:
         raise fail("--scheduler and --workers exclude each other: the cluster behind the scheduler has its own workers")
@@ -251,6 +299,74 @@ def experiment_command(
     console.print(f"{len(result.rows)} simulations{reused}; summary: [bold]{result.files['summary']}[/]")
     for key, path in result.files.items():
         console.print(f"  {key}: {path}")
+
+
+def _realworld(
+    trace: Path | None,
+    out: Path | None,
+    env: str | None,
+    scale: str | None,
+    repeat: int | None,
+    jobs: int | None,
+    window_start: str | None,
+    cancelled: str | None,
+    resume: bool,
+    force: bool,
+) -> None:
+    """`isthmus experiment koala-c-realworld`: KOALA-C §V-D live and simulated (experiments.koala_c_realworld)."""
+    from isthmus.cli.workload_cmd import parse_factor, parse_time
+    from isthmus.config import ConfigError, load_environment
+    from isthmus.experiments import koala_c_realworld as rw
+    from isthmus.workloads import WorkloadError
+
+    path = trace or SHARED_TRACES / rw.DEFAULT_TRACES[0]
+    if not path.exists():
+        raise fail(f"trace not found: {path}" + ("" if trace else " (give one with --trace)"))
+    if cancelled is not None and cancelled not in CANCELLED_CHOICES:
+        raise fail(f"--cancelled: expected one of {', '.join(CANCELLED_CHOICES)}, got {cancelled!r}")
+    if repeat is not None and repeat < 1:
+        raise fail(f"--repeat must be at least 1, got {repeat}")
+    if jobs is not None and jobs < 1:
+        raise fail(f"--jobs must be at least 1, got {jobs}")
+    try:
+        factor = parse_factor(scale, "--scale") if scale is not None else rw.DEFAULT_SCALE
+        start = parse_time(window_start, "--window-start")
+        environment = load_environment(env or "koala-c-realworld")
+    except (WorkloadError, ConfigError, ValueError, KeyError) as exc:
+        raise fail(str(exc)) from None
+    if factor > 1:
+        raise fail(f"--scale must be at most 1 (a time compression), got {scale}")
+    console = Console()
+    out_dir = out or Path("out/experiments") / rw.NAME
+    # a SIGTERM ends the experiment like Ctrl-C: the live manager and its pilots are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    console.print(f"[bold]{rw.NAME}[/] on {environment.name} -> {out_dir}", highlight=False)
+    try:
+        result = rw.koala_c_realworld(
+            environment,
+            str(path),
+            out_dir,
+            repeat=repeat if repeat is not None else rw.DEFAULT_REPEAT,
+            scale=factor,
+            jobs=jobs,
+            window_start=start,
+            cancelled=cancelled or RUN_CANCELLED,
+            resume=resume,
+            force=force,
+            progress=lambda m: console.print(f"  {m}", highlight=False),
+        )
+    except KeyboardInterrupt:
+        console.print(
+            f"[yellow]interrupted:[/] finished runs are saved in {out_dir / rw.RUNS_FILE}; "
+            "run the same command with --resume to do only the rest",
+            highlight=False,
+        )
+        raise typer.Exit(130) from None
+    except (ValueError, OSError, TimeoutError, WorkloadError) as exc:
+        raise fail(str(exc)) from None
+    console.print(f"{len(result.rows)} runs; summary: [bold]{result.files['summary']}[/]")
+    for key, file in result.files.items():
+        console.print(f"  {key}: {file}")
 
 
 def register(app: typer.Typer) -> None:

@@ -294,8 +294,8 @@ def run_live(
     Waits until every cluster pilot has registered, then picks t0 (a multiple of the round
     interval, at least one second ahead) and submits each job at t0 + its submit time with a
     token of its user (one token per workload user, so per-user predictions match). Waits until
-    every job is terminal and every VM but `vms_kept` is gone (or `timeout` seconds after t0, default 60 s + 3 ×
-    (submission span + total runtime / largest site)) and computes the metrics from the
+    every job is terminal and every VM but `vms_kept` is gone (or `timeout` seconds after t0, default 60 s + the
+    longest runtime + 3 × (submission span + total runtime / largest site)) and computes the metrics from the
     persisted event log.
     """
     say = progress or (lambda _m: None)
@@ -303,7 +303,8 @@ def run_live(
     wall0 = time.monotonic()
     notes: list[str] = []
     if timeout is None:
-        timeout = 60.0 + 3.0 * (case.span + sum(j.runtime for j in case.jobs) / max(1, env.max_processors))
+        longest = max((j.runtime for j in case.jobs), default=0.0)
+        timeout = 60.0 + longest + 3.0 * (case.span + sum(j.runtime for j in case.jobs) / max(1, env.max_processors))
     # Without a predictor the simulated engine estimates a job without a requested runtime by its
     # actual runtime (policies such as OD-ExecTime read it); the live manager can only be told it,
     # as the requested runtime, which it then must not enforce (the simulated run does not).
