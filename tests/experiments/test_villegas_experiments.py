@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from isthmus.cli.main import app
 from isthmus.experiments import villegas
 from isthmus.experiments.runner import Point, evaluate, policy
-from isthmus.experiments.stats import mean_ci95, t975
+from isthmus.metrics.stats import mean_ci95, t975
 
 CTC = Path(__file__).resolve().parents[3] / "shared" / "traces" / "CTC-SP2-1996-3.1-cln.swf.gz"
 

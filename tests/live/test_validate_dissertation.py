@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from isthmus.cli.main import app
 from isthmus.config import load_environment
-from isthmus.experiments.stats import mean_ci95
 from isthmus.live.validate import compare_summaries, prepare_case, repeat_summaries, scale_environment, simulate_case
+from isthmus.metrics.stats import mean_ci95
 from isthmus.model.environment import PolicyChoice
 from isthmus.workloads import resolve_workload
 

@@ -30,7 +30,7 @@ import numpy as np
 from isthmus.experiments.output import figure, markdown_table, save, write_csv
 from isthmus.experiments.result import ExperimentResult, finish, run_experiment
 from isthmus.experiments.runner import Point, Sweep, policy
-from isthmus.experiments.stats import mean_ci95
+from isthmus.metrics.stats import mean_ci95
 from isthmus.workloads.conversion import RUN_CANCELLED
 
 #: Table 6.3: testbed -> maximum VMs

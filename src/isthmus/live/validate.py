@@ -430,7 +430,7 @@ def repeat_summaries(
     """Simulate each case (the same model drawn with other seeds, dissertation §6.6: "Each
     workload is executed 30 times") and give, per compared figure, the runs' mean, the
     half-width of its 95% confidence interval, minimum, maximum and count."""
-    from isthmus.experiments.stats import mean_ci95
+    from isthmus.metrics.stats import mean_ci95
 
     values: dict[str, list[float]] = {k: [] for k in COMPARED}
     for case in cases:
