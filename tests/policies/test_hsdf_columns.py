@@ -113,22 +113,6 @@ def test_the_columns_hold_exactly_the_jobs_added_and_not_removed(ops):
             v.queued_at[0] = 0.0
 
 
-def test_a_policy_reading_the_columns_needs_the_size_index():
-    from isthmus.engine.clock import SimClock
-    from isthmus.engine.engine import Engine
-    from isthmus.policies.allocation.hsdf import HighestSlowdownFirst
-    from isthmus.policies.build import PolicySet
-    from isthmus.sim.backends import SimCluster
-
-    class Broken(HighestSlowdownFirst):
-        uses_size_index = False
-
-    env = clusters(4)
-    policies = PolicySet(Broken(), Harness(env).policies.provisioning)
-    with pytest.raises(ValueError, match="uses_queue_columns without uses_size_index"):
-        Engine(env, policies, SimClock(0.0), lambda sch: [SimCluster(0, env.sites[0], sch)])
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from([-3.0, -2.0, -2.0, -1.0, 0.0, float("-inf")]), max_size=60), st.integers(1, 4))
 def test_ranking_in_two_steps_is_the_full_order(keys, head):

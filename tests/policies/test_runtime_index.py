@@ -69,18 +69,20 @@ def test_sjf_via_the_index_equals_sorting_the_queue(state, policy):
     assert decided == expected
 
 
-def test_a_policy_declaring_a_runtime_index_needs_the_size_index():
-    from isthmus.policies.allocation.sjf import ShortestJobFirst
-
-    class Broken(ShortestJobFirst):
-        uses_size_index = False
-
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [("sjf", "runtime_index without uses_size_index"), ("hsdf", "uses_queue_columns without uses_size_index")],
+)
+def test_an_index_kept_within_the_size_buckets_needs_the_size_index(policy, message):
+    """The runtime index (SJF) and the queue columns (HSDF) are kept beside the size buckets."""
     from isthmus.engine.clock import SimClock
     from isthmus.engine.engine import Engine
+    from isthmus.policies import registry
     from isthmus.policies.build import PolicySet
     from isthmus.sim.backends import SimCluster
 
+    broken = type("Broken", (type(registry.create("allocation", policy)),), {"uses_size_index": False})
     env = clusters(4)
-    policies = PolicySet(Broken(), Harness(env).policies.provisioning)
-    with pytest.raises(ValueError, match="runtime_index without uses_size_index"):
+    policies = PolicySet(broken(), Harness(env).policies.provisioning)
+    with pytest.raises(ValueError, match=message):
         Engine(env, policies, SimClock(0.0), lambda sch: [SimCluster(0, env.sites[0], sch)])

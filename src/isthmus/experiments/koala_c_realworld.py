@@ -34,7 +34,6 @@ import dataclasses
 import itertools
 import json
 import math
-import statistics
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ from isthmus.live.validate import (
     write_events,
 )
 from isthmus.metrics.run import RunMetrics, write_run
+from isthmus.metrics.stats import mean_sem
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.workloads import Workload, load_workload
 from isthmus.workloads.conversion import RUN_CANCELLED, SwfConversion
@@ -352,14 +352,9 @@ def _write(metrics: RunMetrics, log: Any, out: Path, label: str) -> None:
 # ------------------------------------------------------------------------------- the report
 
 
-def sem(values: Sequence[float]) -> float | None:
-    """Standard error of the mean, σ/√n (the paper's error bars); None for fewer than 2 values."""
-    return statistics.stdev(values) / math.sqrt(len(values)) if len(values) >= 2 else None
-
-
 def _live(rows: Sequence[dict[str, Any]], policy: str, key: str) -> tuple[float | None, float | None]:
     vals = [float(r[key]) for r in rows if r["policy"] == policy and r["side"] == "live" and r.get(key) is not None]
-    return (statistics.fmean(vals) if vals else None, sem(vals))
+    return mean_sem(vals)
 
 
 def _sim(rows: Sequence[dict[str, Any]], policy: str, key: str) -> float | None:

@@ -20,9 +20,9 @@ def t975(df: int) -> float:
     return _T975[df - 1] if df <= len(_T975) else 1.96
 
 
-def mean_ci95(values: Sequence[float | None]) -> tuple[float | None, float | None]:
-    """The mean of the values that are not None and the half-width of its 95% confidence
-    interval (None with fewer than two values; (None, None) with none)."""
+def mean_sem(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """The mean of the values that are not None or NaN and its standard error σ/√n (KOALA-C's
+    error bars; None with fewer than two values; (None, None) with none)."""
     xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not xs:
         return None, None
@@ -31,4 +31,14 @@ def mean_ci95(values: Sequence[float | None]) -> tuple[float | None, float | Non
     if n < 2:
         return mean, None
     var = sum((x - mean) ** 2 for x in xs) / (n - 1)
-    return mean, t975(n - 1) * math.sqrt(var / n)
+    return mean, math.sqrt(var / n)
+
+
+def mean_ci95(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """The mean of the values that are not None and the half-width of its 95% confidence
+    interval (None with fewer than two values; (None, None) with none)."""
+    mean, sem = mean_sem(values)
+    if sem is None:
+        return mean, None
+    n = sum(1 for v in values if v is not None and not math.isnan(float(v)))
+    return mean, t975(n - 1) * sem
