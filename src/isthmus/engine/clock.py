@@ -45,6 +45,7 @@ EV_ROUND = 5
 EV_BILLING = 6
 EV_TIMEOUT = 7
 EV_VM_FAILED = 8
+EV_WINDOW_END = 9
 
 #: (time, priority, sequence, target, kind, a, b)
 Entry = tuple[float, int, int, int, int, int, int]

@@ -36,14 +36,17 @@ from isthmus.engine.clock import (
     EV_VM_GONE,
     EV_VM_READY,
     EV_WAKE,
+    EV_WINDOW_END,
     PRIO_BILLING,
     PRIO_LIMIT,
     PRIO_ROUND,
+    PRIO_VM,
     Schedule,
     SimClock,
 )
 from isthmus.engine.columns import QueueColumns
 from isthmus.engine.kinds import kinds
+from isthmus.engine.peering import Federation
 from isthmus.engine.state import JobEntry
 from isthmus.engine.view import EngineView
 from isthmus.model.decisions import StartJob
@@ -167,6 +170,14 @@ class Engine:
         #: True once a ReserveVms was applied (only then do starts and cancels look for holds)
         self.reserving = False
         self._kinds = kinds()
+        #: this manager's name among its peers (the environment's name unless set)
+        self.name = env.name
+        #: the peer managers this engine forwards to and receives from (None: no peers)
+        self.federation: Federation | None = None
+        #: queued jobs not yet seen by the site-selection policy (kept only with a federation)
+        self.unrouted: dict[int, JobEntry] = {}
+        #: jobs forwarded from here and not yet ended, by id: (entry, peer index)
+        self.forwarded: dict[int, tuple[JobEntry, int]] = {}
         self._round_at = math.inf
         self._last_round = -math.inf
         self._stage_max = [
@@ -184,8 +195,24 @@ class Engine:
         return sum(n for code, n in self.refusals.items() if code is not StatusCode.HELD)
 
     def idle(self) -> bool:
-        """True when no job is queued or running (only background events may remain)."""
-        return not self.entries
+        """True when no job is queued or running here nor forwarded from here and not yet ended
+        (only background events may remain)."""
+        return not self.entries and not self.forwarded
+
+    def attach(self, federation: Federation) -> None:
+        """Take part in forwarding through `federation`: new jobs are offered to the selection
+        policy, a round runs when a site's availability window opens, and its end hands back the
+        jobs received from peers that can no longer start here."""
+        self.federation = federation
+        now = self.clock.now
+        for b in self.backends:
+            start, end = b.site.available_from, b.site.available_until
+            if start is not None and start > now:
+                # a window opening changes what this manager offers its peers: a round looks
+                # (provisioning leases, the resource data pushed shows the site)
+                self.schedule(start, PRIO_VM, EV_WAKE, -1, -1)
+            if end is not None:
+                self.schedule(end, PRIO_VM, EV_WINDOW_END, b.index, -1)
 
     # ----------------------------------------------------------------- arrivals and events
 
@@ -198,7 +225,7 @@ class Engine:
         log.append(now, _SUBMIT, job.id, -1, -1, job.size)
         return self._admit(job, now)
 
-    def _admit(self, job: Job, now: float) -> JobEntry | None:
+    def _admit(self, job: Job, now: float, chain: tuple[str, ...] = ()) -> JobEntry | None:
         stage = self._arrival_stage(job) if self._arrival_stage is not None else 0
         if job.size > self._stage_max[stage] or job.size <= 0:
             sites = self.stage_sites[stage]
@@ -210,10 +237,14 @@ class Engine:
             )
             return None
         entry = JobEntry(job, now)
+        entry.chain = chain
         if self.predictor is not None:
             entry.predicted = self.predictor.predict(self.view, job)
         self.entries[job.id] = entry
         self._enqueue(entry, stage)
+        fed = self.federation
+        if fed is not None and len(chain) < fed.max_hops:
+            self.unrouted[job.id] = entry
         self._changed()
         return entry
 
@@ -287,6 +318,8 @@ class Engine:
         elif kind == EV_BILLING:
             self.clock.background -= 1
             self._billing_boundary(a, b)
+        elif kind == EV_WINDOW_END:
+            self._window_ended()
 
     def job_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         """Run number `run` of job `job_id` ended now with `exit_code` (0: completed, else failed).
@@ -425,6 +458,8 @@ class Engine:
             self.log.append(now, int(EventKind.FAIL), job_id, entry.site, -1, exit_code, run)
         del self.entries[job_id]
         self.why_not.pop(job_id, None)
+        if entry.chain:
+            self.notify_origin(entry)
         self._changed()
 
     def schedule_walltime(self, entry: JobEntry, started: float) -> None:
@@ -478,6 +513,8 @@ class Engine:
             entry.state = JobState.TIMEOUT if cause is KillCause.TIMEOUT else JobState.FAILED
             self.log.append(now, int(EventKind.FAIL), entry.job.id, site, -1, -9, run)
             del self.entries[entry.job.id]
+            if entry.chain:
+                self.notify_origin(entry)
         self._changed()
 
     def cancel(self, job_id: int) -> bool:
@@ -491,14 +528,142 @@ class Engine:
             self.log.append(now, _KILL, job_id, entry.site, -1, int(KillCause.CANCEL), entry.run)
         else:
             self.dequeue(entry)
+            self.unrouted.pop(job_id, None)
             if self.reserving:
                 self.drop_reservations(job_id)
         entry.state = JobState.CANCELLED
         self.log.append(now, int(EventKind.CANCEL), job_id, -1, -1, 0.0, entry.run)
         del self.entries[job_id]
         self.why_not.pop(job_id, None)
+        if entry.chain:
+            self.notify_origin(entry)
         self._changed()
         return True
+
+    # ------------------------------------------------------------------------ forwarding
+
+    def receive(self, job: Job, chain: tuple[str, ...]) -> JobEntry | None:
+        """A job forwarded by a peer arrives now (submitJob), after visiting the managers in
+        `chain` (its origin first). Logged as SUBMIT with the origin named; None when it can
+        never run here (REJECT, and its origin is told)."""
+        if not chain:
+            raise ValueError("a received job needs the chain of managers it came through")
+        now = self.clock.now
+        log = self.log
+        if job.id in self.entries:
+            raise ValueError(f"job {job.id} was already submitted")
+        log.append(now, _SUBMIT, job.id, -1, -1, job.size, origin=log.origin_index(chain[0]))
+        entry = self._admit(job, now, chain)
+        if entry is None and self.federation is not None:
+            gone = JobEntry(job, now)
+            gone.chain = chain
+            gone.state = JobState.REJECTED
+            self.federation.notify(self, gone, JobState.REJECTED)
+        return entry
+
+    def forward(self, entry: JobEntry, peer: int, policy: str) -> None:
+        """Take queued `entry` out of this manager and send it to peer `peer` (applied by the
+        ForwardJob kind after validation)."""
+        assert self.federation is not None
+        target = self.federation.peers[peer]
+        self.federation.send(self, entry, target)
+        now = self.clock.now
+        self.dequeue(entry)
+        self.unrouted.pop(entry.job.id, None)
+        if self.reserving:
+            self.drop_reservations(entry.job.id)
+        del self.entries[entry.job.id]
+        self.why_not.pop(entry.job.id, None)
+        log = self.log
+        log.append(
+            now,
+            int(EventKind.FORWARD),
+            entry.job.id,
+            -1,
+            -1,
+            peer,
+            entry.run,
+            log.policy_index(policy),
+            origin=log.origin_index(target.name),
+        )
+        log.reasons[entry.job.id] = f"forwarded to peer {target.name}"
+        if entry.chain:
+            self.notify_origin(entry)  # a job passing through: its origin learns where it went
+        else:
+            self.forwarded[entry.job.id] = (entry, peer)
+        self._changed()
+
+    def returned(self, job_id: int, peer: str) -> bool:
+        """Peer `peer` handed job `job_id`, forwarded from here, back unstarted (IBM: FAILED):
+        it is queued here again, offered to the selection policy with `peer` among the failed
+        resources. False when the job is not one forwarded from here."""
+        item = self.forwarded.pop(job_id, None)
+        if item is None:
+            return False
+        entry = item[0]
+        now = self.clock.now
+        entry.failed = (*entry.failed, peer)
+        entry.state = _QUEUED
+        entry.site = -1
+        entry.queued_at = now
+        self.entries[job_id] = entry
+        self.log.reasons.pop(job_id, None)
+        stage = self._arrival_stage(entry.job) if self._arrival_stage is not None else 0
+        self._enqueue(entry, stage)
+        self.log.append(now, _REQUEUE, job_id, -1, -1, stage, entry.run, origin=self.log.origin_index(peer))
+        if self.federation is not None and len(entry.chain) < self.federation.max_hops:
+            self.unrouted[job_id] = entry
+        self._changed()
+        return True
+
+    def remote_ended(self, job_id: int, state: JobState) -> bool:
+        """A job forwarded from here reached terminal `state` where it ran (notifyJob): it is
+        no longer tracked here. False when it is not one forwarded from here."""
+        if not state.terminal:
+            return job_id in self.forwarded
+        return self.forwarded.pop(job_id, None) is not None
+
+    def notify_origin(self, entry: JobEntry) -> None:
+        """Tell the origin of a job received from a peer its state here (notifyJob)."""
+        if self.federation is not None:
+            self.federation.notify(self, entry, entry.state)
+
+    def _window_ended(self) -> None:
+        """A site's availability window closed: jobs received from peers that no site of their
+        queue can start any more go back to the manager they came from (IBM seed §4.2.2: "those
+        jobs that do not execute yet shall be reported as FAILED ... and be re-scheduled")."""
+        fed = self.federation
+        if fed is None:
+            return
+        now = self.clock.now
+        closed = [
+            all((u := self.backends[i].site.available_until) is not None and u <= now for i in sites)
+            for sites in self.stage_sites
+        ]
+        if not any(closed):
+            return
+        back = [e for q, c in zip(self.queues, closed, strict=True) if c for e in q.values() if e.chain]
+        for entry in back:
+            self.dequeue(entry)
+            self.unrouted.pop(entry.job.id, None)
+            if self.reserving:
+                self.drop_reservations(entry.job.id)
+            del self.entries[entry.job.id]
+            self.why_not.pop(entry.job.id, None)
+            log = self.log
+            log.append(
+                now,
+                int(EventKind.RETURN),
+                entry.job.id,
+                -1,
+                -1,
+                0.0,
+                entry.run,
+                origin=log.origin_index(entry.chain[-1]),
+            )
+            log.reasons[entry.job.id] = f"handed back to {entry.chain[-1]}: its sites here closed"
+            fed.send_back(self, entry)
+        self._changed()
 
     def drop_reservations(self, job_id: int) -> None:
         """A queued job left its queue (started, cancelled): end what is reserved for it
@@ -588,6 +753,9 @@ class Engine:
                 raise AssertionError(f"policy {policy.name!r} changed the engine state while deciding")
             for d in decisions:
                 self.apply(d, policy.name)
+        if self.federation is not None:
+            self.unrouted.clear()
+            self.federation.changed(self)
         if observe is not None:
             observe(time.perf_counter() - began)
 

@@ -21,11 +21,14 @@ class JobEntry:
     at a runtime limit). `run` counts the runs started (a restarted job has several);
     `restarts` counts the killed ones. `seq` orders jobs by when they entered their queue (kept with the size index).
     `predicted` is the runtime predicted at arrival
-    (KOALA-C §III-B), filled in when the allocation policy uses predictions.
+    (KOALA-C §III-B), filled in when the allocation policy uses predictions. `chain` and `failed`
+    are the forwarding history (Villegas §4.2.1, IBM seed §3.2).
     """
 
     __slots__ = (
         "alloc",
+        "chain",
+        "failed",
         "job",
         "limit",
         "predicted",
@@ -52,6 +55,10 @@ class JobEntry:
         self.predicted = job.requested_runtime if job.requested_runtime is not None else job.runtime
         self.limit: float | None = None
         self.alloc: tuple[tuple[int, int], ...] = ()
+        #: the managers the job passed through before this one, its origin first (empty: submitted here)
+        self.chain: tuple[str, ...] = ()
+        #: peer managers that handed the job back unstarted (the IBM seed's failed-resource filter)
+        self.failed: tuple[str, ...] = ()
 
     @property
     def id(self) -> int:

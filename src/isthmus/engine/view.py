@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, overload
 from sortedcontainers import SortedList
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
+from isthmus.engine.peering import PeerState, resource_data
+from isthmus.model.peers import PeerRole, ResourceData
 from isthmus.model.site import Site
 
 if TYPE_CHECKING:
@@ -207,6 +209,45 @@ class _SortedBucketsView(Mapping[int, Iterable["JobEntry"]]):
         return len(self._d)
 
 
+class PeerView:
+    """One peer manager as a policy sees it, read-only."""
+
+    __slots__ = ("_p",)
+
+    def __init__(self, peer: PeerState) -> None:
+        self._p = peer
+
+    @property
+    def index(self) -> int:
+        """The peer's index (the `peer` of a ForwardJob)."""
+        return self._p.index
+
+    @property
+    def name(self) -> str:
+        """The peer manager's name."""
+        return self._p.name
+
+    @property
+    def role(self) -> PeerRole:
+        """What the peer is to this manager."""
+        return self._p.role
+
+    @property
+    def up(self) -> bool:
+        """False once the peer missed its heartbeats."""
+        return self._p.up
+
+    @property
+    def distance(self) -> float:
+        """One-way message delay to the peer, seconds."""
+        return self._p.distance
+
+    @property
+    def data(self) -> ResourceData | None:
+        """The peer's latest resource data (None before the first arrives); immutable."""
+        return self._p.data
+
+
 class EngineView:
     """What policies may read of an engine. It holds no state of its own."""
 
@@ -307,3 +348,24 @@ class EngineView:
         """Charged cost the budget cap still allows ($), None without a cap."""
         e = self._e
         return None if e.budget is None else max(0.0, e.budget - e.spent)
+
+    @property
+    def manager(self) -> str:
+        """This manager's name among its peers."""
+        return self._e.name
+
+    @property
+    def peers(self) -> Sequence[PeerView]:
+        """The peer managers, by index (empty without a federation)."""
+        fed = self._e.federation
+        return tuple(PeerView(p) for p in fed.peers) if fed is not None else ()
+
+    def unrouted(self) -> Sequence[JobEntry]:
+        """Queued jobs the site-selection policy has not seen yet (new arrivals and jobs handed
+        back by a peer), in arrival order; empty without a federation."""
+        return tuple(self._e.unrouted.values())
+
+    def local_resources(self) -> ResourceData:
+        """This manager's resource data now, as its peers would receive it, without counting the
+        unrouted jobs as queued (they are what the selection policy is placing)."""
+        return resource_data(self._e, exclude_unrouted=True)

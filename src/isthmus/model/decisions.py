@@ -95,4 +95,19 @@ class WakeUp:
     by: str = ""
 
 
-Decision = StartJob | KillJob | LeaseVms | ReleaseVms | ReserveVms | HoldJob | WakeUp
+@dataclass(frozen=True, slots=True)
+class ForwardJob:
+    """Send queued job `job_id` to peer manager `peer` (an index into the view's `peers`).
+
+    Villegas dissertation §4.2.1: a job "is forwarded between MSs using the same submitJob()
+    interface"; the job leaves this manager's queue, keeps its id at its origin and carries the
+    chain of managers it visited. The engine refuses it when the peer is down, is not a
+    provider to this manager, was already visited by the job, or the job is not queued.
+    """
+
+    job_id: int
+    peer: int
+    by: str = ""
+
+
+Decision = StartJob | KillJob | LeaseVms | ReleaseVms | ReserveVms | HoldJob | WakeUp | ForwardJob

@@ -35,6 +35,8 @@ class EventKind(IntEnum):
     VM_FAILED = 13  # a VM failed (boot timeout, error state); reason in `notes`
     RESERVE = 14  # VM `vm` of site reserved for queued job (value 1) or given back (value 0); policy set
     SHARED = 15  # the run ending now shared processors (FCFS-NW); value = its runtime at full speed (simulation)
+    FORWARD = 16  # queued job sent to a peer manager; value = peer index; origin = the peer's name; policy set
+    RETURN = 17  # a job received from a peer handed back to it unstarted (IBM: FAILED); origin = that peer
 
 
 class KillCause(IntEnum):

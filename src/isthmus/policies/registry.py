@@ -66,7 +66,18 @@ _TABLE: dict[str, dict[str, str]] = {
         "requested": "isthmus.policies.prediction.runtime:RequestedRuntime",
         "exact": "isthmus.policies.prediction.runtime:ExactRuntime",
     },
-    "selection": {},
+    "selection": {
+        "local-first": "isthmus.policies.selection.local_first:LocalFirst",
+        "round-robin": "isthmus.policies.selection.round_robin:RoundRobinForwarding",
+        "lowest-qlen": "isthmus.policies.selection.lowest_qlen:LowestQlen",
+        "lowest-qlen-cpus": "isthmus.policies.selection.lowest_qlen_cpus:LowestQlenCpus",
+        "highest-idle": "isthmus.policies.selection.highest_idle:HighestIdle",
+        "lowest-load": "isthmus.policies.selection.lowest_load:LowestLoad",
+        "highest-cap": "isthmus.policies.selection.highest_cap:HighestCap",
+        "bf-cap": "isthmus.policies.selection.bf_cap:BestFitCap",
+        "bf-idle": "isthmus.policies.selection.bf_idle:BestFitIdle",
+        "ibm-matching": "isthmus.policies.selection.ibm_matching:IbmMatching",
+    },
     "fairshare": {},
 }
 

@@ -77,6 +77,8 @@ class StartKind:
         engine.schedule_walltime(entry, now)
         if engine.why_not:
             engine.why_not.pop(entry.job.id, None)
+        if entry.chain:
+            engine.notify_origin(entry)
 
 
 register(StartKind())

@@ -1,0 +1,60 @@
+"""ForwardJob: send a queued job to a peer manager (Villegas dissertation §4.2.1, submitJob)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from isthmus.engine.kinds import register
+from isthmus.engine.peering import PeerState
+from isthmus.engine.state import JobEntry
+from isthmus.model.decisions import ForwardJob
+from isthmus.model.states import JobState
+from isthmus.model.status import Refused, StatusCode
+
+if TYPE_CHECKING:
+    from isthmus.engine.engine import Engine
+
+
+class ForwardKind:
+    """Valid when the engine has peers, the job is queued here, the peer exists, is up, is a
+    provider to this manager, is not a manager the job already visited (the IBM seed's visited
+    schedulers filter, enforced whatever the policy) nor one that handed it back, and its latest
+    resource data shows a site large enough for the job."""
+
+    decision = ForwardJob
+
+    def validate(self, engine: Engine, d: ForwardJob) -> tuple[JobEntry, PeerState]:
+        """The job's entry and the peer, or Refused."""
+        fed = engine.federation
+        if fed is None:
+            raise Refused(StatusCode.INVALID, "this manager has no peers to forward to")
+        entry = engine.entries.get(d.job_id)
+        if entry is None or entry.state is not JobState.QUEUED:
+            raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not queued here")
+        peers = fed.peers
+        if not 0 <= d.peer < len(peers):
+            raise Refused(StatusCode.UNKNOWN_TARGET, f"peer index {d.peer} does not exist")
+        peer = peers[d.peer]
+        if not peer.role.provides:
+            raise Refused(StatusCode.NOT_ALLOWED, f"peer {peer.name} is a consumer only: it runs no jobs from here")
+        if not peer.up:
+            raise Refused(StatusCode.NO_CAPACITY, f"peer {peer.name} is down (missed its heartbeats)")
+        if peer.name in entry.chain or peer.name == engine.name:
+            raise Refused(StatusCode.NOT_ALLOWED, f"job {d.job_id} already visited {peer.name}")
+        if peer.name in entry.failed:
+            raise Refused(StatusCode.NOT_ALLOWED, f"peer {peer.name} already handed job {d.job_id} back")
+        if peer.data is not None and entry.job.size > peer.data.largest:
+            raise Refused(
+                StatusCode.NO_CAPACITY,
+                f"needs {entry.job.size} processors; the largest available site of {peer.name} offers "
+                f"{peer.data.largest}",
+            )
+        return entry, peer
+
+    def apply(self, engine: Engine, d: ForwardJob, ctx: tuple[JobEntry, PeerState]) -> None:
+        """Send the job; it leaves this manager's queue (FORWARD in the log)."""
+        entry, _ = ctx
+        engine.forward(entry, d.peer, d.by or engine.deciding)
+
+
+register(ForwardKind())
