@@ -69,6 +69,13 @@ def test_dashboard_login_jobs_cancel_and_own_jobs_only(tmp_path: Path, tag: str,
         page.select_option("#state-filter", "all")
         row = page.locator(f"#jobs tbody tr[data-job='{quick}']")
         row.locator("td:nth-child(4):has-text('completed')").wait_for()
+        queue = page.locator("#queues tbody tr td:first-child").all_inner_texts()
+        assert queue == ["all sites"], queue
+        # both charts drawn from GET /timeseries (the event log), not from samples of this page
+        for chart in ("#chart", "#spend-chart"):
+            page.wait_for_selector(f"{chart}[data-points]")
+            assert int(page.get_attribute(chart, "data-points") or 0) > 1
+        assert page.inner_text("#spend-now").startswith("$")
         row.locator("button:has-text('history')").click()
         page.wait_for_selector("#history tbody tr:has-text('completed')")
         page.screenshot(path=str(shots / "admin.png"), full_page=True)

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from metrics_helpers import LogBuilder, cluster_env, env_with_cloud
 
-from isthmus.metrics import StepSeries, compute_run_metrics
+from isthmus.metrics import StepSeries, build_tables, compute_run_metrics
+from isthmus.metrics.timeseries import charged_spend
+from isthmus.model import Site, SiteKind
 
 
 def test_allocated_and_requested_by_hand() -> None:
@@ -67,3 +69,20 @@ def test_utilization_over_time() -> None:
     centres, util = ts.utilization(bins=4)
     assert centres.tolist() == [12.5, 37.5, 62.5, 87.5]
     assert util.tolist() == [1.0, 1.0, 0.5, 0.5]
+
+
+def test_charged_spend_by_hand_and_at_the_horizon() -> None:
+    # increments of 100 s at 0.5 $ each; VM 0 held 10..250 (3 increments begun: at 10, 110, 210),
+    # VM 1 from 200 to the horizon 300 (1 increment begun at 200, none exactly at its start)
+    cloud = Site("ec2", kind=SiteKind.CLOUD, max_vms=4, price_per_hour=18.0, billing_increment=100.0)
+    env = env_with_cloud(cloud=cloud)
+    b = LogBuilder()
+    b.lease(10, 1, vm=0).lease(200, 1, vm=1).release(250, 1, vm=0)
+    b.submit(0, 1, 1).start(0, 1, 0).end(300, 1, 0)
+    log = b.build()
+    tables = build_tables(log, b.jobs.keys(), 2, 300)
+    at = np.array([0.0, 10.0, 10.5, 110.0, 110.5, 200.0, 210.5, 250.0, 300.0])
+    spend = charged_spend(tables, env, at)
+    assert spend.tolist() == pytest.approx([0, 0, 0.5, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0])
+    summary = compute_run_metrics(log, b.jobs, env, horizon=300).summary
+    assert spend[-1] == pytest.approx(summary["cost_charged"])

@@ -218,4 +218,29 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
     )
 
 
-__all__ = ["RunTimeSeries", "StepSeries", "compute_timeseries", "utilization_over_time"]
+_LEASE_BLOCK = 2048
+
+
+def charged_spend(tables: LogTables, env: Environment, times: FloatArray) -> FloatArray:
+    """Charged cost committed by each time of `times` ($): a lease of a paid site pays its price
+    per increment for every billing increment it has begun by then (docs/metrics.md, charged
+    cost), until its release. At the run's horizon this equals the summary's charged cost."""
+    tt = np.asarray(times, dtype=np.float64)
+    out = np.zeros(tt.size)
+    leases = tables.leases
+    for i, s in enumerate(env.sites):
+        if not (s.is_cloud and s.is_paid):
+            continue
+        m = leases.site == i
+        if not m.any():
+            continue
+        starts, ends = leases.start[m], leases.end[m]
+        for k in range(0, starts.size, _LEASE_BLOCK):  # blocks keep the lease x time matrix small
+            start, end = starts[k : k + _LEASE_BLOCK, None], ends[k : k + _LEASE_BLOCK, None]
+            held = np.minimum(tt[None, :], end) - start
+            n = np.where(held > 0, np.ceil(held / s.billing_increment - 1e-9), 0.0)
+            out += n.sum(axis=0) * s.price_per_increment
+    return out
+
+
+__all__ = ["RunTimeSeries", "StepSeries", "charged_spend", "compute_timeseries", "utilization_over_time"]

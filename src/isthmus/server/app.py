@@ -33,7 +33,7 @@ from pydantic import BeforeValidator, TypeAdapter, ValidationError
 from sqlalchemy import insert, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from isthmus.engine.backend import CloudBackend
+from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import period_key
 from isthmus.live.accounting import account
 from isthmus.live.forecast import run_forecast, snapshot
@@ -41,6 +41,7 @@ from isthmus.live.iaas import ProviderCloud
 from isthmus.live.jobfiles import run_files
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.manager import Manager, PersistError, RequestError
+from isthmus.live.pool_view import pool_timeseries, queue_rows, site_costs
 from isthmus.model.environment import PolicyChoice
 from isthmus.policies.registry import PolicyError
 from isthmus.server.auth import Principal, hash_token, new_token
@@ -480,6 +481,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         out = []
         engine = manager.engine
         queued = sum(len(q) for q in engine.queues)
+        costs = site_costs(manager.store, manager.env, now=time.time())
         for b in engine.backends:
             s = b.site
             d: dict[str, Any] = {
@@ -495,6 +497,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             }
             if isinstance(b, CloudBackend):
                 d.update(leased=b.leased, booting=b.booting, max_vms=s.max_vms, price_per_hour=s.price_per_hour)
+                d["charged_cost"] = costs.get(b.index, 0.0)
             if s.lrm is not None:
                 # what marks this manager's jobs in the batch system (docs/sites.md: cleaning up)
                 d["lrm"] = {"driver": s.lrm.driver, "mode": s.lrm.mode, "comment": f"isthmus:{manager.manager_id}:"}
@@ -510,6 +513,27 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             out.append(d)
         return [{**d, "queued_total": queued} for d in out]
 
+    @app.get("/queues", tags=["resources"], responses=_errors(**_USER))
+    async def queues(p: User) -> list[dict[str, Any]]:
+        """Each queue now (one per set of sites the allocation policy uses): its sites, runtime
+        limit, waiting jobs and the processors they request, and the oldest job's wait (s)."""
+        return [r.as_dict() for r in queue_rows(manager.engine, manager.env)]
+
+    @app.get("/timeseries", tags=["resources"], responses=_errors(**_USER))
+    async def timeseries(
+        p: User,
+        window: Annotated[
+            float, Query(gt=0, le=MAX_EPOCH, allow_inf_nan=False, description="seconds back from now")
+        ] = 3600.0,
+        points: Annotated[int, Query(ge=2, le=1000, description="samples over the window")] = 200,
+    ) -> dict[str, list[float]]:
+        """The pool over the last `window` seconds, from the persisted event log: processors of
+        queued and of running jobs, VMs leased and the charged spend so far ($), each sampled at
+        `points` evenly spaced times (Unix seconds in `times`)."""
+        return await asyncio.to_thread(
+            pool_timeseries, manager.store, manager.env, now=time.time(), window=window, points=points
+        )
+
     @app.get("/vms", tags=["resources"], responses=_errors(**_USER))
     async def vm_list(
         p: User, all_: Annotated[bool, Query(alias="all", description="include released VMs")] = False
@@ -517,14 +541,22 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         """VM leases with their cost so far (charged per started billing increment)."""
         now = time.time()
         out = []
+        engine = manager.engine
         for row in manager.store.vm_rows(live_only=not all_):
             site = manager.env.sites[row["site"]]
+            backend = engine.backends[row["site"]]
+            vm = backend.vms.get(row["vm"]) if isinstance(backend, CloudBackend) else None
+            # what the VM does now: idle or running jobs (busy), from the engine's state
+            activity = None
+            if vm is not None and vm.state is VmState.READY:
+                activity = "idle" if vm.free == vm.cores else "busy"
             end = row["released_at"] if row["released_at"] is not None else now
             lease = end - row["leased_at"]
             out.append(
                 {
                     **row,
                     "site_name": site.name,
+                    "activity": activity,
                     "lease_seconds": lease,
                     "charged_cost": site.charged_cost(lease),
                     "actual_cost": site.actual_cost(lease) if site.is_paid else 0.0,

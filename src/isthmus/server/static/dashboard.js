@@ -3,7 +3,8 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const samples = []; // [time, queued processors, running processors]
+let series = null; // GET /timeseries: the pool over the last hour, from the event log
+let seriesAt = 0;
 let timer = null;
 let shownJob = null;
 
@@ -40,15 +41,25 @@ function money(x) { return x === null || x === undefined ? "" : "$" + Number(x).
 
 async function refresh() {
   try {
-    const [sites, budgets] = await Promise.all([api("GET", "/sites"), api("GET", "/budgets")]);
+    const [sites, budgets, queues, vms] = await Promise.all([api("GET", "/sites"), api("GET", "/budgets"),
+      api("GET", "/queues"), api("GET", "/vms")]);
     fill($("#sites tbody"), sites.map((s) => {
       const vms = s.kind === "cloud" ? `${s.booting} / ${s.leased} / ${s.max_vms}` : "";
+      const cost = s.kind === "cloud" ? money(s.charged_cost) : "";
       let status = s.unavailable ? "unavailable: " + s.unavailable : "up";
       if (s.provider) status += `; ${s.provider.error_vms} error VMs; leasing ${s.provider.leasing}`;
       if (s.pilots) status += "; pilots " + Object.entries(s.pilots).map(([k, n]) => `${n} ${k}`).join(", ");
       return [cell(s.name), cell(s.kind), cell(s.online, "num"), cell(s.free, "num"), cell(s.running, "num"),
-        cell(vms), cell(status)];
+        cell(vms), cell(cost, "num"), cell(status)];
     }));
+    fill($("#queues tbody"), queues.map((q) => [cell(q.name), cell(q.sites.join(", ")),
+      cell(q.runtime_limit === null ? "none" : duration(q.runtime_limit)), cell(q.jobs, "num"),
+      cell(q.processors, "num"), cell(q.oldest_wait === null ? "" : duration(q.oldest_wait), "num")]));
+    const now = Date.now() / 1000;
+    fill($("#vms tbody"), vms.map((v) => [cell(v.site_name), cell(v.vm, "num"), cell(v.activity || v.state, "vm-" + (v.activity || v.state)),
+      cell(new Date(v.leased_at * 1000).toLocaleTimeString()), cell(duration(v.lease_seconds), "num"),
+      cell(money(v.charged_cost), "num")]));
+    for (const tr of $("#vms tbody").children) tr.dataset.state = tr.children[2].textContent;
     fill($("#budgets tbody"), budgets.map((b) => [cell(b.name), cell(b.sites.join(", ")),
       cell(b.current || "total"), cell(money(b.limit), "num"), cell(money(b.spent), "num"), cell(money(b.left), "num")]));
     const filter = $("#state-filter").value;
@@ -72,13 +83,15 @@ async function refresh() {
         cell(j.site || ""), cell(why), actions];
     }));
     for (const tr of $("#jobs tbody").children) tr.dataset.job = tr.firstChild.textContent;
-    const queued = sites.length ? sites[0].queued_total : 0;
-    const active = await api("GET", "/jobs?state=queued&state=running&state=starting&limit=100000");
-    const qp = active.filter((j) => j.state === "queued").reduce((a, j) => a + j.size, 0);
-    const rp = active.filter((j) => j.state !== "queued").reduce((a, j) => a + j.size, 0);
-    samples.push([Date.now(), qp, rp, queued]);
-    if (samples.length > 300) samples.shift();
-    draw();
+    if (series === null || now - seriesAt >= 10) { // the series is read from the whole log: not every 2 s
+      series = await api("GET", "/timeseries?window=3600&points=240");
+      seriesAt = now;
+      draw($("#chart"), [["queued_processors", "#c77700"], ["running_processors", "#1f6feb"]], String);
+      draw($("#spend-chart"), [["spend", "#2da44e"]], money);
+      const last = (k) => (series.times.length ? series[k][series.times.length - 1] : 0);
+      $("#spend-now").textContent = money(last("spend")) + " so far";
+      $("#vms-now").textContent = String(last("leased_vms"));
+    }
     if (shownJob !== null) await showJob();
     $("#error").textContent = "";
   } catch (e) {
@@ -95,22 +108,34 @@ async function showJob() {
     cell(h.state), cell(h.run, "num"), cell(h.detail)]));
 }
 
-function draw() {
-  const c = $("#chart");
+function duration(seconds) {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.round(s / 60) + " min";
+  return (s / 3600).toFixed(1) + " h";
+}
+
+// Draws the named series of `series` as lines on canvas `c`, the largest value labelled by `label`.
+function draw(c, lines, label) {
   const g = c.getContext("2d");
   g.clearRect(0, 0, c.width, c.height);
-  if (samples.length < 2) return;
-  const top = Math.max(1, ...samples.map((s) => Math.max(s[1], s[2])));
-  const x = (i) => (i / (samples.length - 1)) * (c.width - 10) + 5;
+  const t = series.times;
+  if (t.length < 2) return;
+  const top = Math.max(1e-9, ...lines.flatMap(([k]) => series[k]));
+  const x = (v) => ((v - t[0]) / (t[t.length - 1] - t[0])) * (c.width - 10) + 5;
   const y = (v) => c.height - 5 - (v / top) * (c.height - 20);
-  for (const [k, color] of [[1, "#c77700"], [2, "#1f6feb"]]) {
+  for (const [k, color] of lines) {
     g.strokeStyle = color;
     g.beginPath();
-    samples.forEach((s, i) => (i ? g.lineTo(x(i), y(s[k])) : g.moveTo(x(i), y(s[k]))));
+    series[k].forEach((v, i) => (i ? g.lineTo(x(t[i]), y(v)) : g.moveTo(x(t[i]), y(v))));
     g.stroke();
   }
   g.fillStyle = "#555";
-  g.fillText(String(top), 2, 12);
+  g.fillText(label(top), 2, 12);
+  g.fillText(new Date(t[0] * 1000).toLocaleTimeString(), 5, c.height - 8);
+  const end = new Date(t[t.length - 1] * 1000).toLocaleTimeString();
+  g.fillText(end, c.width - 5 - g.measureText(end).width, c.height - 8);
+  c.dataset.points = String(t.length);
 }
 
 async function login(t) {
