@@ -16,10 +16,13 @@ from typing import Any
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.clock import SimClock
 from isthmus.engine.engine import Engine
+from isthmus.engine.peering import PeerState
 from isthmus.engine.state import JobEntry
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.job import Job
+from isthmus.model.peers import PeerRole, ResourceData, SiteSummary
+from isthmus.model.states import JobState
 from isthmus.model.status import Status
 from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.sim.backends import SimCloud, SimCluster
@@ -31,6 +34,63 @@ class Outcome:
 
     decision: Decision
     status: Status
+
+
+def peer_data(
+    manager: str,
+    *,
+    idle: int = 0,
+    processors: int | None = None,
+    max_processors: int | None = None,
+    queued_jobs: int = 0,
+    queued_processors: int = 0,
+    is_cloud: bool = False,
+    available: bool = True,
+    busy: int | None = None,
+    time: float = 0.0,
+) -> ResourceData:
+    """Resource data of a peer with one site (named after the manager), for hand-built states."""
+    procs = idle if processors is None else processors
+    most = procs if max_processors is None else max_processors
+    site = SiteSummary(
+        name=manager,
+        is_cloud=is_cloud,
+        available=available,
+        processors=procs,
+        max_processors=most,
+        idle=idle,
+        busy=procs - idle if busy is None else busy,
+        queued_jobs=queued_jobs,
+        queued_processors=queued_processors,
+    )
+    return ResourceData(manager, time, (site,), queued_jobs, queued_processors)
+
+
+class RecordingFederation:
+    """The peers of a harness: set by the test; forwarded jobs are recorded, not delivered."""
+
+    def __init__(self, max_hops: int = 1) -> None:
+        self.peers: list[PeerState] = []
+        self.max_hops = max_hops
+        #: (job id, peer name) of every job sent
+        self.sent: list[tuple[int, str]] = []
+        self.handed_back: list[int] = []
+        self.notified: list[tuple[int, JobState]] = []
+
+    def send(self, engine: Engine, entry: JobEntry, peer: PeerState) -> None:
+        """Record the job sent."""
+        self.sent.append((entry.job.id, peer.name))
+
+    def send_back(self, engine: Engine, entry: JobEntry) -> None:
+        """Record the job handed back."""
+        self.handed_back.append(entry.job.id)
+
+    def notify(self, engine: Engine, entry: JobEntry, state: JobState) -> None:
+        """Record the notification."""
+        self.notified.append((entry.job.id, state))
+
+    def changed(self, engine: Engine) -> None:
+        """Nothing to push in a harness."""
 
 
 class Harness:
@@ -56,21 +116,57 @@ class Harness:
             return [(SimCloud if s.is_cloud else SimCluster)(i, s, schedule) for i, s in enumerate(env.sites)]
 
         self.engine = Engine(env, self.policies, self.clock, backends, budget=budget)
+        self.engine.name = env.name
+        #: the peers, once `peer` connected one
+        self.federation: RecordingFederation | None = None
 
     @property
     def view(self) -> Any:
         """The read-only view the policies see."""
         return self.engine.view
 
-    def queue(self, job: Job, *, stage: int | None = None, queued_at: float | None = None) -> JobEntry:
-        """Put `job` in a queue (its arrival stage, or `stage`) as if it had arrived at `queued_at`."""
+    def queue(
+        self,
+        job: Job,
+        *,
+        stage: int | None = None,
+        queued_at: float | None = None,
+        chain: tuple[str, ...] = (),
+        failed: tuple[str, ...] = (),
+    ) -> JobEntry:
+        """Put `job` in a queue (its arrival stage, or `stage`) as if it had arrived at `queued_at`.
+
+        With peers (`peer`), the job is also new to the selection policy (unrouted) unless it
+        has passed through `max_hops` managers; `chain` and `failed` are its forwarding history.
+        """
         engine = self.engine
         if stage is None:
             stage = engine.allocation.arrival_stage(job) if len(engine.queues) > 1 else 0
         entry = engine.restore(job, stage=stage, queued_at=queued_at)
         if entry is None:
             raise ValueError(f"job {job.id} can never run in this environment: {engine.why(job.id)}")
+        entry.chain = chain
+        entry.failed = failed
+        if self.federation is not None and len(chain) >= self.federation.max_hops:
+            engine.unrouted.pop(job.id, None)
         return entry
+
+    def peer(
+        self,
+        name: str,
+        data: ResourceData | None,
+        *,
+        role: PeerRole = PeerRole.BOTH,
+        up: bool = True,
+        distance: float = 0.0,
+    ) -> int:
+        """Connect a peer manager with its latest resource data; returns its index."""
+        if self.federation is None:
+            self.federation = RecordingFederation()
+            self.engine.attach(self.federation)
+        peers = self.federation.peers
+        peers.append(PeerState(len(peers), name, role, distance, up, data, self.clock.now))
+        return len(peers) - 1
 
     def running(self, job: Job, site: int, started: float, *, limit: float | None = None) -> JobEntry:
         """Make `job` run on `site` since `started` (at or before now)."""
