@@ -62,7 +62,10 @@ def environments(draw):
 
 
 def capacity_never_exceeded(env, log):
+    """No START puts a site over its processors (a cloud: over its ready VMs' cores), and no VM
+    running a job is released."""
     busy = defaultdict(int)
+    size = {}  # processors of each running job, from its START
     ready = defaultdict(int)
     up = set()  # (site, vm) of the VMs that became ready and were not released
     for e in log:
@@ -76,13 +79,11 @@ def capacity_never_exceeded(env, log):
             assert ready[e.site] >= busy[e.site], "a VM running a job was released"
         elif e.kind is EventKind.START:
             busy[e.site] += int(e.value)
+            size[e.job] = int(e.value)
             cap = ready[e.site] if site.is_cloud else site.nodes * site.cores_per_node
             assert busy[e.site] <= cap, f"site {site.name} over capacity at {e.time}"
         elif e.kind in (EventKind.END, EventKind.KILL):
-            busy[e.site] -= env_size[e.job]
-
-
-env_size: dict[int, int] = {}
+            busy[e.site] -= size.pop(e.job)
 
 
 def charged_by_billing_rules(env, log, horizon):

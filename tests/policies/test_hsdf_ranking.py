@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 from hypothesis import given, settings
 
-from invariants import capacity_never_exceeded, env_size, environments, workloads
+from invariants import capacity_never_exceeded, environments, workloads
 from isthmus.model import PolicyChoice
 from isthmus.model.decisions import Decision
 from isthmus.model.events import EventKind
@@ -62,8 +62,6 @@ def test_hsdf_decisions_equal_whole_queue_ranking(jobs, env):
 @settings(max_examples=100, deadline=None)
 @given(workloads(), environments())
 def test_blocking_hsdf_keeps_capacity_and_finishes_every_job(jobs, env):
-    env_size.clear()
-    env_size.update({j.id: j.size for j in jobs})
     result = simulate(env, jobs, PolicyChoice("hsdf", {"blocking": True}), "on-demand", check_purity=True)
     capacity_never_exceeded(env, list(result.log))
     ended = {e.job for e in result.log if e.kind is EventKind.END}

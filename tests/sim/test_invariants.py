@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from invariants import ALLOCATION, capacity_never_exceeded, charged_by_billing_rules, env_size, environments, workloads
+from invariants import ALLOCATION, capacity_never_exceeded, charged_by_billing_rules, environments, workloads
 from isthmus.metrics.run import compute_run_metrics
 from isthmus.model import PolicyChoice
 from isthmus.model.events import EventKind, KillCause
@@ -30,8 +30,6 @@ from isthmus.sim.runner import simulate
     st.one_of(st.none(), st.floats(0, 0.5)),
 )
 def test_invariants(jobs, env, allocation, provisioning, budget):
-    env_size.clear()
-    env_size.update({j.id: j.size for j in jobs})
     policy = PolicyChoice("tags-chain", {"limits": [15.0]}) if allocation == "tags-chain" else allocation
     result = simulate(env, jobs, policy, provisioning, check_purity=True, budget=budget)
     log = list(result.log)

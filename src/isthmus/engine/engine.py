@@ -178,6 +178,8 @@ class Engine:
         self.unrouted: dict[int, JobEntry] = {}
         #: jobs forwarded from here and not yet ended, by id: (entry, peer index)
         self.forwarded: dict[int, tuple[JobEntry, int]] = {}
+        #: unrouted jobs no local site can run, in no queue, by id: why they cannot run here
+        self.outsized: dict[int, str] = {}
         self._round_at = math.inf
         self._last_round = -math.inf
         self._stage_max = [
@@ -230,11 +232,25 @@ class Engine:
         if job.size > self._stage_max[stage] or job.size <= 0:
             sites = self.stage_sites[stage]
             largest = max((self.backends[i] for i in sites), key=lambda b: b.site.max_processors)
-            self.log.append(now, int(EventKind.REJECT), job.id)
-            self.log.reasons[job.id] = (
+            reason = (
                 f"needs {job.size} processors; the largest site it may use ({largest.name}) offers at most "
                 f"{largest.site.max_processors}"
             )
+            fed = self.federation
+            if fed is not None and job.size > 0 and len(chain) < fed.max_hops:
+                # no site here can run it, a peer may: offered to the selection policy this round,
+                # in no local queue (where it would block the queue's head); rejected at the
+                # round's end unless forwarded
+                entry = JobEntry(job, now)
+                entry.chain = chain
+                entry.stage = -1
+                self.entries[job.id] = entry
+                self.unrouted[job.id] = entry
+                self.outsized[job.id] = reason
+                self._changed()
+                return entry
+            self.log.append(now, int(EventKind.REJECT), job.id)
+            self.log.reasons[job.id] = reason
             return None
         entry = JobEntry(job, now)
         entry.chain = chain
@@ -275,7 +291,10 @@ class Engine:
         return (*runtime_order(entry, self.runtime_key), entry.job.id)
 
     def dequeue(self, entry: JobEntry) -> None:
-        """Remove `entry` from its queue (and its size bucket)."""
+        """Remove `entry` from its queue (and its size bucket); nothing for a job in no queue
+        (one no local site can run, awaiting the selection policy)."""
+        if entry.stage < 0:
+            return
         job_id = entry.job.id
         del self.queues[entry.stage][job_id]
         if not self.size_index:
@@ -374,8 +393,8 @@ class Engine:
         if job.id in self.entries:
             raise ValueError(f"job {job.id} was already submitted")
         entry = self._admit(job, self.clock.now)
-        if entry is None:
-            return None
+        if entry is None or entry.stage < 0:
+            return entry
         entry.queued_at = job.submit if queued_at is None else queued_at
         if self.columns is not None:
             self.columns[entry.stage].set_queued_at(job.id, entry.queued_at)
@@ -623,6 +642,21 @@ class Engine:
             return job_id in self.forwarded
         return self.forwarded.pop(job_id, None) is not None
 
+    def _reject_outsized(self) -> None:
+        """Reject the jobs no local site can run that the selection policy did not forward."""
+        now = self.clock.now
+        for job_id, reason in self.outsized.items():
+            entry = self.entries.pop(job_id, None)
+            if entry is None:  # forwarded or cancelled meanwhile
+                continue
+            self.why_not.pop(job_id, None)
+            self.log.append(now, int(EventKind.REJECT), job_id)
+            self.log.reasons[job_id] = f"{reason}, and no peer took it"
+            entry.state = JobState.REJECTED
+            if entry.chain:
+                self.notify_origin(entry)
+        self.outsized.clear()
+
     def notify_origin(self, entry: JobEntry) -> None:
         """Tell the origin of a job received from a peer its state here (notifyJob)."""
         if self.federation is not None:
@@ -754,6 +788,8 @@ class Engine:
             for d in decisions:
                 self.apply(d, policy.name)
         if self.federation is not None:
+            if self.outsized:
+                self._reject_outsized()
             self.unrouted.clear()
             self.federation.changed(self)
         if observe is not None:

@@ -66,21 +66,25 @@ class OnDemand:
         if not clouds:
             return out
         planned = dict.fromkeys(clouds, 0)
+        # the clouds' figures read once: the queue scan below reads them per job
+        leased = {i: c.leased for i, c in clouds.items()}
+        max_vms = {i: c.site.max_vms for i, c in clouds.items()}
+        cores = {i: c.site.cores_per_node for i, c in clouds.items()}
         for i, c in clouds.items():
-            deficit = c.site.min_vms - c.leased
+            deficit = c.site.min_vms - leased[i]
             if deficit > 0:
                 planned[i] = deficit
-        free = [s.free for s in view.sites]
+        free = view.free_processors()
         for i, c in clouds.items():
-            free[i] += (c.booting + planned[i]) * c.site.cores_per_node
+            free[i] += (c.booting + planned[i]) * cores[i]
         needed: set[int] = set()
         for stage in range(view.stages):
             order = view.stage_sites(stage)
             # Clouds of this queue that may still lease; once none may, a job larger than every
             # site's free processors on paper changes nothing, and once none is free the rest of
             # the queue changes nothing: the scan stops (rounds stay short with long queues).
-            growable = {i for i in order if i in clouds and clouds[i].leased + planned[i] < clouds[i].site.max_vms}
-            bound = max((free[i] for i in order), default=0)
+            growable = {i for i in order if i in clouds and leased[i] + planned[i] < max_vms[i]}
+            bound = max(map(free.__getitem__, order), default=0)
             for e in view.queue(stage):
                 size = e.job.size
                 if not growable:
@@ -98,20 +102,19 @@ class OnDemand:
                         break
                 if placed:
                     if not growable:
-                        bound = max(free[i] for i in order)
+                        bound = max(map(free.__getitem__, order))
                     continue
                 for i in order:
-                    c = clouds.get(i)
-                    if c is None:
+                    if i not in clouds:
                         continue
-                    vms = math.ceil((size - free[i]) / c.site.cores_per_node)
-                    if c.leased + planned[i] + vms <= c.site.max_vms:
+                    vms = math.ceil((size - free[i]) / cores[i])
+                    if leased[i] + planned[i] + vms <= max_vms[i]:
                         planned[i] += vms
-                        free[i] += vms * c.site.cores_per_node - size
+                        free[i] += vms * cores[i] - size
                         needed.add(i)
-                        if c.leased + planned[i] >= c.site.max_vms:
+                        if leased[i] + planned[i] >= max_vms[i]:
                             growable.discard(i)
-                        bound = max(free[j] for j in order)
+                        bound = max(map(free.__getitem__, order))
                         break
         for i, n in planned.items():
             if n > 0:
