@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from helpers import clusters, job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from invariants import capacity_never_exceeded
 
+from helpers import clusters, job
+from invariants import capacity_never_exceeded
 from isthmus.federation.run import Manager, simulate_federation
 from isthmus.federation.simulated import LatencyModel
 from isthmus.model import Environment, PolicyChoice, Site

@@ -76,6 +76,33 @@ def test_forecast_by_hand_what_if_and_accuracy(tmp_path: Path, db_url: str, tag:
         )
         assert r.returncode == 0 and "START(WHAT-IF)" in r.stdout and "what if (ff + none" in r.stdout, r.stderr
 
+        # what if a second cluster were added: the first two queued jobs (2 processors each)
+        # start at once on it instead of after the running job
+        c2 = '[[sites]]\nname = "c2"\nnodes = 2\ncores_per_node = 2\n'
+        added = {j["job"]: j for j in c.forecast(add_sites=c2)["jobs"]}
+        for jid in queued[:2]:
+            assert added[jid]["site"] == "c2" and added[jid]["start"] < end_of_hold - 1, added[jid]
+        # ... or the whole environment of a file, which must keep the site running a job now
+        whole = env.read_text().replace('name = "c1"', 'name = "big"').replace("nodes = 2", "nodes = 8", 1)
+        with pytest.raises(ApiError) as lost:
+            c.forecast(environment=whole)
+        assert lost.value.status == 422 and "'c1' runs jobs or holds VMs now" in str(lost.value)
+        with pytest.raises(ApiError) as typo:
+            c.forecast(add_sites='[[sites]]\nname = "c3"\nnodez = 2\n')
+        assert typo.value.status == 422 and "nodez" in str(typo.value) and "line 3" in str(typo.value)
+        with pytest.raises(ApiError) as both_envs:
+            c.forecast(add_sites=c2, environment=env.read_text())
+        assert both_envs.value.status == 422
+        (tmp_path / "c2.toml").write_text(c2)
+        r = subprocess.run(  # noqa: PLW1510
+            [sys.executable, "-m", "isthmus.cli.live_entry", "forecast", "--add-site", str(tmp_path / "c2.toml")],
+            env={**os.environ, "ISTHMUS_URL": live.url, "ISTHMUS_TOKEN": live.admin_token},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0 and "START(WHAT-IF)" in r.stdout, r.stderr
+
         # accuracy: forecast starts against the actual ones
         for jid in queued:
             assert wait_state(c, jid, TERMINAL, timeout=40)["state"] == "completed"

@@ -31,7 +31,9 @@ def fill_local(h: Harness, queued: tuple[int, ...] = (), first_id: int = 100) ->
 def forwards(h: Harness, family: str = "selection") -> list[tuple[int, str, StatusCode]]:
     out = h.decide(family)
     names = {p.index: p.name for p in h.view.peers}
-    return [(o.decision.job_id, names[o.decision.peer], o.status.code) for o in out if isinstance(o.decision, ForwardJob)]
+    return [
+        (o.decision.job_id, names[o.decision.peer], o.status.code) for o in out if isinstance(o.decision, ForwardJob)
+    ]
 
 
 def test_lowest_qlen_counts_its_own_placements_within_the_round():

@@ -63,6 +63,33 @@ def _fmt_dur(s: float | None) -> str:
     return f"{d}-{core}" if d else core
 
 
+def _what_if_files(env_spec: str | None, add_site: Path | None) -> tuple[str | None, str | None, str | None]:
+    """The what-if environment as text and format (checked here first, so that errors name the
+    file and line), and the text of the sites to add; exit 2 on a bad file."""
+    from isthmus.config.errors import ConfigError
+    from isthmus.config.loader import FILE_SUFFIXES, dump_environment, is_file_spec, load_environment
+
+    if env_spec is not None and add_site is not None:
+        typer.echo("error: --env and --add-site: give one of them", err=True)
+        raise typer.Exit(2)
+    try:
+        if env_spec is not None:
+            env = load_environment(env_spec)
+            if is_file_spec(env_spec):
+                path = Path(env_spec)
+                return path.read_text(encoding="utf-8"), FILE_SUFFIXES[path.suffix.lower()], None
+            return dump_environment(env, "toml"), "toml", None
+        if add_site is not None:
+            return None, None, add_site.read_text(encoding="utf-8")
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        typer.echo(f"error: {add_site}: cannot read: {exc}", err=True)
+        raise typer.Exit(2) from None
+    return None, None, None
+
+
 def _fmt_time(t: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "-"
 
@@ -677,18 +704,29 @@ def register(app: typer.Typer) -> None:
         budget: float | None = typer.Option(None, "--budget", help="What if the budget cap were this ($)."),
         no_budget: bool = typer.Option(False, "--no-budget", help="What if there were no budget cap."),
         horizon: float = typer.Option(7 * 86400.0, "--horizon", help="Seconds to simulate ahead at most."),
+        env_spec: str | None = typer.Option(
+            None, "--env", help="What if the manager ran this environment (file or bundled name; its policies)."
+        ),
+        add_site: Path | None = typer.Option(
+            None, "--add-site", help="What if the sites of this TOML file ([[sites]] tables) were added."
+        ),
         url: str | None = URL_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
         """When each queued job is expected to start and end, from a simulation of the live state
         with the live policies (like `squeue --start`); with --allocation, --provisioning,
-        --budget or --no-budget, the same next to what would happen if that changed."""
+        --budget, --no-budget, --env or --add-site, the same next to what would happen if that
+        changed."""
+        environment, env_format, sites_text = _what_if_files(env_spec, add_site)
         what_if = {
             "allocation": allocation,
             "provisioning": provisioning,
             "budget": budget,
             "no_budget": no_budget or None,
+            "environment": environment,
+            "environment_format": env_format,
+            "add_sites": sites_text,
         }
         asked = any(v is not None for v in what_if.values())
 

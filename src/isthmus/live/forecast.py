@@ -25,6 +25,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from isthmus.config.errors import ConfigError
+from isthmus.config.loader import environment_from_text, parse_text
+from isthmus.config.schema import Loc, environment_to_dict, validate_document
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.clock import EV_VM_READY, PRIO_VM, SimClock
 from isthmus.engine.engine import Engine
@@ -191,6 +194,57 @@ def snapshot(m: Manager) -> Snapshot:
     return snap
 
 
+def what_if_environment(
+    live: Environment, *, text: str | None = None, fmt: str = "toml", add_sites: str | None = None
+) -> Environment:
+    """The environment a what-if forecast runs on: a whole environment given as TOML or YAML
+    `text` (its own policies), or the live one with the `[[sites]]` of the TOML `add_sites`
+    appended (the live policies). ConfigError naming the line and key of any problem."""
+    if text is not None and add_sites is not None:
+        raise ConfigError("<what-if>", "give a whole environment or sites to add, not both")
+    if text is not None:
+        if fmt not in ("toml", "yaml"):
+            raise ConfigError("<environment>", f"unknown format {fmt!r}; expected toml or yaml")
+        return environment_from_text(text, "toml" if fmt == "toml" else "yaml", file="<environment>")
+    if add_sites is None:
+        return live
+    data, line_of = parse_text(add_sites, "toml", file="<add_sites>")
+    extra = set(data) - {"sites"}
+    if extra or not isinstance(data.get("sites"), list) or not data["sites"]:
+        raise ConfigError(
+            "<add_sites>",
+            "expected one or more [[sites]] tables and nothing else"
+            + (f" (found {', '.join(sorted(extra))})" if extra else ""),
+        )
+    doc = environment_to_dict(live)
+    n = len(doc["sites"])
+    doc["sites"] = [*doc["sites"], *data["sites"]]
+
+    def line(loc: Loc) -> int | None:
+        """Problems in an added site name its line in `add_sites` (the live sites come first)."""
+        if line_of is None or len(loc) < 2 or loc[0] != "sites" or not isinstance(loc[1], int) or loc[1] < n:
+            return None
+        return line_of(("sites", loc[1] - n, *loc[2:]))
+
+    return validate_document(doc, file="<add_sites>", line_of=line)
+
+
+def _site_map(snap: Snapshot, env: Environment) -> list[int]:
+    """For each live site index, its index in `env` (by name), or -1 when `env` lacks it;
+    ConfigError when a site that runs jobs or holds VMs now is missing."""
+    index = {s.name: i for i, s in enumerate(env.sites)}
+    names = [s.name for s in snap.env.sites]
+    busy = {r.site for r in snap.running} | {v.site for v in snap.vms}
+    for i in sorted(busy):
+        if names[i] not in index:
+            raise ConfigError(
+                "<environment>",
+                f"site {names[i]!r} runs jobs or holds VMs now: a what-if environment must keep it",
+                "sites",
+            )
+    return [index.get(n, -1) for n in names]
+
+
 def run_forecast(
     snap: Snapshot,
     *,
@@ -198,30 +252,37 @@ def run_forecast(
     provisioning: PolicyChoice | None = None,
     budget: float | str | None = "live",
     horizon: float = DEFAULT_HORIZON,
+    env: Environment | None = None,
 ) -> Forecast:
     """Simulate `snap` forward (policies and budget as live unless given; `budget=None`: no cap)
-    until every job has ended or `horizon` seconds have passed. PolicyError on a bad policy."""
-    alloc = allocation or snap.allocation
-    prov = provisioning or snap.provisioning
+    until every job has ended or `horizon` seconds have passed. With `env` (see
+    `what_if_environment`) the sites, sets, policies and round interval are those of `env`; the
+    live sites that run jobs or hold VMs must be in it by name. PolicyError on a bad policy,
+    ConfigError on an environment that cannot take the live state."""
+    target = env if env is not None else snap.env
+    where = _site_map(snap, target)
+    alloc = allocation or (target.allocation if env is not None else snap.allocation)
+    prov = provisioning or (target.provisioning if env is not None else snap.provisioning)
     cap = snap.budget if budget == "live" else budget
     assert cap is None or isinstance(cap, float | int)
     policies = build_policies(alloc, prov, true_runtimes_known=False)
     clock = SimClock(snap.now)
     engine = Engine(
-        snap.env,
+        target,
         policies,
         clock,
-        lambda schedule: build_backends(snap.env, schedule),
-        round_interval=snap.round_interval,
+        lambda schedule: build_backends(target, schedule),
+        round_interval=target.round_interval if env is not None else snap.round_interval,
         budget=cap,
         enforce_walltime=snap.enforce_walltime,
     )
     for vm in snap.vms:
-        backend = engine.cloud_backend(vm.site)
+        site = where[vm.site]
+        backend = engine.cloud_backend(site)
         restored = backend.restore_vm(vm.vm, vm.state, vm.leased_at, vm.ready_at, None)
-        engine.adopt_lease(vm.site, restored.id, vm.leased_at)
+        engine.adopt_lease(site, restored.id, vm.leased_at)
         if vm.state is VmState.BOOTING:
-            engine.schedule(vm.leased_at + backend.site.boot_time, PRIO_VM, EV_VM_READY, vm.site, restored.id)
+            engine.schedule(vm.leased_at + backend.site.boot_time, PRIO_VM, EV_VM_READY, site, restored.id)
     engine.spent = snap.spent  # what the live manager charged so far, released VMs included
     for state in engine.ledger.caps:  # so the caps: what adopting the leases booked is replaced
         if state.cap.name in snap.caps:
@@ -230,11 +291,25 @@ def run_forecast(
     for user, runtimes in snap.history.items():
         engine.history[user] = deque(runtimes, maxlen=2)
     engine.runtime_sum, engine.runtime_count = snap.runtime_sum, snap.runtime_count
+    # the live queues keep their numbers when the policy and the sets are the same and the live
+    # sites keep their places (sites added at the end); else a queued job joins its arrival
+    # queue and a running one the first queue whose sites include its site
+    live_names = [s.name for s in snap.env.sites]
+    same_queues = env is None or (
+        alloc.name == snap.allocation.name
+        and target.sets == snap.env.sets
+        and [s.name for s in target.sites[: len(live_names)]] == live_names
+    )
     for r in snap.running:
-        engine.restore(r.job, stage=r.stage, run=r.run, restarts=r.restarts)
-        engine.reattach(r.job.id, r.site, run=r.run, started=r.started, limit=r.limit)
+        site = where[r.site]
+        stage = r.stage
+        if not same_queues:
+            stage = next((k for k, sites in enumerate(engine.stage_sites) if site in sites), 0)
+        engine.restore(r.job, stage=stage, run=r.run, restarts=r.restarts)
+        engine.reattach(r.job.id, site, run=r.run, started=r.started, limit=r.limit)
     for q in snap.queued:
-        engine.restore(q.job, stage=q.stage, run=q.run, restarts=q.restarts, queued_at=q.queued_at)
+        stage = q.stage if same_queues else engine.allocation.arrival_stage(q.job) if len(engine.queues) > 1 else 0
+        engine.restore(q.job, stage=stage, run=q.run, restarts=q.restarts, queued_at=q.queued_at)
     spent_before = engine.spent
     engine.request_round(snap.now)
     clock.run(snap.now + horizon, engine.idle)
@@ -262,12 +337,13 @@ def _job_forecasts(snap: Snapshot, engine: Engine) -> list[JobForecast]:
             site[e.job] = e.site
         elif e.kind in ending or (e.kind == EventKind.KILL and e.job not in engine.entries):
             end[e.job] = e.time
-    names = [s.name for s in snap.env.sites]
+    names = [s.name for s in engine.env.sites]
+    live_names = [s.name for s in snap.env.sites]
     out = []
     for r in snap.running:
         j = r.job
         out.append(
-            JobForecast(j.id, j.user, j.size, "running", r.started, end.get(j.id), names[r.site], snap.basis[j.id])
+            JobForecast(j.id, j.user, j.size, "running", r.started, end.get(j.id), live_names[r.site], snap.basis[j.id])
         )
     for q in snap.queued:
         j = q.job

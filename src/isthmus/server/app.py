@@ -33,10 +33,11 @@ from pydantic import BeforeValidator, TypeAdapter, ValidationError
 from sqlalchemy import insert, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from isthmus.config.errors import ConfigError
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import period_key
 from isthmus.live.accounting import account
-from isthmus.live.forecast import run_forecast, snapshot
+from isthmus.live.forecast import run_forecast, snapshot, what_if_environment
 from isthmus.live.iaas import ProviderCloud
 from isthmus.live.jobfiles import run_files
 from isthmus.live.lrm_pilots import PilotJobs
@@ -647,9 +648,15 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         (the live state is not touched). A user sees their own jobs only."""
         if req.no_budget and req.budget is not None:
             _invalid_field(("body", "no_budget"), "budget and no_budget: give one of them")
+        if req.environment is not None and req.add_sites is not None:
+            _invalid_field(("body", "add_sites"), "environment and add_sites: give one of them")
         snap = snapshot(manager)
         budget: float | str | None = None if req.no_budget else req.budget if req.budget is not None else "live"
+        field_of_env = "environment" if req.environment is not None else "add_sites"
         try:
+            env = what_if_environment(
+                manager.env, text=req.environment, fmt=req.environment_format, add_sites=req.add_sites
+            )
             result = await asyncio.to_thread(
                 run_forecast,
                 snap,
@@ -657,7 +664,10 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 provisioning=PolicyChoice(req.provisioning) if req.provisioning else None,
                 budget=budget,
                 horizon=req.horizon,
+                env=None if env is manager.env else env,
             )
+        except ConfigError as exc:
+            _invalid_field(("body", field_of_env), str(exc))
         except PolicyError as exc:
             field = "allocation" if req.allocation and req.allocation in str(exc) else "provisioning"
             _invalid_field(("body", field), str(exc))

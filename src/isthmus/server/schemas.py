@@ -299,6 +299,16 @@ class ForecastRequest(BaseModel):
     budget: float | None = Field(None, ge=0, le=1e12, description="budget cap in $ (default: the live one)")
     no_budget: bool = Field(False, description="forecast without any budget cap")
     horizon: float = Field(7 * 86400.0, gt=0, le=366 * 86400.0, description="seconds to simulate ahead at most")
+    environment: CleanStr | None = Field(
+        None,
+        max_length=262_144,
+        description="what if the manager ran this whole environment (TOML or YAML text, its own policies); "
+        "the sites running jobs or holding VMs now must be in it by name",
+    )
+    environment_format: Literal["toml", "yaml"] = Field("toml", description="the format of `environment`")
+    add_sites: CleanStr | None = Field(
+        None, max_length=65_536, description="what if these sites were added: TOML text of [[sites]] tables"
+    )
 
 
 class JobForecastItem(BaseModel):
