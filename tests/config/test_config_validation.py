@@ -313,10 +313,10 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "> 0",
     ),
     (
-        "lrm-keep-free-in-pilot-mode",
-        setter("sites", 0, "lrm", value={"driver": "slurm", "keep_free": 2}),
-        "sites[0].lrm",
-        'keep_free applies only to mode = "direct"',
+        "lrm-keep-free-negative",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "keep_free": -2}),
+        "sites[0].lrm.keep_free",
+        ">= 0",
     ),
     (
         "provider-without-credentials",

@@ -323,3 +323,56 @@ def test_direct_mode_capacity_follows_drained_nodes_and_keeps_processors_for_loc
     finally:
         _scontrol(slurm_conf, "update", "nodename=n4", "state=resume", check=False)
         live.stop()
+
+
+def test_pilot_mode_yields_idle_nodes_to_waiting_local_jobs_and_keeps_processors_free(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    # keep_free = 1 on 2-CPU positions: 3 of the 4 positions are held
+    live = LiveServer(
+        _env(tmp_path, slurm_conf, extra="keep_free = 1"), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag
+    ).start()
+    local = ""
+    try:
+        c = live.client()
+        _registered(c, 6)
+        assert len(_pilot_jobs(slurm_conf)) == 3
+        busy = c.submit(command="sleep", args=["30"], size=2, name="isthmus-run")
+        wait_state(c, busy, ("running",), timeout=30)
+        # a local user's job wants two whole nodes: the free one and one held by an idle pilot
+        out = subprocess.run(
+            ["sbatch", "--parsable", "-N", "2", "--ntasks-per-node=2", "--wrap", "sleep 3"],
+            env={**os.environ, "SLURM_CONF": slurm_conf},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        local = out.stdout.strip().split(";")[0]
+        site = wait_for(
+            lambda: (lambda s: s if s["lrm"]["waiting_local"] >= 4 else None)(c.request("GET", "/sites")[0]),  # noqa: PLC3002
+            timeout=20,
+            what="the local job seen waiting",
+        )
+        assert site["lrm"]["keep_free"] == 1
+        # positions allowed: 4 - ceil((1 + 4) / 2) = 1: both idle pilots end, the busy one stays
+        wait_for(lambda: _slurm_state(slurm_conf, local) in ("RUNNING", "COMPLETED", ""), 30, what="local job ran")
+        assert c.job(busy)["state"] == "running"  # isthmus's run was not killed for it
+        wait_for(lambda: _slurm_state(slurm_conf, local) in ("COMPLETED", ""), 30, what="local job done")
+        # the local job gone, the positions are held again
+        _registered(c, 6)
+    finally:
+        if local:
+            subprocess.run(["scancel", local], env={**os.environ, "SLURM_CONF": slurm_conf}, check=False)
+        live.stop()
+
+
+def _slurm_state(conf: str, job_id: str) -> str:
+    """The job's state in squeue ('' once Slurm no longer lists it)."""
+    out = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T"],
+        env={**os.environ, "SLURM_CONF": conf},
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return out.strip()

@@ -186,8 +186,13 @@ def _elapsed(j: dict[str, Any]) -> float | None:
 def _site_status(s: dict[str, Any]) -> str:
     """A site's STATUS cell: up or why not, its batch system and its pilots by state."""
     out = f"unavailable: {s['unavailable']}" if s.get("unavailable") else "up"
-    if s.get("lrm"):
-        out += f"; {s['lrm']['driver']} {s['lrm']['mode']}"
+    lrm = s.get("lrm")
+    if lrm:
+        out += f"; {lrm['driver']} {lrm['mode']}"
+        if lrm.get("keep_free"):
+            out += f"; {lrm['keep_free']} kept free"
+        if lrm.get("waiting_local"):
+            out += f"; local jobs wait for {lrm['waiting_local']}"
     if s.get("pilots"):
         out += "; pilots " + ", ".join(f"{n} {state}" for state, n in sorted(s["pilots"].items()))
     return out

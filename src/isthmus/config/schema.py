@@ -103,7 +103,10 @@ class LrmSpec(BaseModel):
         30.0, gt=0, le=3600, description="Seconds an LRM command may take before the LRM counts as not answering."
     )
     keep_free: int = Field(
-        0, ge=0, description="Direct mode: processors isthmus leaves free for local users' jobs (KOALA-CS §3.2.1)."
+        0,
+        ge=0,
+        description="Processors isthmus leaves free for local users' jobs (KOALA-CS §3.2.1); in pilot mode, "
+        "rounded up to whole pilot positions.",
     )
     pilot_walltime: float | None = Field(
         None, gt=0, description="Pilot mode: walltime requested for each pilot job (default: the partition's limit)."
@@ -123,11 +126,6 @@ class LrmSpec(BaseModel):
                 f'{", ".join(foreign)} {"does" if len(foreign) == 1 else "do"} not apply to driver = "{self.driver}"',
             )
         given = sorted({"pilot_walltime", "renew_before"} & self.model_fields_set)
-        if self.mode == "pilot" and "keep_free" in self.model_fields_set:
-            raise PydanticCustomError(
-                "direct_only",
-                'keep_free applies only to mode = "direct" (in pilot mode, nodes bounds what isthmus holds)',
-            )
         if self.mode == "direct" and given:
             raise PydanticCustomError("pilot_only", f'{", ".join(given)} applies only to mode = "pilot"')
         if self.pilot_walltime is not None and self.renew_before >= self.pilot_walltime:
@@ -873,8 +871,6 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                 if s.lrm.mode != "pilot":
                     lrm.pop("pilot_walltime", None)
                     lrm.pop("renew_before", None)
-                else:
-                    lrm.pop("keep_free", None)
                 item["lrm"] = lrm
         if s.available_from is not None:
             item["available_from"] = _number(s.available_from)

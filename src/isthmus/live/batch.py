@@ -53,6 +53,7 @@ class BatchCluster(WorkerThread, SiteBackend):
         self.poll_interval = poll_interval
         self.online = self.free = site.nodes * site.cores_per_node  # until the first discovery
         self.external = 0  # processors other users hold or wait for
+        self.waiting_local = 0  # processors local users' jobs wait for (last poll)
         self.provider: dict[tuple[int, int], str] = {}  # (job, run) -> provider id
         self.cancel_when_known: set[tuple[int, int]] = set()
         self.confirmed: set[tuple[int, int]] = set()
@@ -277,6 +278,7 @@ class BatchCluster(WorkerThread, SiteBackend):
         external = max(0, c.usable - c.free - mine) + c.waiting_local
         self.online = online
         self.external = external
+        self.waiting_local = c.waiting_local
         # processors kept for local users count as taken (KOALA-CS §3.2.1: local jobs first)
         keep = self.site.lrm.keep_free if self.site.lrm is not None else 0
         self.free = max(0, online - external - mine - keep)  # the next poll corrects what ends meanwhile

@@ -18,6 +18,11 @@ in one batch per `poll_interval`:
   no new run and a replacement is submitted; the old one ends once its runs have ended, so
   renewing never kills a run (a run longer than `renew_before` may still meet the limit: it is
   then lost and requeued, never silently cut);
+- local users first (KOALA-CS §3.2.1): each poll also reads what jobs this manager did not submit
+  wait for in the LRM; positions are held only up to `nodes` less what `keep_free` and those
+  waiting processors need (whole positions, rounded up), idle pilots beyond that are ended and
+  pilot jobs still queued in the LRM cancelled, so that a local job waits for isthmus at most
+  about a poll interval while isthmus's runs are never killed for it;
 - after a manager restart, the pilot jobs of this manager the LRM still holds are found by their
   comment: their pilots re-register and keep their runs (their slots count meanwhile); a pilot
   job no node is recorded for is cancelled (nothing runs twice), a recorded node whose job is
@@ -37,7 +42,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from isthmus.backends.api import BatchSystem, RemoteState, RunRequest
+from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
 from isthmus.backends.local import LocalCluster
 from isthmus.engine.state import JobEntry
@@ -85,6 +90,8 @@ class PilotJobs(WorkerThread, LocalCluster):
         self.cancel_when_known: set[str] = set()  # ended before the LRM answered their submission
         self._polling = False
         self._filling_after: float = 0.0  # no new pilot job before this (after a refusal)
+        #: processors local users' jobs (not this manager's) wait for in the LRM, at the last poll
+        self.waiting_local = 0
 
     # ------------------------------------------------------------------------ plumbing
 
@@ -153,13 +160,23 @@ class PilotJobs(WorkerThread, LocalCluster):
 
     # ------------------------------------------------------------------ pilots' lifecycle
 
+    def positions_allowed(self) -> int:
+        """How many positions isthmus may hold now: `nodes` less the positions that `keep_free`
+        and the processors local users' jobs wait for need (KOALA-CS §3.2.1: local jobs first)."""
+        keep = self.lrm.keep_free + self.waiting_local
+        return max(0, self.site.nodes - math.ceil(keep / self.site.cores_per_node))
+
     def fill(self) -> None:
-        """Submit a pilot job for every position no current pilot holds."""
+        """Submit a pilot job for every position no current pilot holds, up to `positions_allowed`."""
         if self.m.stopping or time.time() < self._filling_after:
             return
         held = {position_of(n.key) for n in self.nodes() if n.key not in self.retiring}
+        room = self.positions_allowed() - len(held)
         for pos in range(self.site.nodes):
+            if room <= 0:
+                break
             if pos not in held:
+                room -= 1
                 key = pilot_key(self.index, pos)
                 node = Node(key, self.index, self.site.cores_per_node, remote=True)
                 self.m.hub.nodes[key] = node
@@ -282,9 +299,29 @@ class PilotJobs(WorkerThread, LocalCluster):
             return
         self._polling = True
         ids = dict(self.job_of)
-        self.worker.call(self.system.status, list(ids.values()), done=lambda r: self._observed(ids, r))
+        self.worker.call(self._observe, list(ids.values()), done=lambda r: self._observed(ids, r))
 
-    def _observed(self, ids: dict[str, str], result: dict[str, RemoteState] | SiteError) -> None:
+    def _observe(self, provider_ids: list[str]) -> tuple[Capacity, dict[str, RemoteState]]:
+        """In the worker thread: what local jobs wait for, and the pilot jobs' states."""
+        return self.system.capacity(), self.system.status(provider_ids) if provider_ids else {}
+
+    def _yield_to_local_jobs(self) -> None:
+        """End pilots beyond `positions_allowed`: pilot jobs still queued in the LRM first (they
+        hold no node but compete with local jobs), then registered pilots running nothing."""
+        excess = len([n for n in self.nodes() if n.key not in self.retiring]) - self.positions_allowed()
+        if excess <= 0:
+            return
+        busy = {slot[0] for slot in self.slots}
+        queued = [n for n in self.nodes() if n.state == "queued" and n.key not in self.retiring]
+        idle = [n for n in self.nodes() if n.state == "registered" and n.key not in busy and n.key not in self.retiring]
+        for node in (queued + idle)[:excess]:
+            log.info("site %s: pilot %s ends: local users' jobs wait for its node", self.name, node.key)
+            if node.state == "queued":
+                self._drop(node)
+            else:
+                self._end(node, "local users' jobs wait for its node")
+
+    def _observed(self, ids: dict[str, str], result: tuple[Capacity, dict[str, RemoteState]] | SiteError) -> None:
         self._polling = False
         self.m.later(self.lrm.poll_interval, self.poll)
         if self.m.stopping:
@@ -299,11 +336,13 @@ class PilotJobs(WorkerThread, LocalCluster):
         if self.unavailable:
             self.m.engine.request_round(self.m.clock.now)  # it answers again: decide again
         self.unavailable = ""
+        capacity, states = result
+        self.waiting_local = capacity.waiting_local
         now = time.time()
         for key, pid in ids.items():
             if self.job_of.get(key) != pid:
                 continue
-            st = result.get(pid)
+            st = states.get(pid)
             node = self.m.hub.nodes.get(key)
             if st is None or st.state.terminal or st.state is JobState.LOST:
                 self.job_of.pop(key, None)
@@ -317,6 +356,7 @@ class PilotJobs(WorkerThread, LocalCluster):
                     node.deadline = now + self.m.config.spawn_timeout
                     self.m.hub.set_pilot_row(node, "spawned")
         self._renew(now)
+        self._yield_to_local_jobs()
         self._recount()
         self.fill()
         self.m.after()

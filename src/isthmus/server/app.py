@@ -37,6 +37,7 @@ from isthmus.config.errors import ConfigError
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import period_key
 from isthmus.live.accounting import account
+from isthmus.live.batch import BatchCluster
 from isthmus.live.forecast import run_forecast, snapshot, what_if_environment
 from isthmus.live.iaas import ProviderCloud
 from isthmus.live.jobfiles import run_files
@@ -501,7 +502,14 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 d["charged_cost"] = costs.get(b.index, 0.0)
             if s.lrm is not None:
                 # what marks this manager's jobs in the batch system (docs/sites.md: cleaning up)
-                d["lrm"] = {"driver": s.lrm.driver, "mode": s.lrm.mode, "comment": f"isthmus:{manager.manager_id}:"}
+                d["lrm"] = {
+                    "driver": s.lrm.driver,
+                    "mode": s.lrm.mode,
+                    "comment": f"isthmus:{manager.manager_id}:",
+                    "keep_free": s.lrm.keep_free,
+                    # processors local users' jobs wait for in the LRM (KOALA-CS §3.2.1), last poll
+                    "waiting_local": b.waiting_local if isinstance(b, PilotJobs | BatchCluster) else 0,
+                }
             if isinstance(b, PilotJobs):
                 d["pilots"] = b.pilot_counts()
             if isinstance(b, ProviderCloud):
