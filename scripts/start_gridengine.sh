@@ -67,6 +67,10 @@ if ! alive "$QMASTER_PID"; then
   touch "$STATE/started-qmaster"
 fi
 
+# this machine submits jobs: the packages' set-up does not always register it (a fresh machine
+# named otherwise than localhost was left with no submit host)
+qconf -ss 2>/dev/null | grep -qx localhost || qconf -as localhost >&2
+
 # configuration (idempotent): root may run jobs, fast scheduling, no load-based blocking
 edit_conf "-sconf global" -Mconf global 's/^min_uid .*/min_uid 0/; s/^min_gid .*/min_gid 0/;
   s/^reporting_params .*/reporting_params accounting=true reporting=false flush_time=00:00:01 joblog=false sharelog=00:00:00/;
