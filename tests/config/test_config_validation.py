@@ -313,6 +313,24 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "> 0",
     ),
     (
+        "lrm-elastic-key-with-fixed-pilots",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "min_pilots": 2}),
+        "sites[0].lrm",
+        'min_pilots applies only to pilots = "elastic"',
+    ),
+    (
+        "lrm-pilots-key-in-direct-mode",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "mode": "direct", "pilots": "elastic"}),
+        "sites[0].lrm",
+        'pilots applies only to mode = "pilot"',
+    ),
+    (
+        "lrm-pilots-unknown",
+        setter("sites", 0, "lrm", value={"driver": "slurm", "pilots": "bursty"}),
+        "sites[0].lrm.pilots",
+        "elastic",
+    ),
+    (
         "lrm-keep-free-negative",
         setter("sites", 0, "lrm", value={"driver": "slurm", "keep_free": -2}),
         "sites[0].lrm.keep_free",

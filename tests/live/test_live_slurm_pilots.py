@@ -376,3 +376,23 @@ def _slurm_state(conf: str, job_id: str) -> str:
         check=False,
     ).stdout
     return out.strip()
+
+
+def test_elastic_pilots_grow_with_a_burst_and_shrink_when_idle(tmp_path: Path, tag: str, slurm_conf: str) -> None:
+    extra = 'pilots = "elastic"\nmin_pilots = 1\nidle_release = 1.0'
+    live = LiveServer(_env(tmp_path, slurm_conf, extra=extra), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag)
+    live.start()
+    try:
+        c = live.client()
+        _registered(c, 2)
+        assert len(_pilot_jobs(slurm_conf)) == 1  # no demand: the minimum
+        # a burst of three 2-processor jobs: three positions wanted, pilots submitted for them
+        burst = [c.submit(command="sleep", args=["4"], size=2) for _ in range(3)]
+        wait_for(lambda: len(_pilot_jobs(slurm_conf)) == 3, timeout=30, what="pilots grown to 3")
+        for j in burst:
+            assert wait_state(c, j, TERMINAL, timeout=60)["state"] == "completed"
+        # idle beyond the demand for idle_release: back to the minimum, the runs were not cut
+        wait_for(lambda: len(_pilot_jobs(slurm_conf)) == 1, timeout=30, what="pilots shrunk to 1")
+        assert c.request("GET", "/sites")[0]["pilots"].get("registered") == 1
+    finally:
+        live.stop()

@@ -115,6 +115,13 @@ class LrmSpec(BaseModel):
         300.0,
         description="Pilot mode: a pilot with less walltime left than this takes no new run and is replaced.",
     )
+    pilots: Literal["fixed", "elastic"] = Field(
+        "fixed",
+        description='Pilot mode: "fixed" holds every position; "elastic" submits pilots for the queued demand '
+        "and ends those idle for idle_release seconds beyond it.",
+    )
+    min_pilots: int = Field(0, ge=0, description="Pilot mode, elastic: pilots held even without demand.")
+    idle_release: Seconds = Field(60.0, description="Pilot mode, elastic: seconds an unneeded pilot stays idle.")
 
     @model_validator(mode="after")
     def _keys_of_the_driver_and_mode(self) -> LrmSpec:
@@ -125,7 +132,12 @@ class LrmSpec(BaseModel):
                 "driver_keys",
                 f'{", ".join(foreign)} {"does" if len(foreign) == 1 else "do"} not apply to driver = "{self.driver}"',
             )
-        given = sorted({"pilot_walltime", "renew_before"} & self.model_fields_set)
+        given = sorted(
+            {"pilot_walltime", "renew_before", "pilots", "min_pilots", "idle_release"} & self.model_fields_set
+        )
+        elastic_keys = sorted({"min_pilots", "idle_release"} & self.model_fields_set)
+        if self.pilots == "fixed" and elastic_keys:
+            raise PydanticCustomError("elastic_only", f'{", ".join(elastic_keys)} applies only to pilots = "elastic"')
         if self.mode == "direct" and given:
             raise PydanticCustomError("pilot_only", f'{", ".join(given)} applies only to mode = "pilot"')
         if self.pilot_walltime is not None and self.renew_before >= self.pilot_walltime:
@@ -763,6 +775,9 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                     pilot_walltime=None if s.lrm.pilot_walltime is None else float(s.lrm.pilot_walltime),
                     renew_before=float(s.lrm.renew_before),
                     keep_free=s.lrm.keep_free,
+                    pilots=s.lrm.pilots,
+                    min_pilots=s.lrm.min_pilots,
+                    idle_release=float(s.lrm.idle_release),
                 )
         else:
             for key in CLOUD_ONLY_KEYS:
@@ -869,8 +884,11 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                 lrm = {k: v for k, v in dataclasses.asdict(s.lrm).items() if v is not None}
                 lrm["options"] = list(s.lrm.options)
                 if s.lrm.mode != "pilot":
-                    lrm.pop("pilot_walltime", None)
-                    lrm.pop("renew_before", None)
+                    for key in ("pilot_walltime", "renew_before", "pilots", "min_pilots", "idle_release"):
+                        lrm.pop(key, None)
+                elif s.lrm.pilots == "fixed":
+                    lrm.pop("min_pilots", None)
+                    lrm.pop("idle_release", None)
                 item["lrm"] = lrm
         if s.available_from is not None:
             item["available_from"] = _number(s.available_from)

@@ -23,6 +23,12 @@ in one batch per `poll_interval`:
   waiting processors need (whole positions, rounded up), idle pilots beyond that are ended and
   pilot jobs still queued in the LRM cancelled, so that a local job waits for isthmus at most
   about a poll interval while isthmus's runs are never killed for it;
+- elastic pilots (`pilots = "elastic"`): instead of every position, isthmus holds as many as its
+  jobs need (the processors running here plus those queued for queues that may use this site,
+  in whole positions, at least `min_pilots`): a burst submits pilot jobs, and a pilot running
+  nothing for `idle_release` seconds beyond that demand ends (pilot jobs still queued in the
+  LRM beyond it are cancelled at once). This is the backend's own rule, not a provisioning
+  policy: a simulation treats the site as the cluster of its `nodes`;
 - after a manager restart, the pilot jobs of this manager the LRM still holds are found by their
   comment: their pilots re-register and keep their runs (their slots count meanwhile); a pilot
   job no node is recorded for is cancelled (nothing runs twice), a recorded node whose job is
@@ -92,6 +98,7 @@ class PilotJobs(WorkerThread, LocalCluster):
         self._filling_after: float = 0.0  # no new pilot job before this (after a refusal)
         #: processors local users' jobs (not this manager's) wait for in the LRM, at the last poll
         self.waiting_local = 0
+        self.idle_since: dict[str, float] = {}  # node key -> since when its pilot runs nothing
 
     # ------------------------------------------------------------------------ plumbing
 
@@ -166,12 +173,26 @@ class PilotJobs(WorkerThread, LocalCluster):
         keep = self.lrm.keep_free + self.waiting_local
         return max(0, self.site.nodes - math.ceil(keep / self.site.cores_per_node))
 
+    def positions_wanted(self) -> int:
+        """Positions to hold now: all that are allowed ("fixed"), or ("elastic") as many as the
+        processors running here and queued for this site need, at least `min_pilots`."""
+        allowed = self.positions_allowed()
+        if self.lrm.pilots != "elastic":
+            return allowed
+        engine = self.m.engine
+        demand = sum(e.job.size for e in self.running.values())
+        for queue, sites in zip(engine.queues, engine.stage_sites, strict=True):
+            if self.index in sites:
+                demand += sum(e.job.size for e in queue.values())
+        need = max(self.lrm.min_pilots, math.ceil(demand / self.site.cores_per_node))
+        return min(need, allowed)
+
     def fill(self) -> None:
-        """Submit a pilot job for every position no current pilot holds, up to `positions_allowed`."""
+        """Submit a pilot job for every position no current pilot holds, up to `positions_wanted`."""
         if self.m.stopping or time.time() < self._filling_after:
             return
         held = {position_of(n.key) for n in self.nodes() if n.key not in self.retiring}
-        room = self.positions_allowed() - len(held)
+        room = self.positions_wanted() - len(held)
         for pos in range(self.site.nodes):
             if room <= 0:
                 break
@@ -305,21 +326,39 @@ class PilotJobs(WorkerThread, LocalCluster):
         """In the worker thread: what local jobs wait for, and the pilot jobs' states."""
         return self.system.capacity(), self.system.status(provider_ids) if provider_ids else {}
 
-    def _yield_to_local_jobs(self) -> None:
-        """End pilots beyond `positions_allowed`: pilot jobs still queued in the LRM first (they
-        hold no node but compete with local jobs), then registered pilots running nothing."""
-        excess = len([n for n in self.nodes() if n.key not in self.retiring]) - self.positions_allowed()
+    def _shrink(self, now: float) -> None:
+        """End pilots beyond what is allowed or wanted. Beyond `positions_allowed` (local users
+        wait): pilot jobs still queued in the LRM first (they hold no node but compete with local
+        jobs), then registered pilots running nothing, at once. Beyond `positions_wanted` (elastic,
+        no demand): queued pilot jobs at once, registered ones once idle `idle_release` seconds."""
+        held = [n for n in self.nodes() if n.key not in self.retiring]
+        busy = {slot[0] for slot in self.slots}
+        queued = [n for n in held if n.state == "queued"]
+        idle = [n for n in held if n.state == "registered" and n.key not in busy]
+        idle.sort(key=lambda n: self.idle_since.get(n.key, now))  # longest idle first
+        excess = len(held) - self.positions_allowed()
+        for node in (queued + idle)[: max(0, excess)]:
+            self._end_pilot(node, "local users' jobs wait for its node")
+        held = [n for n in self.nodes() if n.key not in self.retiring]
+        excess = len(held) - self.positions_wanted()
         if excess <= 0:
             return
-        busy = {slot[0] for slot in self.slots}
-        queued = [n for n in self.nodes() if n.state == "queued" and n.key not in self.retiring]
-        idle = [n for n in self.nodes() if n.state == "registered" and n.key not in busy and n.key not in self.retiring]
-        for node in (queued + idle)[:excess]:
-            log.info("site %s: pilot %s ends: local users' jobs wait for its node", self.name, node.key)
-            if node.state == "queued":
-                self._drop(node)
-            else:
-                self._end(node, "local users' jobs wait for its node")
+        unwanted = [n for n in queued if n.key in self.m.hub.nodes] + [
+            n
+            for n in idle
+            if n.key in self.m.hub.nodes and now - self.idle_since.get(n.key, now) >= self.lrm.idle_release
+        ]
+        for node in unwanted[:excess]:
+            self._end_pilot(node, "no isthmus job needs it")
+
+    def _end_pilot(self, node: Node, reason: str) -> None:
+        """End one pilot: cancel its job if still queued in the LRM, else tell it to exit."""
+        log.info("site %s: pilot %s ends: %s", self.name, node.key, reason)
+        self.idle_since.pop(node.key, None)
+        if node.state == "queued":
+            self._drop(node)
+        else:
+            self._end(node, reason)
 
     def _observed(self, ids: dict[str, str], result: tuple[Capacity, dict[str, RemoteState]] | SiteError) -> None:
         self._polling = False
@@ -356,7 +395,7 @@ class PilotJobs(WorkerThread, LocalCluster):
                     node.deadline = now + self.m.config.spawn_timeout
                     self.m.hub.set_pilot_row(node, "spawned")
         self._renew(now)
-        self._yield_to_local_jobs()
+        self._shrink(now)
         self._recount()
         self.fill()
         self.m.after()
@@ -395,6 +434,9 @@ class PilotJobs(WorkerThread, LocalCluster):
         those expected back after a restart (a run given to one waits for its re-registration;
         if it does not come back, the run is lost and requeued)."""
         usable = [n for n in self.nodes() if n.state in ("registered", "awaiting") and n.key not in self.retiring]
+        busy = {slot[0] for slot in self.slots}
+        now = time.time()
+        self.idle_since = {n.key: self.idle_since.get(n.key, now) for n in usable if n.key not in busy}
         self.all_slots = [(n.key, c) for n in usable for c in range(n.slots)]
         self.online = len(self.all_slots)
         self.free = sum(1 for s in self.all_slots if s not in self.slots)

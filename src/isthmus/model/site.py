@@ -25,6 +25,8 @@ class LrmSettings:
     "direct" (each run one LRM job). `partition`,
     `account` and `qos` go to every submission with `options` (extra sbatch options);
     `config` names the system's configuration file when it is not the default (`SLURM_CONF`).
+    In pilot mode `pilots` is "fixed" (every position held) or "elastic" (pilots follow the
+    demand: at least `min_pilots`, idle ones beyond the demand end after `idle_release` s).
     A simulation treats such a site as the cluster its `nodes` describe.
     """
 
@@ -42,6 +44,9 @@ class LrmSettings:
     pilot_walltime: float | None = None
     renew_before: float = 300.0
     keep_free: int = 0
+    pilots: str = "fixed"
+    min_pilots: int = 0
+    idle_release: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
