@@ -22,8 +22,9 @@ from isthmus.engine.state import JobEntry
 from isthmus.model.peers import PeerRole, ResourceData, differs
 from isthmus.model.states import JobState
 
-#: One-way delay of a message between two managers on one host, seconds. Measured by
-#: `benchmarks/bench_peers.py` on loopback (median of submitJob; see docs/federation.md).
+#: One-way delay of a message between two managers on one host, seconds: an assumption (a
+#: loopback HTTP request of this project's API takes a few milliseconds, docs/live.md) until the
+#: live peer protocol measures its own.
 DEFAULT_LATENCY = 0.005
 
 _EV_MESSAGE = 0
