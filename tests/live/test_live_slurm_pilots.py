@@ -55,15 +55,15 @@ def _pilot_jobs(conf: str) -> list[tuple[str, str, str]]:
     return jobs
 
 
-def _squeue_comments(conf: str) -> list[str]:
-    out = subprocess.run(
-        ["squeue", "-h", "-o", "%k"],
-        env={**os.environ, "SLURM_CONF": conf},
-        capture_output=True,
-        text=True,
-        check=False,
+def _squeue(conf: str, *args: str) -> str:
+    """What `squeue -h ARGS` prints for the Slurm of `conf`."""
+    return subprocess.run(
+        ["squeue", "-h", *args], env={**os.environ, "SLURM_CONF": conf}, capture_output=True, text=True, check=False
     ).stdout
-    return out.split()
+
+
+def _squeue_comments(conf: str) -> list[str]:
+    return _squeue(conf, "-o", "%k").split()
 
 
 def _pilot_of(job: dict) -> str:  # type: ignore[type-arg]
@@ -368,14 +368,7 @@ def test_pilot_mode_yields_idle_nodes_to_waiting_local_jobs_and_keeps_processors
 
 def _slurm_state(conf: str, job_id: str) -> str:
     """The job's state in squeue ('' once Slurm no longer lists it)."""
-    out = subprocess.run(
-        ["squeue", "-h", "-j", job_id, "-o", "%T"],
-        env={**os.environ, "SLURM_CONF": conf},
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    return out.strip()
+    return _squeue(conf, "-j", job_id, "-o", "%T").strip()
 
 
 def test_elastic_pilots_grow_with_a_burst_and_shrink_when_idle(tmp_path: Path, tag: str, slurm_conf: str) -> None:

@@ -9,7 +9,7 @@ construction and a restarted manager shows the history from before its restart.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -35,15 +35,7 @@ class QueueRow:
 
     def as_dict(self) -> dict[str, Any]:
         """The row as JSON-ready values."""
-        return {
-            "index": self.index,
-            "name": self.name,
-            "sites": self.sites,
-            "runtime_limit": self.runtime_limit,
-            "jobs": self.jobs,
-            "processors": self.processors,
-            "oldest_wait": self.oldest_wait,
-        }
+        return asdict(self)
 
 
 def queue_rows(engine: Engine, env: Environment) -> list[QueueRow]:
