@@ -429,8 +429,19 @@ class CloudBackend(SiteBackend):
         vms = self.vms
         if self.sharing:
             self._loads_changing([v for v, _ in chosen], now)
-        for vm_id, take in chosen:
-            self._load(vms[vm_id], take, now)
+            for vm_id, take in chosen:
+                self._load(vms[vm_id], take, now)
+        else:  # no VM over its cores: `_load` made short (the simulator's hot path)
+            idle = self._idle
+            taken = 0
+            for vm_id, take in chosen:
+                vm = vms[vm_id]
+                vm.load += take
+                vm.free -= take
+                taken += take
+                vm.idle_since = -1.0
+                idle.pop(vm_id, None)
+            self.free -= taken
         entry.alloc = tuple(chosen)
         self._track_start(entry, now)
         self._launch(entry, now)
@@ -442,10 +453,21 @@ class CloudBackend(SiteBackend):
         vms = self.vms
         if self.sharing:
             self._loads_changing([v for v, _ in entry.alloc], now)
-        for vm_id, cores in entry.alloc:
-            self._load(vms[vm_id], -cores, now)
-        if self.sharing:
+            for vm_id, cores in entry.alloc:
+                self._load(vms[vm_id], -cores, now)
             self._loads_changed([v for v, _ in entry.alloc], now)
+        else:  # no VM over its cores: `_load` made short (the simulator's hot path)
+            idle = self._idle
+            freed = 0
+            for vm_id, cores in entry.alloc:
+                vm = vms[vm_id]
+                vm.load -= cores
+                vm.free += cores
+                freed += cores
+                if vm.load == 0 and vm.state is VmState.READY:
+                    vm.idle_since = now
+                    idle[vm_id] = vm
+            self.free += freed
         entry.alloc = ()
 
     def stop(self, entry: JobEntry, now: float) -> None:

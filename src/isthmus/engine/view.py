@@ -9,6 +9,7 @@ state (no copy per round), so a policy sees the state as of the moment it decide
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, overload
 
@@ -50,47 +51,30 @@ class ReadOnlyList(Sequence["tuple[float, int]"]):
 
 
 class VmView:
-    """One leased VM, read-only."""
+    """One leased VM, read-only. Its fields are read through C-level getters (`attrgetter`):
+    provisioning policies read every idle VM every round."""
 
     __slots__ = ("_vm",)
 
     def __init__(self, vm: Vm) -> None:
         self._vm = vm
 
-    @property
-    def id(self) -> int:
-        """The VM's id on its site."""
-        return self._vm.id
-
-    @property
-    def cores(self) -> int:
-        """Processors of the VM."""
-        return self._vm.cores
-
-    @property
-    def free(self) -> int:
-        """Processors not running anything."""
-        return self._vm.free
-
-    @property
-    def leased_at(self) -> float:
-        """When billing started."""
-        return self._vm.leased_at
-
-    @property
-    def idle_since(self) -> float:
-        """When the VM last became idle (-1 while busy)."""
-        return self._vm.idle_since
-
-    @property
-    def idle(self) -> bool:
-        """Ready and running nothing."""
-        return self._vm.idle
-
-    @property
-    def reserved_for(self) -> int:
-        """The queued job this VM is reserved for (ReserveVms), -1 when none."""
-        return self._vm.reserved_for
+    #: The VM's id on its site.
+    id = property(attrgetter("_vm.id"), doc="The VM's id on its site.")
+    #: Processors of the VM.
+    cores = property(attrgetter("_vm.cores"), doc="Processors of the VM.")
+    #: Processors not running anything.
+    free = property(attrgetter("_vm.free"), doc="Processors not running anything.")
+    #: When billing started.
+    leased_at = property(attrgetter("_vm.leased_at"), doc="When billing started.")
+    #: When the VM last became idle (-1 while busy).
+    idle_since = property(attrgetter("_vm.idle_since"), doc="When the VM last became idle (-1 while busy).")
+    #: Ready and running nothing.
+    idle = property(attrgetter("_vm.idle"), doc="Ready and running nothing.")
+    #: The queued job this VM is reserved for (ReserveVms), -1 when none.
+    reserved_for = property(
+        attrgetter("_vm.reserved_for"), doc="The queued job this VM is reserved for (ReserveVms), -1 when none."
+    )
 
 
 class SiteView:
@@ -140,8 +124,13 @@ class SiteView:
 class CloudView(SiteView):
     """A cloud site's current state, read-only: also its leased and booting VMs."""
 
-    __slots__ = ()
+    __slots__ = ("_vm_views",)
     _b: CloudBackend
+
+    def __init__(self, backend: CloudBackend) -> None:
+        super().__init__(backend)
+        #: one proxy per VM, made once (provisioning policies read the idle VMs every round)
+        self._vm_views: dict[int, VmView] = {}
 
     @property
     def booting(self) -> int:
@@ -153,9 +142,23 @@ class CloudView(SiteView):
         """VMs leased and not being released (booting or ready)."""
         return self._b.leased
 
+    def idle_vm_times(self) -> Sequence[tuple[int, float, float, int]]:
+        """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle first."""
+        return [(vm.id, vm.leased_at, vm.idle_since, vm.reserved_for) for vm in self._b.idle_vms()]
+
     def idle_vms(self) -> Sequence[VmView]:
         """Ready VMs running nothing, longest idle first."""
-        return [VmView(vm) for vm in self._b.idle_vms()]
+        views = self._vm_views
+        out = []
+        for vm in self._b.idle_vms():
+            v = views.get(vm.id)
+            if v is None or v._vm is not vm:
+                v = views[vm.id] = VmView(vm)
+            out.append(v)
+        if len(views) > 2 * len(self._b.vms) + 64:  # forget the proxies of VMs gone long ago
+            live = self._b.vms
+            self._vm_views = {k: v for k, v in views.items() if live.get(k) is v._vm}
+        return out
 
 
 class _BucketsView(Mapping[int, Mapping[int, "JobEntry"]]):

@@ -139,6 +139,10 @@ class CloudInfo(SiteInfo, Protocol):
     @property
     def leased(self) -> int: ...
     def idle_vms(self) -> Sequence[VmInfo]: ...
+    def idle_vm_times(self) -> Sequence[tuple[int, float, float, int]]:
+        """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle
+        first: what a release decision reads, as plain tuples (cheap to read every round)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -66,25 +66,21 @@ class OnDemand:
         if not clouds:
             return out
         planned = dict.fromkeys(clouds, 0)
-        # the clouds' figures read once: the queue scan below reads them per job
-        leased = {i: c.leased for i, c in clouds.items()}
-        max_vms = {i: c.site.max_vms for i, c in clouds.items()}
-        cores = {i: c.site.cores_per_node for i, c in clouds.items()}
         for i, c in clouds.items():
-            deficit = c.site.min_vms - leased[i]
+            deficit = c.site.min_vms - c.leased
             if deficit > 0:
                 planned[i] = deficit
-        free = view.free_processors()
+        free = [s.free for s in view.sites]
         for i, c in clouds.items():
-            free[i] += (c.booting + planned[i]) * cores[i]
+            free[i] += (c.booting + planned[i]) * c.site.cores_per_node
         needed: set[int] = set()
         for stage in range(view.stages):
             order = view.stage_sites(stage)
             # Clouds of this queue that may still lease; once none may, a job larger than every
             # site's free processors on paper changes nothing, and once none is free the rest of
             # the queue changes nothing: the scan stops (rounds stay short with long queues).
-            growable = {i for i in order if i in clouds and leased[i] + planned[i] < max_vms[i]}
-            bound = max(map(free.__getitem__, order), default=0)
+            growable = {i for i in order if i in clouds and clouds[i].leased + planned[i] < clouds[i].site.max_vms}
+            bound = max((free[i] for i in order), default=0)
             for e in view.queue(stage):
                 size = e.job.size
                 if not growable:
@@ -102,19 +98,20 @@ class OnDemand:
                         break
                 if placed:
                     if not growable:
-                        bound = max(map(free.__getitem__, order))
+                        bound = max(free[i] for i in order)
                     continue
                 for i in order:
-                    if i not in clouds:
+                    c = clouds.get(i)
+                    if c is None:
                         continue
-                    vms = math.ceil((size - free[i]) / cores[i])
-                    if leased[i] + planned[i] + vms <= max_vms[i]:
+                    vms = math.ceil((size - free[i]) / c.site.cores_per_node)
+                    if c.leased + planned[i] + vms <= c.site.max_vms:
                         planned[i] += vms
-                        free[i] += vms * cores[i] - size
+                        free[i] += vms * c.site.cores_per_node - size
                         needed.add(i)
-                        if leased[i] + planned[i] >= max_vms[i]:
+                        if c.leased + planned[i] >= c.site.max_vms:
                             growable.discard(i)
-                        bound = max(map(free.__getitem__, order))
+                        bound = max(free[j] for j in order)
                         break
         for i, n in planned.items():
             if n > 0:
@@ -127,16 +124,16 @@ class OnDemand:
             if spare <= 0:
                 continue
             release: list[int] = []
-            for vm in c.idle_vms():
+            for vm_id, leased_at, idle_since, reserved_for in c.idle_vm_times():
                 if len(release) >= spare:
                     break
-                if vm.reserved_for >= 0:
+                if reserved_for >= 0:
                     continue  # held for a queued job (ReserveVms): never released
-                at = self._release_time(c, vm.leased_at, vm.idle_since, now)
+                at = self._release_time(c, leased_at, idle_since, now)
                 if at <= now:
-                    release.append(vm.id)
-                else:
-                    wake = min(wake, at)
+                    release.append(vm_id)
+                elif at < wake:
+                    wake = at
             if release:
                 out.append(ReleaseVms(i, tuple(release), by=self.name))
         if wake < math.inf:
