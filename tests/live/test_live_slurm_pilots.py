@@ -341,7 +341,7 @@ def test_pilot_mode_yields_idle_nodes_to_waiting_local_jobs_and_keeps_processors
         wait_state(c, busy, ("running",), timeout=30)
         # a local user's job wants two whole nodes: the free one and one held by an idle pilot
         out = subprocess.run(
-            ["sbatch", "--parsable", "-N", "2", "--ntasks-per-node=2", "--wrap", "sleep 3"],
+            ["sbatch", "--parsable", "-N2", "--ntasks-per-node=2", f"--output={tmp_path}/local.out", "--wrap=sleep 3"],
             env={**os.environ, "SLURM_CONF": slurm_conf},
             capture_output=True,
             text=True,
