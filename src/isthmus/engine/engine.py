@@ -46,6 +46,7 @@ from isthmus.engine.clock import (
 )
 from isthmus.engine.columns import QueueColumns
 from isthmus.engine.kinds import kinds
+from isthmus.engine.matching import admission_refusal
 from isthmus.engine.peering import Federation
 from isthmus.engine.state import JobEntry
 from isthmus.engine.view import EngineView
@@ -180,6 +181,8 @@ class Engine:
         self.forwarded: dict[int, tuple[JobEntry, int]] = {}
         #: unrouted jobs no local site can run, in no queue, by id: why they cannot run here
         self.outsized: dict[int, str] = {}
+        #: jobs with VM requirements admitted so far (policies then place them VM by VM)
+        self.vm_jobs = 0
         self._round_at = math.inf
         self._last_round = -math.inf
         self._stage_max = [
@@ -252,6 +255,13 @@ class Engine:
             self.log.append(now, int(EventKind.REJECT), job.id)
             self.log.reasons[job.id] = reason
             return None
+        if job.vm is not None:  # VM requirements no cloud of its queue can ever match
+            why = admission_refusal(job, [self.backends[i].site for i in self.stage_sites[stage]])
+            if why:
+                self.log.append(now, int(EventKind.REJECT), job.id)
+                self.log.reasons[job.id] = why
+                return None
+            self.vm_jobs += 1
         entry = JobEntry(job, now)
         entry.chain = chain
         if self.predictor is not None:
@@ -829,7 +839,7 @@ class Engine:
         vm = backend.vms.get(vm_id)
         if vm is None or vm.state not in (VmState.BOOTING, VmState.READY):
             return  # released meanwhile
-        price = backend.site.price_per_increment
+        price = backend.price_of(vm)
         now = self.clock.now
         cap = self.ledger.refusal(site, price, now)
         if (self.budget is None or self.spent + price <= self.budget + 1e-9) and cap is None:

@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING, overload
 
 from sortedcontainers import SortedList
 
-from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
+from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.peering import PeerState, resource_data
+from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData
 from isthmus.model.site import Site
 
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
     from isthmus.engine.state import JobEntry
-    from isthmus.policies.api import QueueColumnsView
+    from isthmus.policies.api import QueueColumnsView, VmInfo
 
 
 class ReadOnlyList(Sequence["tuple[float, int]"]):
@@ -75,6 +76,19 @@ class VmView:
     reserved_for = property(
         attrgetter("_vm.reserved_for"), doc="The queued job this VM is reserved for (ReserveVms), -1 when none."
     )
+    #: Index of its instance type in the site's `types`.
+    type = property(attrgetter("_vm.type"), doc="Index of its instance type in the site's `types`.")
+    #: Index of its image in the site's `vm_images`.
+    image = property(attrgetter("_vm.image"), doc="Index of its image in the site's `vm_images`.")
+    #: The user it serves, None for any user.
+    owner = property(attrgetter("_vm.owner"), doc="The user it serves, None for any user.")
+    #: Retired: takes no new job, released when its runs end.
+    retiring = property(attrgetter("_vm.retiring"), doc="Retired: takes no new job, released when its runs end.")
+
+    @property
+    def ready(self) -> bool:
+        """Booted and usable (False while booting)."""
+        return self._vm.state is VmState.READY
 
 
 class SiteView:
@@ -146,11 +160,33 @@ class CloudView(SiteView):
         """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle first."""
         return [(vm.id, vm.leased_at, vm.idle_since, vm.reserved_for) for vm in self._b.idle_vms()]
 
+    @property
+    def selective(self) -> bool:
+        """True when not every VM here may take every job (several types or images, VMs serving
+        one user, retiring VMs): a policy then asks `vm_accepts`."""
+        return self._b.selective
+
+    def vm_accepts(self, vm: VmInfo, job: Job) -> bool:
+        """Whether `vm` may take a run of `job` once ready (requirements, user, retiring)."""
+        real = self._b.vms.get(vm.id)
+        return real is not None and self._b.vm_accepts(real, job)
+
+    def free_matching(self, job: Job) -> int:
+        """Free processors on ready VMs that may take `job`."""
+        return self._b.free_matching(job)
+
+    def vms(self) -> Sequence[VmView]:
+        """The VMs leased and not being released (booting and ready), by id."""
+        return self._views(vm for vm in self._b.vms.values() if vm.state in (VmState.BOOTING, VmState.READY))
+
     def idle_vms(self) -> Sequence[VmView]:
         """Ready VMs running nothing, longest idle first."""
+        return self._views(self._b.idle_vms())
+
+    def _views(self, vms: Iterable[Vm]) -> list[VmView]:
         views = self._vm_views
         out = []
-        for vm in self._b.idle_vms():
+        for vm in vms:
             v = views.get(vm.id)
             if v is None or v._vm is not vm:
                 v = views[vm.id] = VmView(vm)
@@ -326,6 +362,13 @@ class EngineView:
                 f"policy {self._e.allocation.name!r} reads queue_columns but does not declare uses_queue_columns"
             )
         return columns[stage].view()
+
+    @property
+    def vm_matching(self) -> bool:
+        """True when VMs are not interchangeable: a job with VM requirements was admitted, or a
+        cloud has several types or images, VMs serving one user or retiring VMs."""
+        e = self._e
+        return e.vm_jobs > 0 or any(c is not None and c.selective for c in self._clouds)
 
     def stage_sites(self, stage: int) -> Sequence[int]:
         """Indices of the sites jobs of queue `stage` may run on."""

@@ -44,7 +44,7 @@ from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
 from isthmus.model.environment import Environment
 from isthmus.model.status import Status
-from isthmus.policies.build import build_policies
+from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.store import tables as db
 from isthmus.store.projector import Projector
 from isthmus.store.tokens import hash_token, new_token
@@ -124,7 +124,10 @@ class Manager:
 
     def _build_engine(self) -> Engine:
         env = self.env
-        policies = build_policies(env.allocation, env.provisioning, true_runtimes_known=False)
+        others = {"fairshare": env.fairshare} if env.fairshare is not None else None
+        policies = build_policies(
+            env.allocation, env.provisioning, DEFAULT_PREDICTOR, others, true_runtimes_known=False
+        )
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
             if site.is_cloud and site.provider is not None:

@@ -38,16 +38,36 @@ class KillJob:
 
 @dataclass(frozen=True, slots=True)
 class LeaseVms:
-    """Lease `count` more VMs on cloud site `site`."""
+    """Lease `count` more VMs on cloud site `site`.
+
+    `vm_type` names one of the site's instance types and `image` one of its images (None: the
+    site's first, its default); with `user` the VMs serve that user alone (they run only that
+    user's jobs: Cloud Scheduler's per-user VMs, cloud-scheduler-uvic.txt §3.3).
+    """
 
     site: int
     count: int
     by: str = ""
+    vm_type: str | None = None
+    image: str | None = None
+    user: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReleaseVms:
     """Release the VMs `vm_ids` of cloud site `site` (each must be idle)."""
+
+    site: int
+    vm_ids: tuple[int, ...]
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RetireVms:
+    """Retire the ready VMs `vm_ids` of cloud site `site`: each takes no new job and is released
+    when its runs end (at once when idle). Cloud Scheduler's graceful rebalancing
+    (cloud-scheduler-uvic.txt §3.3): "the next VM of the over-allocated type to finish its job
+    can be safely shutdown without affecting running jobs"."""
 
     site: int
     vm_ids: tuple[int, ...]
@@ -110,4 +130,4 @@ class ForwardJob:
     by: str = ""
 
 
-Decision = StartJob | KillJob | LeaseVms | ReleaseVms | ReserveVms | HoldJob | WakeUp | ForwardJob
+Decision = StartJob | KillJob | LeaseVms | ReleaseVms | RetireVms | ReserveVms | HoldJob | WakeUp | ForwardJob

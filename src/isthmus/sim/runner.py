@@ -72,6 +72,7 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     clock: SimClock | None = None,
     rounds: str = "batch",
+    fairshare: str | PolicyChoice | None = None,
 ) -> SimulationResult:
     """Simulate `jobs` (sorted by submit time) on `env` with the given policies.
 
@@ -86,11 +87,13 @@ def simulate(
     The run is driven by `clock` (a new simulated clock by default) through its `run()`.
     `rounds` is the same-instant rule: "batch" (completions, arrivals, then one round) or
     "per-event" (arrivals first, a round after each event; needs event-triggered rounds).
+    `fairshare` names a fair-share policy (default: the environment's, if any).
     """
     alloc = _choice(allocation) if allocation is not None else env.allocation
     prov = _choice(provisioning) if provisioning is not None else env.provisioning
     pred = _choice(predictor) if predictor is not None else None
-    policies = build_policies(alloc, prov, pred)
+    fair = _choice(fairshare) if fairshare is not None else env.fairshare
+    policies = build_policies(alloc, prov, pred, {"fairshare": fair} if fair is not None else None)
     interval = env.round_interval if round_interval is _UNSET else round_interval
     assert interval is None or isinstance(interval, (int, float))
 

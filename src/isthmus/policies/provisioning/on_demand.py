@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
 from isthmus.policies.api import CloudInfo, View
+from isthmus.policies.provisioning.matching import matching_demand
 
 
 class OnDemandParams(BaseModel):
@@ -40,6 +41,11 @@ class OnDemand:
     given back while time already paid for remains and never starts a new increment idle.
     A cloud outside its availability window (the IBM seed's cloud) is left alone; before the
     window opens the policy asks to be woken when it does.
+
+    With VM requirements (Cloud Scheduler, Appendix I) or VMs not every job may use, jobs are
+    placed on paper VM by VM on the VMs that accept them, and a job that fits nowhere gets VMs
+    of the cheapest instance type of the first cloud that can serve it
+    (`isthmus.policies.provisioning.matching`).
     """
 
     name: ClassVar[str] = "on-demand"
@@ -65,6 +71,10 @@ class OnDemand:
                 clouds[s.index] = c
         if not clouds:
             return out
+        if view.vm_matching:  # VM requirements or VMs not every job may use: place VM by VM
+            leases, claimed = matching_demand(view, clouds, self.name)
+            out.extend(leases)
+            return self._releases(view, clouds, set(), out, claimed)
         planned = dict.fromkeys(clouds, 0)
         for i, c in clouds.items():
             deficit = c.site.min_vms - c.leased
@@ -116,6 +126,19 @@ class OnDemand:
         for i, n in planned.items():
             if n > 0:
                 out.append(LeaseVms(i, n, by=self.name))
+        return self._releases(view, clouds, needed, out)
+
+    def _releases(
+        self,
+        view: View,
+        clouds: dict[int, CloudInfo],
+        needed: set[int],
+        out: list[Decision],
+        claimed: dict[int, set[int]] | None = None,
+    ) -> list[Decision]:
+        """Add the releases of idle VMs on the clouds the queue does not need (with `claimed`:
+        of the idle VMs no queued job was placed on), and a wake-up."""
+        now = view.now
         wake = math.inf
         for i, c in clouds.items():
             if i in needed:
@@ -129,6 +152,8 @@ class OnDemand:
                     break
                 if reserved_for >= 0:
                     continue  # held for a queued job (ReserveVms): never released
+                if claimed is not None and vm_id in claimed[i]:
+                    continue  # a queued job was placed on it
                 at = self._release_time(c, leased_at, idle_since, now)
                 if at <= now:
                     release.append(vm_id)

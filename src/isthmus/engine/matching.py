@@ -1,0 +1,38 @@
+"""Admission of jobs with VM requirements: can any cloud of the job's queue ever serve it?
+
+Cloud Scheduler (cloud-scheduler-uvic.txt, Appendix I) boots VMs to match a job's attributes;
+a job no cloud can match would wait forever. The engine refuses it at submission with the
+reason (`Engine.submit` logs REJECT with it; the live API answers 400 naming the field).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from isthmus.model.job import Job
+from isthmus.model.site import Site
+from isthmus.model.vmtypes import describe, image_index, site_misfit, type_misfit
+
+
+def admission_refusal(job: Job, sites: Sequence[Site]) -> str:
+    """Why `job` (with VM requirements) can never run on `sites`, "" when one of them can: a
+    cloud offering a type, image and network that match, with enough VMs of such a type for
+    the job's size."""
+    req = job.vm
+    if req is None:
+        return ""
+    clouds = [s for s in sites if s.is_cloud]
+    if not clouds:
+        return f"asks for a VM ({describe(req)}) but its sites are all clusters"
+    why: list[str] = []
+    for s in clouds:
+        misfit = site_misfit(req, s.types, s.vm_images, s.networks)
+        if misfit:
+            why.append(f"{s.name}: {misfit}")
+            continue
+        fitting = [t for t in s.types if not type_misfit(req, t) and image_index(req, s.vm_images, t) >= 0]
+        most = max(t.cores for t in fitting) * s.max_vms
+        if job.size <= most:
+            return ""
+        why.append(f"{s.name}: needs {job.size} processors, matching VMs give at most {most}")
+    return f"no site can match its VM requirements ({describe(req)}): " + "; ".join(why)
