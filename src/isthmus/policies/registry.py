@@ -78,7 +78,9 @@ _TABLE: dict[str, dict[str, str]] = {
         "bf-idle": "isthmus.policies.selection.bf_idle:BestFitIdle",
         "ibm-matching": "isthmus.policies.selection.ibm_matching:IbmMatching",
     },
-    "fairshare": {},
+    "fairshare": {
+        "vm-share": "isthmus.policies.fairshare.vm_share:VmShare",
+    },
 }
 
 

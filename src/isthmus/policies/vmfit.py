@@ -56,11 +56,15 @@ def lease_plan(cloud: CloudInfo, job: Job) -> LeasePlan | None:
 
 class PaperVms:
     """The VMs of one cloud placed on paper: free processors of each ready VM, all processors of
-    each booting VM (it will be free when it boots), counted down as jobs are placed."""
+    each booting VM (it will be free when it boots; none with `ready_only`, what an allocation
+    policy may start jobs on now), counted down as jobs are placed. VMs reserved for a job are
+    left to the engine's own check."""
 
-    def __init__(self, cloud: CloudInfo, vms: Sequence[VmInfo] | None = None) -> None:
+    def __init__(self, cloud: CloudInfo, vms: Sequence[VmInfo] | None = None, *, ready_only: bool = False) -> None:
         self.cloud = cloud
-        self.vms: list[VmInfo] = [v for v in (cloud.vms() if vms is None else vms) if not v.retiring]
+        self.vms: list[VmInfo] = [
+            v for v in (cloud.vms() if vms is None else vms) if not v.retiring and (v.ready or not ready_only)
+        ]
         self.free: dict[int, int] = {v.id: (v.free if v.ready else v.cores) for v in self.vms}
         #: VMs some job was placed on
         self.claimed: set[int] = set()
@@ -69,7 +73,11 @@ class PaperVms:
 
     def place(self, job: Job) -> bool:
         """Place `job` on VMs that accept it, if their free processors add up to its size."""
-        fits = [v for v in self.vms if self.free[v.id] > 0 and self.cloud.vm_accepts(v, job)]
+        fits = [
+            v
+            for v in self.vms
+            if self.free[v.id] > 0 and v.reserved_for in (-1, job.id) and self.cloud.vm_accepts(v, job)
+        ]
         if sum(self.free[v.id] for v in fits) < job.size:
             return False
         need = job.size

@@ -180,16 +180,35 @@ class Harness:
         backend._track_start(entry, started)
         return entry
 
-    def vms(self, site: int, count: int, *, leased_at: float | None = None, ready: bool = True) -> list[int]:
-        """Lease `count` VMs on cloud `site` (leased at `leased_at`, default now), ready unless told."""
+    def vms(
+        self,
+        site: int,
+        count: int,
+        *,
+        leased_at: float | None = None,
+        ready: bool = True,
+        vm_type: str | None = None,
+        owner: str | None = None,
+    ) -> list[int]:
+        """Lease `count` VMs on cloud `site` (leased at `leased_at`, default now), ready unless
+        told, of instance type `vm_type` (default: the site's first), serving `owner` (None: anyone)."""
         backend = self.engine.backends[site]
         if not isinstance(backend, CloudBackend):
             raise ValueError(f"site {site} is not a cloud")
         t = self.clock.now if leased_at is None else leased_at
+        names = [x.name for x in backend.site.types]
+        type_index = names.index(vm_type) if vm_type is not None else 0
         ids = []
         for _ in range(count):
             vm = backend.restore_vm(
-                backend._next_vm, VmState.READY if ready else VmState.BOOTING, t, t if ready else None, None
+                backend._next_vm,
+                VmState.READY if ready else VmState.BOOTING,
+                t,
+                t if ready else None,
+                None,
+                type_index,
+                0,
+                owner,
             )
             ids.append(vm.id)
         return ids

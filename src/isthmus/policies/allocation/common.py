@@ -8,7 +8,9 @@ from typing import Any
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
+from isthmus.model.job import Job
 from isthmus.policies.api import AllocationDefaults, JobInfo, NoParams, RuntimeKey, View, runtime_order
+from isthmus.policies.vmfit import PaperVms
 
 
 def all_sites(env: Environment) -> list[tuple[int, ...]]:
@@ -27,6 +29,38 @@ def first_fit(free: list[int], order: Sequence[int], size: int) -> int:
         if free[i] >= size:
             return i
     return -1
+
+
+class Placer:
+    """First fit that respects VM matching (Cloud Scheduler, Appendix I): while the view says VMs
+    are not interchangeable (`View.vm_matching`), a cloud takes a job only if its ready VMs that
+    accept the job (requirements, the user a VM serves, retiring VMs) have the job's size free
+    on paper, and a job with VM requirements goes to no cluster. Otherwise it is `first_fit`."""
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.matching = view.vm_matching
+        self._papers: dict[int, PaperVms] = {}
+
+    def first_fit(self, free: list[int], order: Sequence[int], job: Job) -> int:
+        """Index of the first site of `order` that can take `job` now, or -1 (the caller counts
+        `free` down; the VMs taken on paper are counted here)."""
+        if not self.matching:
+            return first_fit(free, order, job.size)
+        for i in order:
+            if free[i] < job.size:
+                continue
+            cloud = self.view.cloud(i)
+            if cloud is None:
+                if job.vm is None:
+                    return i
+                continue
+            paper = self._papers.get(i)
+            if paper is None:
+                paper = self._papers[i] = PaperVms(cloud, ready_only=True)
+            if paper.place(job):
+                return i
+        return -1
 
 
 def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
@@ -109,8 +143,9 @@ def first_fit_in_order(
     if free is None:
         free = free_processors(view)
     out: list[Decision] = []
+    placer = Placer(view)
     for e in queue_fitting(view, stage, free):
-        i = first_fit(free, order, e.job.size)
+        i = placer.first_fit(free, order, e.job)
         if i >= 0:
             free[i] -= e.job.size
             out.append(StartJob(e.job.id, i, limit, by=name))
@@ -143,13 +178,14 @@ def list_schedule(
         free = free_processors(view)
     total = sum(free[i] for i in order)
     out: list[Decision] = []
+    placer = Placer(view)
     for e in jobs:
         if total <= 0:
             break
         size = e.job.size
         if size > total:
             continue
-        i = first_fit(free, order, size)
+        i = placer.first_fit(free, order, e.job)
         if i >= 0:
             free[i] -= size
             total -= size

@@ -1,5 +1,6 @@
-"""Fair-share policies: how idle nodes are split among malleable jobs (grow and shrink).
+"""Fair-share policies: how resources are split among jobs or users.
 
 One module a policy, each listed in `isthmus.policies.registry` under the family "fairshare"
-and implementing `isthmus.policies.api.FairSharePolicy`. None is in the catalog yet.
+and implementing `isthmus.policies.api.FairSharePolicy`: `vm_share` (each cloud's VMs split
+evenly among users, Cloud Scheduler §3.3).
 """
