@@ -208,6 +208,22 @@ def simulate_command(
             help="Kill runs at their requested runtime (they end TIMEOUT), as the live manager does.",
         ),
     ] = False,
+    vm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--vm",
+            help="VM requirements for jobs, '[user=U:]key=value,...' (keys vm_type, image, cpu_arch, cores, "
+            "memory_mb, storage_gb, network); repeatable, the last matching rule wins. Jobs no cloud can match "
+            "are rejected with the reason.",
+        ),
+    ] = None,
+    fairshare: Annotated[
+        str | None,
+        typer.Option(
+            "--fairshare",
+            help="Fair-share policy, e.g. 'vm-share' or 'vm-share:mode=kill' (default: the environment's).",
+        ),
+    ] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip malformed workload lines (counted and reported).")
@@ -222,6 +238,7 @@ def simulate_command(
     from isthmus.policies.registry import PolicyError, check_policy
     from isthmus.sim.runner import simulate
     from isthmus.workloads import SwfConversion, WorkloadError, cancelled_report, describe_cancelled, resolve_workload
+    from isthmus.workloads.vm_requirements import apply_vm_rules, parse_vm_rule
 
     if cluster is not None and env is not None:
         raise fail("give either --env or --cluster, not both")
@@ -238,6 +255,9 @@ def simulate_command(
         for c in choices:
             check_policy("allocation", c.name, c.params)
         check_policy("provisioning", prov.name, prov.params)
+        fair = parse_policy(fairshare) if fairshare else environment.fairshare
+        if fair is not None:
+            check_policy("fairshare", fair.name, fair.params)
     except (PolicyError, ValueError) as exc:
         raise fail(str(exc)) from None
     interval: float | object | None
@@ -271,6 +291,10 @@ def simulate_command(
         dropped_max_size = len(wl.jobs) - len(job_list)
     if jobs is not None:
         job_list = job_list[:jobs]
+    try:
+        job_list = apply_vm_rules(job_list, [parse_vm_rule(text) for text in vm or ()])
+    except ValueError as exc:
+        raise fail(f"--vm: {exc}") from None
     cancelled_info = cancelled_report(wl.conversion)
     preparation: dict[str, object] = {
         "jobs_read": len(wl.jobs),
@@ -323,6 +347,7 @@ def simulate_command(
                     enforce_walltime=walltime,
                     progress=tick,
                     rounds=rounds,
+                    fairshare=fair,
                 )
             except (PolicyError, ValueError) as exc:
                 raise fail(f"{label}: {exc}") from None
@@ -349,6 +374,7 @@ def simulate_command(
         "jobs": len(job_list),
         "workload_preparation": preparation,
         "provisioning": policy_label(prov),
+        "fairshare": policy_label(fair) if fair is not None else None,
         "policies": rows,
         "files": written,
         "plots": plot_paths,
@@ -369,6 +395,13 @@ def simulate_command(
             f"[yellow]{label}: {count:,} of {len(job_list):,} jobs rejected, never run[/] ({why})",
             highlight=False,
         )
+    for label, metrics in runs.items():
+        hours = metrics.summary.get("vm_hours_by_user")
+        if hours:  # VMs serving one user each (vm-share)
+            spread = metrics.summary.get("vm_share_spread", {})
+            users = ", ".join(f"{u} {h:.2f}" for u, h in hours.items())
+            shares = ", ".join(f"{site} mean {v['mean']:.2f} max {v['max']:g}" for site, v in spread.items())
+            console.print(f"{label}: VM-hours per user: {users}; spread of shares (VMs): {shares}", highlight=False)
     for label, r in results.items():
         if r.unfinished:
             first = next(iter(r.unfinished.items()))

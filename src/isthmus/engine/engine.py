@@ -446,16 +446,17 @@ class Engine:
             return
         inc = backend.site.billing_increment
         started = max(1, math.ceil((self.clock.now - leased_at) / inc - 1e-9))
-        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, backend.site.price_per_increment)
+        price = backend.site.type_price_per_increment(backend.vms[vm_id].type)
+        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, price)
         if self.budget is not None or self.ledger.covering(site):
             self.schedule_billing(leased_at + started * inc, site, vm_id)
 
-    def book_past_lease(self, site: int, leased_at: float, released_at: float) -> None:
-        """Count the increments of a lease that ended (or is ending) before a restart: the
-        budget and the caps keep what it cost."""
+    def book_past_lease(self, site: int, leased_at: float, released_at: float, vm_type: int = 0) -> None:
+        """Count the increments of a lease (of instance type index `vm_type`) that ended (or is
+        ending) before a restart: the budget and the caps keep what it cost."""
         backend = self.cloud_backend(site)
         if backend.site.is_paid:
-            price = backend.site.price_per_increment
+            price = backend.site.type_price_per_increment(vm_type)
             self.spent += self.ledger.replay(site, leased_at, released_at, backend.site.billing_increment, price)
 
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:

@@ -8,8 +8,9 @@ reason (`Engine.submit` logs REJECT with it; the live API answers 400 naming the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from isthmus.model.job import Job
+from isthmus.model.job import Job, VmRequirements
 from isthmus.model.site import Site
 from isthmus.model.vmtypes import describe, image_index, site_misfit, type_misfit
 
@@ -36,3 +37,20 @@ def admission_refusal(job: Job, sites: Sequence[Site]) -> str:
             return ""
         why.append(f"{s.name}: needs {job.size} processors, matching VMs give at most {most}")
     return f"no site can match its VM requirements ({describe(req)}): " + "; ".join(why)
+
+
+def unmatched_fields(job: Job, sites: Sequence[Site]) -> list[str]:
+    """The fields of `job`'s VM requirements that alone no site can ever match (e.g.
+    ["memory_mb"]); empty when each can be matched alone (then only their combination cannot)."""
+    req = job.vm
+    if req is None:
+        return []
+    out = []
+    for name in ("vm_type", "image", "cpu_arch", "cores", "memory_mb", "storage_gb", "network"):
+        value = getattr(req, name)
+        if value is None:
+            continue
+        alone = replace(job, vm=VmRequirements(**{name: value}))
+        if admission_refusal(alone, sites):
+            out.append(name)
+    return out

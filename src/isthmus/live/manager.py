@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import select
 
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, kill_group, pilot_alive, still_pilot
-from isthmus.engine.backend import SiteBackend
+from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.batch import BatchCluster, batch_system
@@ -121,6 +121,13 @@ class Manager:
         self.intake = Intake(self)
         self.engine = self._build_engine()
         self.projector = Projector(self.engine.log, self.env, self.hub, self._forget)
+        self.projector.vm_image = self._vm_image
+
+    def _vm_image(self, site: int, vm_id: int) -> int:
+        """The image index of VM `vm_id` of cloud `site` (0 once it is gone)."""
+        backend = self.engine.backends[site]
+        vm = backend.vms.get(vm_id) if isinstance(backend, CloudBackend) else None
+        return vm.image if vm is not None else 0
 
     def _build_engine(self) -> Engine:
         env = self.env
@@ -177,6 +184,10 @@ class Manager:
     def check_size(self, size: int) -> None:
         """RequestError (400) when no site can ever offer `size` processors."""
         self.intake.check_size(size)
+
+    def check_vm(self, user: str, spec: dict[str, Any]) -> None:
+        """RequestError (400) naming the field when no site can ever match the VM requirements."""
+        self.intake.check_vm(user, spec)
 
     def cancel(self, job_id: int) -> bool:
         """Cancel a queued or running job; False when it already ended."""

@@ -235,11 +235,18 @@ def charged_spend(tables: LogTables, env: Environment, times: FloatArray) -> Flo
         if not m.any():
             continue
         starts, ends = leases.start[m], leases.end[m]
+        prices = None
+        if s.instance_types:  # each lease at the price of its type (VM_LEASE value)
+            types = tables.events.value[leases.start_pos[m]].astype(np.int64)
+            prices = np.array([s.type_price_per_increment(t) for t in range(len(s.types))])[types]
         for k in range(0, starts.size, _LEASE_BLOCK):  # blocks keep the lease x time matrix small
             start, end = starts[k : k + _LEASE_BLOCK, None], ends[k : k + _LEASE_BLOCK, None]
             held = np.minimum(tt[None, :], end) - start
             n = np.where(held > 0, np.ceil(held / s.billing_increment - 1e-9), 0.0)
-            out += n.sum(axis=0) * s.price_per_increment
+            if prices is None:
+                out += n.sum(axis=0) * s.price_per_increment
+            else:
+                out += (n * prices[k : k + _LEASE_BLOCK, None]).sum(axis=0)
     return out
 
 

@@ -136,15 +136,18 @@ class Site:
             return self.price_per_increment
         return self.instance_types[vm_type].price_per_hour * self.billing_increment / 3600.0
 
-    def charged_cost(self, lease_seconds: float) -> float:
-        """Charged cost of one VM lease of `lease_seconds`: each started increment is paid in full."""
+    def charged_cost(self, lease_seconds: float, vm_type: int = 0) -> float:
+        """Charged cost of one VM lease of `lease_seconds` (of type index `vm_type`): each started
+        increment is paid in full."""
         if not self.is_paid or lease_seconds <= 0:
             return 0.0
-        return math.ceil(lease_seconds / self.billing_increment - 1e-9) * self.price_per_increment
+        return math.ceil(lease_seconds / self.billing_increment - 1e-9) * self.type_price_per_increment(vm_type)
 
-    def actual_cost(self, lease_seconds: float) -> float:
-        """Cost of `lease_seconds` of one VM at the hourly price, without rounding to increments."""
-        return max(0.0, lease_seconds) * self.price_per_hour / 3600.0
+    def actual_cost(self, lease_seconds: float, vm_type: int = 0) -> float:
+        """Cost of `lease_seconds` of one VM (of type index `vm_type`) at the hourly price,
+        without rounding to increments."""
+        price = self.instance_types[vm_type].price_per_hour if self.instance_types else self.price_per_hour
+        return max(0.0, lease_seconds) * price / 3600.0
 
 
 @dataclass(frozen=True, slots=True)
