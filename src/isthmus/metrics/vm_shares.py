@@ -50,7 +50,8 @@ def lease_users(log: EventLog, tables: LogTables) -> list[str]:
 def user_vm_metrics(log: EventLog, tables: LogTables, sites: tuple[Site, ...]) -> dict[str, Any]:
     """VM-hours per user (`vm_hours_by_user`), and per cloud with per-user VMs the spread of the
     users' shares (`vm_share_spread`: the time-weighted mean and the largest difference between
-    the most and the fewest VMs held by users holding at least one, while two or more do)."""
+    the most and the fewest VMs leased for users holding at least one, over the time two or more
+    do; states inside one instant do not count)."""
     users = lease_users(log, tables)
     leases = tables.leases
     secs = leases.seconds
@@ -75,7 +76,7 @@ def user_vm_metrics(log: EventLog, tables: LogTables, sites: tuple[Site, ...]) -
             if not held[u]:
                 del held[u]
             nxt = changes[n + 1][0] if n + 1 < len(changes) else t
-            if len(held) >= 2:
+            if len(held) >= 2 and nxt > t:  # a state that lasts (not one inside an instant)
                 gap = max(held.values()) - min(held.values())
                 most = max(most, gap)
                 weighted += gap * (nxt - t)
