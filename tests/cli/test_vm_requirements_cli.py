@@ -177,3 +177,32 @@ def test_simulate_with_vm_share_reports_vm_hours_per_user(tmp_path: Path) -> Non
         app, ["simulate", "-e", str(env), "-w", str(trace), "-p", "ff", "--provisioning", "on-demand", "-o", str(out)]
     )
     assert wrong.exit_code == 2 and "provisioning 'none'" in wrong.stderr
+
+
+def test_the_commands_of_docs_clouds_print_the_figures_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/clouds.md's two simulate examples, run as written, print the lines the page shows."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "clouds.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", doc, flags=re.S)
+    typed = next(b for b in blocks if "instance_types" in b)
+    policies = next(b for b in blocks if "vm-share" in b)
+    (tmp_path / "typed.toml").write_text(typed)
+    (tmp_path / "share.toml").write_text(
+        re.sub(r"\[policies\]\n.*?\n\n", lambda _m: policies + "\n", typed, flags=re.S)
+    )
+    swf = re.search(r"cat > three.swf <<'SWF'\n(.*?)SWF\n", doc, flags=re.S)
+    assert swf is not None
+    (tmp_path / "three.swf").write_text(swf.group(1))
+    shown = re.findall(r"```\n(│ ff .*?)```", doc, flags=re.S)
+    commands = re.findall(r"^isthmus (simulate -e \S+ -w three.swf .*)$", doc, flags=re.M)
+    assert len(commands) == len(shown) == 2
+    for command, lines in zip(commands, shown, strict=True):
+        args = [a.strip("'") for a in re.findall(r"'[^']*'|\S+", command)]
+        result = runner.invoke(app, [*args, "-o", str(tmp_path / "out")], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        printed = " ".join(result.output.split())
+        for line in lines.strip().splitlines():
+            for part in re.split(r"\s{2,}|│", line):
+                assert part.strip() in printed, (part, result.output)

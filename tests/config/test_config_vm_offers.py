@@ -118,3 +118,22 @@ def test_mistakes_are_named_with_file_line_and_key(tmp_path: Path) -> None:
         assert fragment in found[key].message, (key, found[key])
         assert found[key].line == line, (key, found[key])
     assert str(path) in str(info.value)
+
+
+def test_the_examples_of_docs_clouds_load() -> None:
+    """docs/clouds.md's typed cloud and its vm-share policies load as an operator would copy them."""
+    import re
+
+    from isthmus.config import environment_from_text
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "clouds.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    typed = next(b for b in blocks if "instance_types" in b)
+    env = environment_from_text(typed, "toml", file="docs/clouds.md")
+    assert [t.name for t in env.site("aws").types] == ["small", "big"]
+    policies = next(b for b in blocks if "vm-share" in b)
+    # share.toml of the docs: the typed cloud with the [policies] table of the vm-share section
+    shared = environment_from_text(
+        re.sub(r"\[policies\]\n.*?\n\n", lambda _m: policies + "\n", typed, flags=re.S), "toml"
+    )
+    assert shared.fairshare is not None and shared.fairshare.name == "vm-share"
