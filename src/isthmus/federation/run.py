@@ -82,7 +82,9 @@ def simulate_federation(
     fed = SimFederation(clock, latency=latency, push_threshold=push_threshold, refresh=refresh, max_hops=max_hops)
     engines: list[Engine] = []
     for m in managers:
-        others = {"selection": m.selection} if m.selection is not None else None
+        others = {"selection": m.selection} if m.selection is not None else {}
+        if m.env.fairshare is not None:
+            others["fairshare"] = m.env.fairshare
         policies = build_policies(m.env.allocation, m.env.provisioning, DEFAULT_PREDICTOR, others)
         env = m.env
         engine = Engine(
