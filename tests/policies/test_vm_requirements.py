@@ -91,10 +91,14 @@ def test_on_demand_leases_the_cheapest_fitting_type_and_the_job_starts_on_it():
     summary_cost = sum(env.sites[0].type_price_per_increment(t) for _, t, _ in leases)
     from isthmus.metrics.run import compute_run_metrics
 
-    summary = compute_run_metrics(result.log, result.jobs, env, result.end_time).summary
+    metrics = compute_run_metrics(result.log, result.jobs, env, result.end_time)
+    summary = metrics.summary
     assert summary["cost_charged"] == pytest.approx(summary_cost) == pytest.approx(0.24)
-    # capacity is counted per lease: 2 + 4 cores
-    assert summary["sites"]["cloud"]["available_processor_seconds"] > 0
+    # capacity is counted per lease, 2 + 4 cores, over the window 0-160: 960 processor-seconds
+    # for 600 busy (sizes 1, 1, 1, 3 for 100 s)
+    assert summary["available_processor_seconds"] == pytest.approx(960)
+    assert summary["utilization"] == pytest.approx(600 / 960)
+    assert metrics.timeseries.capacity.values.max() == 6
 
 
 def test_a_job_runs_only_on_a_vm_that_matches():

@@ -192,7 +192,19 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
                 np.concatenate([ones, -ones]),
             )
             leased[s.name] = series
-            if series.times.size:
+            if s.instance_types:  # each lease adds the cores of its type (VM_LEASE value: its index)
+                type_cores = np.array([t.cores for t in s.types], dtype=np.float64)
+                cores = type_cores[ev.value[leases.start_pos[m]].astype(np.int64)]
+                cores_series = _dense_series(
+                    ev.time,
+                    horizon,
+                    np.concatenate([leases.start_pos[m], leases.end_pos[m]]),
+                    np.concatenate([cores, -cores]),
+                )
+                if cores_series.times.size:
+                    cap_times.append(cores_series.times)
+                    cap_deltas.append(np.diff(cores_series.values, prepend=0.0))
+            elif series.times.size:
                 cap_times.append(series.times)
                 cap_deltas.append(np.diff(series.values, prepend=0.0) * s.cores_per_node)
         elif s.max_processors > 0:
