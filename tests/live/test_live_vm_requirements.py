@@ -63,10 +63,10 @@ boot_timeout = 30
 """
 
 
-def _live(tmp_path: Path, endpoint: str, tag: str) -> LiveServer:
+def _live(tmp_path: Path, endpoint: str, tag: str, **options: float) -> LiveServer:
     path = tmp_path / "env.toml"
     path.write_text(ENV.format(ami=AMI, endpoint=endpoint))
-    return LiveServer(path, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag)
+    return LiveServer(path, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag, **options)
 
 
 def _cli(live: LiveServer, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -158,3 +158,37 @@ def test_a_job_no_site_can_match_is_refused_with_the_field_named(tmp_path: Path,
         assert ok > 0
     finally:
         live.stop()
+
+
+def test_a_restarted_manager_keeps_each_vms_type_and_user(tmp_path: Path, tag: str, endpoint: str) -> None:
+    import signal
+
+    # pilots wait for the restarted manager longer than a restart takes on a loaded machine
+    live = _live(tmp_path, endpoint, tag, pilot_timeout=30.0, reattach_timeout=30.0).start()
+    with VmPlayer(endpoint, tmp_path / "vms", tag) as player:
+        try:
+            admin = live.client()
+            alice = live.client(admin.create_token("alice")["token"])
+            ledger = tmp_path / "ledger"
+            job = alice.submit(
+                command="sh", args=["-c", f"echo $ISTHMUS_RUN >> {ledger}; sleep 5; echo done"], vm={"memory_mb": 4096}
+            )
+            wait_state(admin, job, ("running",), timeout=60)
+            live.kill(signal.SIGKILL)
+            live.start()
+            admin = live.client()
+            # the VM comes back as what it was: a "large" VM of 2 cores serving alice
+            (row,) = admin.vms()
+            assert (row["type_name"], row["owner"], row["user"], row["cores"]) == ("large", "alice", "alice", 2), row
+            # the engine restored it too: a second 4 GB job of alice's takes its free core at once
+            # (restored as a 1-core "small" VM or serving anyone, a second VM would be leased)
+            alice = live.client(admin.create_token("alice")["token"])
+            second = alice.submit(command="echo", args=["second"], vm={"memory_mb": 4096})
+            j = wait_state(admin, second, TERMINAL, timeout=60)
+            assert j["state"] == "completed", j["history"]
+            j = wait_state(admin, job, TERMINAL, timeout=60)
+            assert j["state"] == "completed" and j["run"] == 1, [(h["state"], h["detail"]) for h in j["history"]]
+            assert ledger.read_text().split() == ["1"]  # ran once: the VM and its pilot were kept
+            assert [i["InstanceType"] for i in player.instances()] == ["t2.large"]
+        finally:
+            live.stop()
