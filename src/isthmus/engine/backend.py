@@ -101,6 +101,9 @@ class SiteBackend(ABC):
         self.reserved_cores = 0
         #: True once a run shared processors here (StartJob.share): ends are then checked
         self.sharing = False
+        #: True when not every processor here can take every job (clouds with several VM types
+        #: or images, VMs serving one user, retiring VMs); never for a cluster
+        self.selective = False
 
     @property
     def busy(self) -> int:

@@ -54,7 +54,7 @@ class StartKind:
             )
         if not backend.available(engine.clock.now):
             raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
-        if entry.job.vm is not None or getattr(backend, "selective", False):
+        if entry.job.vm is not None or backend.selective:
             check_vm_match(entry, backend, d.share)
         return entry, backend
 
