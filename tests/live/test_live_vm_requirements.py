@@ -144,6 +144,7 @@ def test_a_job_no_site_can_match_is_refused_with_the_field_named(tmp_path: Path,
             '{"ram": 1}',
             '{"image": "a\\u0000"}',
             '{"vm_type": "' + "x" * 65 + '"}',
+            '{"network": ""}',
         ):
             body = '{"command": "true", "vm": ' + bad + "}"
             r = c.http.post("/jobs", content=body, headers={"content-type": "application/json"})

@@ -185,3 +185,16 @@ def test_one_shape_environments_lease_as_before():
     assert start_of(result) == {1: (0, 0), 2: (60, 1)}
     assert {e.value for e in result.log if e.kind is EventKind.VM_LEASE} == {0.0}
     assert not any(e.kind is EventKind.VM_USER for e in result.log)
+
+
+def test_why_a_job_waits_counts_only_the_vms_that_match_it():
+    env = typed_env(SMALL, BIG)
+    h = Harness(env, "ff", "none")
+    h.vms(0, 2, vm_type="small")
+    h.queue(vmjob(1, 0, 1, 100, vm_type="big"))
+    status = h.engine.why_status(1)
+    assert status.code is StatusCode.NO_CAPACITY
+    assert status.reason == (
+        "waiting in queue 0 behind 0 jobs; needs 1 processors, the most free on its sites is 0 on VMs matching "
+        "its requirements (type=big)"
+    )

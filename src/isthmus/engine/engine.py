@@ -46,7 +46,7 @@ from isthmus.engine.clock import (
 )
 from isthmus.engine.columns import QueueColumns
 from isthmus.engine.kinds import kinds
-from isthmus.engine.matching import admission_refusal
+from isthmus.engine.matching import admission_refusal, matching_free
 from isthmus.engine.peering import Federation
 from isthmus.engine.state import JobEntry
 from isthmus.engine.view import EngineView
@@ -899,12 +899,12 @@ class Engine:
                 break
             ahead += 1
         sites = self.stage_sites[entry.stage]
-        most_free = max((self.backends[i].free for i in sites), default=0)
+        most_free, where = matching_free([self.backends[i] for i in sites], entry.job)
         code = StatusCode.NO_CAPACITY if entry.job.size > most_free else StatusCode.HELD
         return Status(
             code,
             f"waiting in queue {entry.stage} behind {ahead} jobs; needs {entry.job.size} processors, "
-            f"the most free on its sites is {most_free}",
+            f"the most free on its sites is {most_free}{where}",
             self.allocation.name,
         )
 

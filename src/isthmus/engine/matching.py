@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.model.job import Job, VmRequirements
 from isthmus.model.site import Site
 from isthmus.model.vmtypes import describe, image_index, site_misfit, type_misfit
@@ -54,3 +55,20 @@ def unmatched_fields(job: Job, sites: Sequence[Site]) -> list[str]:
         if admission_refusal(alone, sites):
             out.append(name)
     return out
+
+
+def matching_free(backends: Sequence[SiteBackend], job: Job) -> tuple[int, str]:
+    """The most free processors one of `backends` offers `job` now, and how they were counted
+    ("" when every free processor counts; else " on VMs it may use" and its requirements):
+    what "why is my job pending" tells about capacity."""
+    if job.vm is None and not any(b.selective for b in backends):
+        return max((b.free for b in backends), default=0), ""
+    most = 0
+    for b in backends:
+        if isinstance(b, CloudBackend):
+            most = max(most, b.free_matching(job))
+        elif job.vm is None:
+            most = max(most, b.free)
+    if job.vm is None:
+        return most, " on VMs it may use"
+    return most, f" on VMs matching its requirements ({describe(job.vm)})"
