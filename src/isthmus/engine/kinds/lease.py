@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
 
 
+_VM_LEASE = int(EventKind.VM_LEASE)
+
+
 class LeaseKind:
     """Valid for a positive count on a cloud in its window, within its maximum and the budget."""
 
@@ -58,14 +61,18 @@ class LeaseKind:
         """Lease the VMs, pay their first billing increment, schedule the next boundary."""
         now = engine.clock.now
         price = backend.site.price_per_increment if backend.site.is_paid else 0.0
-        policy = engine.log.policy_index(d.by or engine.deciding)
+        log = engine.log
+        policy = log.policy_index(d.by or engine.deciding)
+        ledger = engine.ledger
+        capped = bool(ledger.caps)
+        bill = bool(price) and (engine.budget is not None or (capped and bool(ledger.covering(d.site))))
+        cores = backend.site.cores_per_node
         for vm_id in backend.lease(d.count, now):
-            engine.log.append(
-                now, int(EventKind.VM_LEASE), -1, d.site, vm_id, 0.0, -1, policy, slots=backend.site.cores_per_node
-            )
+            log.append(now, _VM_LEASE, -1, d.site, vm_id, 0.0, -1, policy, slots=cores)
             engine.spent += price
-            engine.ledger.pay(d.site, price, now)
-            if price and (engine.budget is not None or engine.ledger.covering(d.site)):
+            if capped:
+                ledger.pay(d.site, price, now)
+            if bill:
                 engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
 
 
