@@ -307,10 +307,8 @@ class Engine:
         if not bucket:
             del buckets[entry.job.size]
         if self.runtime_key is not None:
-            ordered = self.sorted_buckets[entry.stage][entry.job.size]
-            ordered.remove(self._runtime_item(entry))
-            if not ordered:
-                del self.sorted_buckets[entry.stage][entry.job.size]
+            # an emptied group stays (a SortedList costs more to make than to keep: sizes recur)
+            self.sorted_buckets[entry.stage][entry.job.size].remove(self._runtime_item(entry))
         if self.columns is not None:
             self.columns[entry.stage].remove(job_id)
 

@@ -300,6 +300,7 @@ class EngineView:
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobEntry]]:
         """Jobs waiting in queue `stage` grouped by size, each group shortest runtime first (then
         queue order): the allocation policy's `runtime_index` says whether by prediction or actual runtime.
+        A size whose jobs have all left maps to an empty group.
         """
         if self._e.runtime_key is None:
             raise RuntimeError(

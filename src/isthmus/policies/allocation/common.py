@@ -173,7 +173,7 @@ class SingleSetPolicy(AllocationDefaults):
 def any_free(view: View, stage: int = 0) -> bool:
     """True when some site of queue `stage` has a free processor (else no job can start)."""
     sites = view.sites
-    for i in view.stage_sites(stage):
+    for i in view.stage_sites(stage):  # noqa: SIM110 (a loop: no generator frame, every round)
         if sites[i].free > 0:
             return True
     return False

@@ -54,26 +54,28 @@ class OnDemand:
         now = view.now
         out: list[Decision] = []
         clouds: dict[int, CloudInfo] = {}
+        # per-round copies of what the scan reads many times (plain dict reads)
+        leased: dict[int, int] = {}
+        max_vms: dict[int, int] = {}
+        cores: dict[int, int] = {}
+        planned: dict[int, int] = {}  # VMs to lease per cloud: its minimum first
         for s in view.sites:
             c = view.cloud(s.index)
             if c is None:
                 continue
-            opens, closes = c.site.available_from, c.site.available_until
+            site = c.site
+            opens, closes = site.available_from, site.available_until
             if opens is not None and now < opens:
                 out.append(WakeUp(opens, by=self.name))  # look again when the window opens
             elif closes is None or now < closes:
-                clouds[s.index] = c
+                i = s.index
+                clouds[i] = c
+                leased[i] = n = c.leased
+                max_vms[i] = site.max_vms
+                cores[i] = site.cores_per_node
+                planned[i] = max(0, site.min_vms - n)
         if not clouds:
             return out
-        # Per-round copies of what the scan reads many times (plain dict and list reads).
-        leased = {i: c.leased for i, c in clouds.items()}
-        max_vms = {i: c.site.max_vms for i, c in clouds.items()}
-        cores = {i: c.site.cores_per_node for i, c in clouds.items()}
-        planned = dict.fromkeys(clouds, 0)
-        for i, c in clouds.items():
-            deficit = c.site.min_vms - leased[i]
-            if deficit > 0:
-                planned[i] = deficit
         free = view.free_processors()
         for i, c in clouds.items():
             free[i] += (c.booting + planned[i]) * cores[i]
