@@ -475,7 +475,21 @@ class CloudBackend(SiteBackend):
         chosen = []
         job_id = entry.job.id
         candidates: Iterable[tuple[Vm, int]]
-        if alloc is not None:
+        job = entry.job
+        matching = self.selective or job.vm is not None
+        if alloc is None and not self.reserved_cores and not matching:
+            # the common case, without a generator per start (the simulator's hot path)
+            ready = VmState.READY
+            for vm in self.vms.values():
+                free = vm.free
+                if free and vm.state is ready:
+                    take = free if free < need else need
+                    chosen.append((vm.id, take))
+                    need -= take
+                    if not need:
+                        break
+            candidates = ()
+        elif alloc is not None:
             candidates = ((self.vms[v], c) for v, c in alloc)
         elif self.reserved_cores:
             own = [self.vms[v] for v in self.reservations.get(job_id, ())]
@@ -483,8 +497,7 @@ class CloudBackend(SiteBackend):
             candidates = ((vm, vm.free) for vm in itertools.chain(own, others))
         else:
             candidates = ((vm, vm.free) for vm in self.vms.values())
-        if alloc is None and (self.selective or entry.job.vm is not None):
-            job = entry.job
+        if alloc is None and matching:  # only VMs that may take the job (requirements, user, retiring)
             candidates = ((vm, c) for vm, c in candidates if self.vm_accepts(vm, job))
         for vm, cores in candidates:
             if vm.state is VmState.READY and vm.free:

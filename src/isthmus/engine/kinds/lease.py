@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
 
 
+_VM_LEASE = int(EventKind.VM_LEASE)
+_VM_USER = int(EventKind.VM_USER)
+
+
 class LeaseKind:
     """Valid for a positive count on a cloud in its window, within its maximum and the budget."""
 
@@ -63,16 +67,20 @@ class LeaseKind:
         backend, vm_type, image = ctx
         now = engine.clock.now
         price = backend.site.type_price_per_increment(vm_type) if backend.site.is_paid else 0.0
-        policy = engine.log.policy_index(d.by or engine.deciding)
-        cores = backend.site.types[vm_type].cores
         log = engine.log
+        policy = log.policy_index(d.by or engine.deciding)
+        ledger = engine.ledger
+        capped = bool(ledger.caps)
+        bill = bool(price) and (engine.budget is not None or (capped and bool(ledger.covering(d.site))))
+        cores = backend.site.types[vm_type].cores
         for vm_id in backend.lease(d.count, now, vm_type, image, d.user):
-            log.append(now, int(EventKind.VM_LEASE), -1, d.site, vm_id, float(vm_type), -1, policy, slots=cores)
+            log.append(now, _VM_LEASE, -1, d.site, vm_id, float(vm_type), -1, policy, slots=cores)
             if d.user is not None:
-                log.notes[log.append(now, int(EventKind.VM_USER), -1, d.site, vm_id, 0.0, -1, policy)] = d.user
+                log.notes[log.append(now, _VM_USER, -1, d.site, vm_id, 0.0, -1, policy)] = d.user
             engine.spent += price
-            engine.ledger.pay(d.site, price, now)
-            if price and (engine.budget is not None or engine.ledger.covering(d.site)):
+            if capped:
+                ledger.pay(d.site, price, now)
+            if bill:
                 engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
 
 

@@ -73,7 +73,7 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
     bucket is dropped once its size no longer fits (free processors only decrease in a round).
     """
     order = view.stage_sites(stage)
-    bound = max((free[i] for i in order), default=0)
+    bound = max([free[i] for i in order]) if order else 0
     if bound <= 0:
         return
     by_size = view.queue_by_size(stage)
@@ -83,7 +83,7 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
         for entry in queue:
             if entry.job.size <= bound:
                 yield entry
-                bound = max(free[i] for i in order)
+                bound = max([free[i] for i in order])
                 if bound <= 0:
                     return
         return
@@ -97,7 +97,7 @@ def queue_fitting_by_runtime(view: View, stage: int, free: list[int], key: Runti
     counted down by the caller as it places jobs.
     """
     order = view.stage_sites(stage)
-    bound = max((free[i] for i in order), default=0)
+    bound = max([free[i] for i in order]) if order else 0
     if bound > 0:
         yield from _merge_fitting(view.queue_by_runtime(stage), lambda e: runtime_order(e, key), order, free, bound)
 
@@ -122,7 +122,7 @@ def _merge_fitting(
     heapq.heapify(heap)
     while heap:
         _, size, entry, jobs = heap[0]
-        bound = max(free[i] for i in order)
+        bound = max([free[i] for i in order])
         if size > bound:
             heapq.heappop(heap)
             continue
@@ -143,9 +143,9 @@ def first_fit_in_order(
     if free is None:
         free = free_processors(view)
     out: list[Decision] = []
-    placer = Placer(view)
+    placer = Placer(view) if view.vm_matching else None  # None: every free processor fits any job
     for e in queue_fitting(view, stage, free):
-        i = placer.first_fit(free, order, e.job)
+        i = placer.first_fit(free, order, e.job) if placer else first_fit(free, order, e.job.size)
         if i >= 0:
             free[i] -= e.job.size
             out.append(StartJob(e.job.id, i, limit, by=name))
@@ -176,16 +176,16 @@ def list_schedule(
     order = view.stage_sites(stage)
     if free is None:
         free = free_processors(view)
-    total = sum(free[i] for i in order)
+    total = sum([free[i] for i in order])
     out: list[Decision] = []
-    placer = Placer(view)
+    placer = Placer(view) if view.vm_matching else None  # None: every free processor fits any job
     for e in jobs:
         if total <= 0:
             break
         size = e.job.size
         if size > total:
             continue
-        i = placer.first_fit(free, order, e.job)
+        i = placer.first_fit(free, order, e.job) if placer else first_fit(free, order, size)
         if i >= 0:
             free[i] -= size
             total -= size
@@ -209,4 +209,7 @@ class SingleSetPolicy(AllocationDefaults):
 def any_free(view: View, stage: int = 0) -> bool:
     """True when some site of queue `stage` has a free processor (else no job can start)."""
     sites = view.sites
-    return any(sites[i].free > 0 for i in view.stage_sites(stage))
+    for i in view.stage_sites(stage):  # noqa: SIM110 (a loop: no generator frame, every round)
+        if sites[i].free > 0:
+            return True
+    return False
