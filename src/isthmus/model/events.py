@@ -37,6 +37,15 @@ class EventKind(IntEnum):
     SHARED = 15  # the run ending now shared processors (FCFS-NW); value = its runtime at full speed (simulation)
     FORWARD = 16  # queued job sent to a peer manager; value = peer index; origin = the peer's name; policy set
     RETURN = 17  # a job received from a peer handed back to it unstarted (IBM: FAILED); origin = that peer
+    # Bags of tasks (malleable jobs, isthmus.engine.bags): `vm` holds the processor (slot) id
+    BAG_SUBMIT = 18  # bag `job` arrived; value = its number of tasks
+    GROW = 19  # bag given processors on site; value = how many; policy set
+    SHRINK = 20  # bag ordered to give back processors on site; value = how many; policy set
+    BAG_RELEASE = 21  # one processor (slot `vm`) of the bag given back on site (after its preemption time)
+    TASK_START = 22  # task `task` of bag `job` started on slot `vm` of site
+    TASK_END = 23  # task `task` completed; value = its runtime
+    TASK_PREEMPT = 24  # task `task` preempted on slot `vm` (back in the bag's queue); value = seconds of work lost
+    BAG_END = 25  # every task of bag `job` completed
 
 
 class KillCause(IntEnum):

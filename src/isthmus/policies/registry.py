@@ -78,7 +78,10 @@ _TABLE: dict[str, dict[str, str]] = {
         "bf-idle": "isthmus.policies.selection.bf_idle:BestFitIdle",
         "ibm-matching": "isthmus.policies.selection.ibm_matching:IbmMatching",
     },
-    "fairshare": {},
+    "fairshare": {
+        "gep": "isthmus.policies.fairshare.gep:GridEquiPartition",
+        "sep": "isthmus.policies.fairshare.sep:SiteEquiPartition",
+    },
 }
 
 
