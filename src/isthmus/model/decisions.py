@@ -133,4 +133,26 @@ class ShrinkBag:
     by: str = ""
 
 
-Decision = StartJob | KillJob | LeaseVms | ReleaseVms | ReserveVms | HoldJob | WakeUp | ForwardJob | GrowBag | ShrinkBag
+@dataclass(frozen=True, slots=True)
+class AbortJob:
+    """Abort queued job `job_id`: it leaves the queue unrun, as cancelled, with `reason` (KOALA's
+    abort after too many placement tries, KOALA-CS thesis §2.2.3)."""
+
+    job_id: int
+    reason: str
+    by: str = ""
+
+
+Decision = (
+    StartJob
+    | KillJob
+    | LeaseVms
+    | ReleaseVms
+    | ReserveVms
+    | HoldJob
+    | WakeUp
+    | ForwardJob
+    | GrowBag
+    | ShrinkBag
+    | AbortJob
+)

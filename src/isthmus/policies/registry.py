@@ -48,6 +48,7 @@ _TABLE: dict[str, dict[str, str]] = {
         "fcbf-aggr": "isthmus.policies.allocation.fcbf_aggressive:FcbfAggressive",
         "fcbf-split": "isthmus.policies.allocation.fcbf_split:FcbfSplit",
         "fcbf-qwait": "isthmus.policies.allocation.fcbf_qwait:FcbfQWait",
+        "wrr": "isthmus.policies.allocation.koala_wrr:KoalaWrr",
     },
     "provisioning": {
         "on-demand": "isthmus.policies.provisioning.on_demand:OnDemand",
