@@ -33,6 +33,7 @@ def test_a_bag_beside_a_rigid_job_reports_its_makespan_and_the_delay_it_added(tm
     assert (rec["makespan"], rec["preemptions"], rec["wasted_seconds"]) == (30.0, 2, 10.0)
     delay = info["rigid_delay"]
     assert (delay["wait_mean_without_bags"], delay["wait_mean_with_bags"], delay["delay_max"]) == (0.0, 5.0, 5.0)
+    assert info["shrink_waits"] == {"jobs": 1, "wait_mean": 5.0, "wait_max": 5.0, "not_started": []}
     assert json.loads((out / "comparison.json").read_text())["bags"] == report["bags"]
     # the rigid job's records leave the bag out
     assert (out / "fcfs_bags.jobs.csv").read_text().count("\n") == 2
@@ -41,6 +42,7 @@ def test_a_bag_beside_a_rigid_job_reports_its_makespan_and_the_delay_it_added(tm
     assert text.exit_code == 0, text.output
     assert "fcfs + bags: bags of tasks, fair share sep" in text.output
     assert "delay added per job: mean 5 s, p95 5 s, max 5 s (1 of 1 jobs delayed; preemption time 5 s)" in text.output
+    assert "bags gave processors back for 1 jobs; from the shrink to the job's start: mean 5 s, max 5 s" in text.output
 
     gep = runner.invoke(app, [*args, *bag, "--fairshare", "gep:prefer_between_tasks=true", "--json"])
     assert gep.exit_code == 0, gep.output

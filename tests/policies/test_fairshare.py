@@ -124,10 +124,11 @@ def test_a_waiting_rigid_job_makes_the_bags_on_its_site_shrink_an_equal_amount()
     h.bag(bag(11, 20), {0: 4})
     h.queue(job(1, 0, 4, 50))
     out = decisions(h)
-    assert [(type(d).__name__, d.job_id, d.site, len(d.slots), c) for d, c in out] == [
-        ("ShrinkBag", 10, 0, 2, StatusCode.ACCEPTED),
-        ("ShrinkBag", 11, 0, 2, StatusCode.ACCEPTED),
+    assert [(type(d).__name__, d.job_id, d.site, len(d.slots), d.for_job, c) for d, c in out] == [
+        ("ShrinkBag", 10, 0, 2, 1, StatusCode.ACCEPTED),
+        ("ShrinkBag", 11, 0, 2, 1, StatusCode.ACCEPTED),
     ]
+    assert [e.task for e in h.engine.log if e.kind is EventKind.SHRINK] == [1, 1]  # the job they are for
     bags = h.engine.bags
     assert (bags.held[0], bags.leaving[0], h.engine.backends[0].free) == (8, 4, 0)
     # the preempted tasks are back in their bags' queues, their work lost (0 s: they started now)
@@ -170,6 +171,19 @@ def test_a_job_that_cannot_start_even_with_the_bags_processors_leaves_them_alone
     h.bag(bag(10, 20), {0: 2})
     h.queue(job(2, 0, 8, 50))
     assert decisions(h) == []
+
+
+def test_with_blocking_no_job_past_one_that_cannot_start_claims_processors():
+    # 8 processors: a rigid job runs on 6, a bag holds 2; job 2 (8) cannot start even if the bag
+    # left; job 3 (2) could. Non-blocking: the bag shrinks for job 3. Blocking (strict FCFS
+    # would not start job 3 before job 2): nothing.
+    for blocking, expected in ((False, [(10, 2, 3)]), (True, [])):
+        h = harness(clusters(8), blocking=blocking)
+        h.running(job(1, 0, 6, 100), 0, started=0.0)
+        h.bag(bag(10, 20), {0: 2})
+        h.queue(job(2, 0, 8, 50))
+        h.queue(job(3, 0, 2, 50))
+        assert [(d.job_id, len(d.slots), d.for_job) for d, _ in decisions(h)] == expected
 
 
 def test_rebalancing_shrinks_a_bag_above_its_share_for_a_newcomer_unless_turned_off():

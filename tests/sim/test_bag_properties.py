@@ -122,6 +122,19 @@ def rigid_jobs_wait_at_most_the_preemption_time(
         prev_start = start[j.id]
 
 
+def shrinks_make_room_within_the_preemption_time(log: list[Event], preemption: float) -> None:
+    """Each rigid job bags shrink for (SHRINK naming it) starts within the preemption time of the
+    first such shrink (strict FCFS with the `blocking` walk: no job claims past one that cannot
+    start)."""
+    start = {e.job: e.time for e in log if e.kind is K.START}
+    first: dict[int, float] = {}
+    for e in log:
+        if e.kind is K.SHRINK and e.task >= 0:
+            first.setdefault(e.task, e.time)
+    for j, t in first.items():
+        assert t - 1e-9 <= start[j] <= t + preemption + 1e-9, (j, t, start[j])
+
+
 def _site(log: list[Event], job_id: int) -> int:
     return next(e.site for e in log if e.kind is K.START and e.job == job_id)
 
@@ -183,14 +196,18 @@ def equal_shares(
     st.booleans(),
     st.sampled_from([0.0, 2.5, 7.0]),
     st.sampled_from([0.0, 1.0]),
+    st.booleans(),
 )
-def test_tasks_once_capacity_and_unobtrusiveness(scenario, policy, prefer, preemption, pull):
+def test_tasks_once_capacity_and_unobtrusiveness(scenario, policy, prefer, preemption, pull, blocking):
     sites, jobs, bags = scenario
-    result = run(sites, jobs, bags, policy, {"prefer_between_tasks": prefer}, preemption, pull)
+    params = {"prefer_between_tasks": prefer, "blocking": blocking}
+    result = run(sites, jobs, bags, policy, params, preemption, pull)
     log = list(result.log)
     tasks_complete_exactly_once(result, log)
     no_site_over_capacity(sites, {j.id: j for j in jobs}, log)
     rigid_jobs_wait_at_most_the_preemption_time(sites, jobs, log, preemption)
+    if blocking:
+        shrinks_make_room_within_the_preemption_time(log, preemption)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,7 +9,7 @@ import pytest
 
 from helpers import clusters, job
 from isthmus.engine.bags import BagSettings
-from isthmus.metrics.bags import bag_records, rigid_delay
+from isthmus.metrics.bags import bag_records, rigid_delay, shrink_waits
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
 from isthmus.sim.runner import simulate
@@ -97,6 +97,7 @@ def test_a_rigid_job_arriving_mid_bag_waits_only_the_preemption_time():
     delay = rigid_delay(alone.log, result.log, result.jobs)
     assert (delay["jobs"], delay["delay_max"], delay["jobs_delayed"]) == (1, 5.0, 1)
     assert (delay["wait_mean_without_bags"], delay["wait_mean_with_bags"]) == (0.0, 5.0)
+    assert shrink_waits(result.log) == {"jobs": 1, "wait_mean": 5.0, "wait_max": 5.0, "not_started": []}
     # the rigid job's own records do not see the bag
     assert set(result.jobs) == {1}
 

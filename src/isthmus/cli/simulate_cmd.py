@@ -478,7 +478,7 @@ def _bag_options(
 def bag_summary(without: SimulationResult, with_bags: SimulationResult, settings: BagSettings | None) -> dict[str, Any]:
     """What the bags did in run `with_bags` (from its log) and the delay they added to the rigid
     jobs compared with run `without` (the same jobs and policies without the bags)."""
-    from isthmus.metrics.bags import bag_records, rigid_delay
+    from isthmus.metrics.bags import bag_records, rigid_delay, shrink_waits
 
     records = bag_records(with_bags.log, with_bags.bags, with_bags.end_time)
     assert with_bags.fairshare is not None and settings is not None
@@ -488,6 +488,7 @@ def bag_summary(without: SimulationResult, with_bags: SimulationResult, settings
         "pull_latency": settings.pull_latency,
         "bags": [r.to_dict() for r in records],
         "rigid_delay": rigid_delay(without.log, with_bags.log, with_bags.jobs),
+        "shrink_waits": shrink_waits(with_bags.log),
     }
 
 
@@ -522,6 +523,13 @@ def print_bags(console: Console, label: str, info: dict[str, Any]) -> None:
             f"{_fmt(d['wait_mean_with_bags'])} s with; delay added per job: mean {_fmt(d['delay_mean'])} s, "
             f"p95 {_fmt(d['delay_p95'])} s, max {_fmt(d['delay_max'])} s ({d['jobs_delayed']:,} of {d['jobs']:,} "
             f"jobs delayed; preemption time {info['preemption_time']:g} s)",
+            highlight=False,
+        )
+    w = info["shrink_waits"]
+    if w["jobs"]:
+        console.print(
+            f"{label}: bags gave processors back for {w['jobs']:,} jobs; from the shrink to the job's start: mean "
+            f"{_fmt(w['wait_mean'])} s, max {_fmt(w['wait_max'])} s",
             highlight=False,
         )
     if d["not_started_with_bags"]:

@@ -311,13 +311,15 @@ class BagBook:
             else:
                 self._pull(bag, slot)
 
-    def shrink(self, bag: Bag, site: int, slots: Sequence[Slot], policy: str) -> None:
-        """Preempt `slots` of `bag` on `site` (validated by the ShrinkBag kind): running tasks go
-        back to the front of the queue; the processors are free after the preemption time."""
+    def shrink(self, bag: Bag, site: int, slots: Sequence[Slot], policy: str, for_job: int = -1) -> None:
+        """Preempt `slots` of `bag` on `site` (validated by the ShrinkBag kind) for rigid job
+        `for_job` (-1: none): running tasks go back to the front of the queue; the processors are
+        free after the preemption time."""
         engine = self.engine
         now = engine.clock.now
         log = engine.log
-        log.append(now, _SHRINK, bag.job.id, site, -1, float(len(slots)), -1, log.policy_index(policy))
+        policy_index = log.policy_index(policy)
+        log.append(now, _SHRINK, bag.job.id, site, -1, float(len(slots)), -1, policy_index, task=for_job)
         for slot in slots:
             if slot.state == _RUNNING:
                 log.append(now, _TASK_PREEMPT, bag.job.id, site, slot.id, now - slot.since, task=slot.task)

@@ -99,6 +99,28 @@ def bag_records(log: EventLog, bags: Mapping[int, Job] | None = None, horizon: f
     return out
 
 
+def shrink_waits(log: EventLog) -> dict[str, Any]:
+    """How long the rigid jobs that bags gave processors back for waited from the first such
+    shrink (a SHRINK event naming the job in its task column) to their start: the wait bags
+    caused them directly, which unobtrusiveness keeps within the preemption time. Returns the
+    number of such jobs, the mean and max of that wait, and the jobs not started by the end."""
+    c = log.columns()
+    kind = np.frombuffer(c["kind"], dtype=np.int8)
+    time = np.frombuffer(c["time"], dtype=np.float64)
+    task = np.frombuffer(c["task"], dtype=np.int64)
+    first: dict[int, float] = {}
+    for i in np.flatnonzero((kind == int(EventKind.SHRINK)) & (task >= 0)):
+        first.setdefault(int(task[i]), float(time[i]))
+    starts = start_times(log)
+    waits = np.array([starts[j] - t for j, t in first.items() if j in starts], dtype=np.float64)
+    return {
+        "jobs": len(first),
+        "wait_mean": float(waits.mean()) if waits.size else None,
+        "wait_max": float(waits.max()) if waits.size else None,
+        "not_started": sorted(j for j in first if j not in starts),
+    }
+
+
 def start_times(log: EventLog) -> dict[int, float]:
     """The start time of the last run of each rigid job that started (START events)."""
     c = log.columns()

@@ -125,12 +125,15 @@ class GrowBag:
 class ShrinkBag:
     """Take processors `slots` (ids from the view's bag slots) of site `site` back from bag `job_id`:
     a task running on one goes back to the bag's queue, its work lost, and the processor is free
-    once the preemption time has passed (KOALA-CS thesis §3.5.3, job shrinking)."""
+    once the preemption time has passed (KOALA-CS thesis §3.5.3, job shrinking). `for_job` names the
+    waiting rigid job the processors are given back for (-1: another bag, rebalancing), so that the
+    wait bags cause each job is read from the log."""
 
     job_id: int
     site: int
     slots: tuple[int, ...]
     by: str = ""
+    for_job: int = -1
 
 
 @dataclass(frozen=True, slots=True)

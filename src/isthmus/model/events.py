@@ -40,7 +40,7 @@ class EventKind(IntEnum):
     # Bags of tasks (malleable jobs, isthmus.engine.bags): `vm` holds the processor (slot) id
     BAG_SUBMIT = 18  # bag `job` arrived; value = its number of tasks
     GROW = 19  # bag given processors on site; value = how many; policy set
-    SHRINK = 20  # bag ordered to give back processors on site; value = how many; policy set
+    SHRINK = 20  # bag ordered to give back processors on site; value = how many; task = the rigid job (-1); policy
     BAG_RELEASE = 21  # one processor (slot `vm`) of the bag given back on site (after its preemption time)
     TASK_START = 22  # task `task` of bag `job` started on slot `vm` of site
     TASK_END = 23  # task `task` completed; value = its runtime

@@ -42,7 +42,7 @@ class ShrinkKind:
     def apply(self, engine: Engine, d: ShrinkBag, ctx: tuple[Bag, list[Slot]]) -> None:
         """Preempt the processors: their tasks go back to the queue."""
         bag, slots = ctx
-        engine.bags.shrink(bag, d.site, slots, d.by or engine.deciding)
+        engine.bags.shrink(bag, d.site, slots, d.by or engine.deciding, d.for_job)
 
 
 register(ShrinkKind())

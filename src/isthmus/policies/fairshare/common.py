@@ -40,6 +40,11 @@ class FairShareParams(BaseModel):
         False, description="preempt processors between two tasks first (else the seed's random choice, §3.7.2)"
     )
     seed: int = Field(0, description="seed of the random choice of the processors to preempt")
+    blocking: bool = Field(
+        False,
+        description="the allocation starts jobs strictly in queue order (fcfs): no job past the first one that "
+        "could not start even with the bags' processors claims any",
+    )
 
 
 def equipartition(pool: int, wants: Sequence[int], order: Sequence[int]) -> list[int]:
@@ -129,15 +134,18 @@ class SiteRoom:
     room: int
     need: int
     load: float
+    #: (rigid job id, processors bags must give back for it), in queue order
+    claims: tuple[tuple[int, int], ...] = ()
 
 
-def site_rooms(view: View, sites: Sequence[int]) -> dict[int, SiteRoom]:
+def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict[int, SiteRoom]:
     """Walk the waiting rigid jobs in queue order (queue 0 first) and claim processors for each,
     as if the allocation policy started them on the first of their sites where they fit (free or
     being preempted). A job that fits nowhere, but would on a site if bags gave back processors
     there, claims that site (the one needing the fewest back; §3.1.3: "it determines how many
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
-    claims nothing: bags may use the processors until it could start."""
+    claims nothing: bags may use the processors until it could start; with `blocking` (strict
+    FCFS allocation) neither does any job after it."""
     bags = view.bags
     now = view.now
     avail = {}
@@ -148,6 +156,7 @@ def site_rooms(view: View, sites: Sequence[int]) -> dict[int, SiteRoom]:
             release[i] = bags.held(i) - bags.leaving(i)
     watched = set(sites)
     need = dict.fromkeys(sites, 0)
+    claims: dict[int, list[tuple[int, int]]] = {i: [] for i in sites}
     for stage in range(view.stages):
         choices = [i for i in view.stage_sites(stage) if i in avail]
         for entry in view.queue(stage):
@@ -170,6 +179,9 @@ def site_rooms(view: View, sites: Sequence[int]) -> dict[int, SiteRoom]:
                 avail[best] = 0
                 release[best] -= missing
                 need[best] += missing
+                claims[best].append((entry.job.id, missing))
+            elif blocking:
+                break
     rooms = {}
     for i in sites:
         s = view.sites[i]
@@ -178,7 +190,7 @@ def site_rooms(view: View, sites: Sequence[int]) -> dict[int, SiteRoom]:
             continue
         other = s.online - s.free - bags.held(i)
         load = other / s.online if s.online else 1.0
-        rooms[i] = SiteRoom(min(s.free, avail[i]), avail[i], need[i], load)
+        rooms[i] = SiteRoom(min(s.free, avail[i]), avail[i], need[i], load, tuple(claims[i]))
     return rooms
 
 
@@ -200,20 +212,18 @@ class EquiPartitionBase:
         if not active:
             return []
         sites = [i for i in view.bags.sites if view.sites[i].available(view.now)]
-        rooms = site_rooms(view, sites)
+        rooms = site_rooms(view, sites, self.params.blocking)
         held = [{i: b.held(i) for i in sites} for b in active]
         self._taken: set[int] = set()
         out: list[Decision] = []
         for i in sites:
-            need = rooms[i].need
-            if not need:
-                continue
-            holders = [k for k in range(len(active)) if held[k][i] > 0]
-            amounts = take_evenly(need, [held[k][i] for k in holders])
-            for k, n in zip(holders, amounts, strict=True):
-                if n:
-                    out.append(self.shrink(active[k], i, n))
-                    held[k][i] -= n
+            for job_id, need in rooms[i].claims:
+                holders = [k for k in range(len(active)) if held[k][i] > 0]
+                amounts = take_evenly(need, [held[k][i] for k in holders])
+                for k, n in zip(holders, amounts, strict=True):
+                    if n:
+                        out.append(self.shrink(active[k], i, n, job_id))
+                        held[k][i] -= n
         out.extend(self.share(view, active, sites, rooms, held))
         return out
 
@@ -229,12 +239,13 @@ class EquiPartitionBase:
         shrinks so far (updated here)."""
         raise NotImplementedError
 
-    def shrink(self, bag: BagInfo, site: int, count: int) -> ShrinkBag:
-        """A shrink of `count` processors of `bag` on `site`, chosen by the shrink schedule."""
+    def shrink(self, bag: BagInfo, site: int, count: int, for_job: int = -1) -> ShrinkBag:
+        """A shrink of `count` processors of `bag` on `site` (for rigid job `for_job`, -1: to
+        rebalance), the processors chosen by the shrink schedule."""
         slots = [s for s in bag.slots(site) if s.id not in self._taken]
         chosen = shrink_schedule(slots, count, self._rng, self.params.prefer_between_tasks)
         self._taken.update(chosen)
-        return ShrinkBag(bag.id, site, chosen, by=self.name)
+        return ShrinkBag(bag.id, site, chosen, by=self.name, for_job=for_job)
 
     def grow(self, bag: BagInfo, site: int, count: int) -> GrowBag:
         """A growth of `bag` by `count` processors of `site`."""
