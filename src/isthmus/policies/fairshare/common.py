@@ -204,6 +204,8 @@ class EquiPartitionBase:
     def __init__(self, params: FairShareParams | None = None) -> None:
         self.params = params or FairShareParams()
         self._rng = random.Random(self.params.seed)
+        #: processors chosen for preemption in the current round
+        self._taken: set[int] = set()
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Shrinks for waiting rigid jobs (site-based, an equal amount from each bag there), then
@@ -214,7 +216,7 @@ class EquiPartitionBase:
         sites = [i for i in view.bags.sites if view.sites[i].available(view.now)]
         rooms = site_rooms(view, sites, self.params.blocking)
         held = [{i: b.held(i) for i in sites} for b in active]
-        self._taken: set[int] = set()
+        self._taken = set()
         out: list[Decision] = []
         for i in sites:
             for job_id, need in rooms[i].claims:
