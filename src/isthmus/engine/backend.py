@@ -87,6 +87,9 @@ class SiteBackend(ABC):
     backfilling policies.
     """
 
+    #: Whether bags of tasks may hold processors here (taken from `free`; isthmus.engine.bags)
+    holds_bags = False
+
     def __init__(self, index: int, site: Site) -> None:
         self.index = index
         self.site = site

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from sortedcontainers import SortedList
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
+from isthmus.engine.bags import BagBook
 from isthmus.engine.budgets import Ledger
 from isthmus.engine.clock import (
     EV_BILLING,
@@ -53,7 +54,7 @@ from isthmus.engine.view import EngineView
 from isthmus.model.decisions import StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog, KillCause
-from isthmus.model.job import Job
+from isthmus.model.job import Job, JobKind
 from isthmus.model.states import JobState
 from isthmus.model.status import ACCEPTED, Refused, Status, StatusCode
 from isthmus.policies.api import runtime_order
@@ -67,6 +68,7 @@ _REQUEUE = int(EventKind.REQUEUE)
 _DECISION = int(EventKind.DECISION)
 _RUNNING = JobState.RUNNING
 _QUEUED = JobState.QUEUED
+_MALLEABLE = JobKind.MALLEABLE
 
 ROUND_RULES: tuple[str, ...] = ("batch", "per-event")
 """How events at one instant lead to rounds (docs/simulation.md, "Same-instant rules")."""
@@ -190,6 +192,8 @@ class Engine:
         self._stage_max = [
             max((self.backends[i].site.max_processors for i in sites), default=0) for sites in self.stage_sites
         ]
+        #: the bags of tasks (malleable jobs), in no queue (isthmus.engine.bags)
+        self.bags = BagBook(self)
 
     @property
     def now(self) -> float:
@@ -224,7 +228,11 @@ class Engine:
     # ----------------------------------------------------------------- arrivals and events
 
     def submit(self, job: Job) -> JobEntry | None:
-        """A job arrives now. Returns its entry, or None when it can never run here."""
+        """A job arrives now. Returns its entry, or None when it can never run here (or when it is
+        a bag of tasks: bags wait in no queue, isthmus.engine.bags)."""
+        if job.kind is _MALLEABLE:
+            self.bags.submit(job)
+            return None
         now = self.clock.now
         log = self.log
         if job.id in self.entries:

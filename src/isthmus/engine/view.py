@@ -24,7 +24,7 @@ from isthmus.model.site import Site
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
     from isthmus.engine.state import JobEntry
-    from isthmus.policies.api import QueueColumnsView, VmInfo
+    from isthmus.policies.api import BagsInfo, QueueColumnsView, VmInfo
 
 
 class ReadOnlyList(Sequence["tuple[float, int]"]):
@@ -401,6 +401,11 @@ class EngineView:
         """Queued jobs the site-selection policy has not seen yet (new arrivals and jobs handed
         back by a peer), in arrival order; empty without a federation."""
         return tuple(self._e.unrouted.values())
+
+    @property
+    def bags(self) -> BagsInfo:
+        """The bags of tasks (malleable jobs), read-only (isthmus.engine.bags)."""
+        return self._e.bags.view
 
     def local_resources(self) -> ResourceData:
         """This manager's resource data now, as its peers would receive it, without counting the

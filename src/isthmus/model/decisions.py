@@ -130,4 +130,53 @@ class ForwardJob:
     by: str = ""
 
 
-Decision = StartJob | KillJob | LeaseVms | ReleaseVms | RetireVms | ReserveVms | HoldJob | WakeUp | ForwardJob
+@dataclass(frozen=True, slots=True)
+class GrowBag:
+    """Give bag of tasks `job_id` `count` more free processors of cluster site `site`; each pulls
+    one task of the bag at a time (KOALA-CS thesis §3.5.2, job growth)."""
+
+    job_id: int
+    site: int
+    count: int
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkBag:
+    """Take processors `slots` (ids from the view's bag slots) of site `site` back from bag `job_id`:
+    a task running on one goes back to the bag's queue, its work lost, and the processor is free
+    once the preemption time has passed (KOALA-CS thesis §3.5.3, job shrinking). `for_job` names the
+    waiting rigid job the processors are given back for (-1: another bag, rebalancing), so that the
+    wait bags cause each job is read from the log."""
+
+    job_id: int
+    site: int
+    slots: tuple[int, ...]
+    by: str = ""
+    for_job: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AbortJob:
+    """Abort queued job `job_id`: it leaves the queue unrun, as cancelled, with `reason` (KOALA's
+    abort after too many placement tries, KOALA-CS thesis §2.2.3)."""
+
+    job_id: int
+    reason: str
+    by: str = ""
+
+
+Decision = (
+    StartJob
+    | KillJob
+    | LeaseVms
+    | ReleaseVms
+    | RetireVms
+    | ReserveVms
+    | HoldJob
+    | WakeUp
+    | ForwardJob
+    | GrowBag
+    | ShrinkBag
+    | AbortJob
+)

@@ -39,6 +39,15 @@ class EventKind(IntEnum):
     RETURN = 17  # a job received from a peer handed back to it unstarted (IBM: FAILED); origin = that peer
     VM_USER = 18  # VM `vm` of site serves one user (named in `notes`), logged right after its VM_LEASE
     VM_RETIRE = 19  # VM `vm` of site retired: takes no new job, released when its runs end; policy set
+    # Bags of tasks (malleable jobs, isthmus.engine.bags): `vm` holds the processor (slot) id
+    BAG_SUBMIT = 20  # bag `job` arrived; value = its number of tasks
+    GROW = 21  # bag given processors on site; value = how many; policy set
+    SHRINK = 22  # bag ordered to give back processors on site; value = how many; task = the rigid job (-1); policy
+    BAG_RELEASE = 23  # one processor (slot `vm`) of the bag given back on site (after its preemption time)
+    TASK_START = 24  # task `task` of bag `job` started on slot `vm` of site
+    TASK_END = 25  # task `task` completed; value = its runtime
+    TASK_PREEMPT = 26  # task `task` preempted on slot `vm` (back in the bag's queue); value = seconds of work lost
+    BAG_END = 27  # every task of bag `job` completed
 
 
 class KillCause(IntEnum):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -191,6 +191,56 @@ class QueueColumnsView:
         return int(self.ids.size)
 
 
+class SlotInfo(NamedTuple):
+    """One processor a bag of tasks holds (a launcher, KOALA-CS thesis §3.3): its id, site, the
+    task it runs (-1 between tasks: pulling the next one) and since when."""
+
+    id: int
+    site: int
+    task: int
+    since: float
+
+
+class BagInfo(Protocol):
+    """A bag of tasks (malleable job) in the engine, read-only. Counts of processors leave out
+    those being preempted (they are still held until the preemption time has passed)."""
+
+    @property
+    def job(self) -> Job: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def submitted(self) -> float: ...
+    @property
+    def done(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+    @property
+    def queued(self) -> int: ...
+    @property
+    def unclaimed(self) -> int:
+        """Queued tasks no processor of the bag is about to pull: what more processors could start."""
+        ...
+
+    @property
+    def total_held(self) -> int: ...
+    def held(self, site: int) -> int: ...
+    def held_sites(self) -> Mapping[int, int]: ...
+    def slots(self, site: int) -> Sequence[SlotInfo]: ...
+
+
+class BagsInfo(Protocol):
+    """The bags of tasks of an engine, read-only: the active ones in arrival order, the sites that
+    may hold bag processors, and per site the processors held by all bags and being preempted."""
+
+    @property
+    def active(self) -> Sequence[BagInfo]: ...
+    @property
+    def sites(self) -> Sequence[int]: ...
+    def held(self, site: int) -> int: ...
+    def leaving(self, site: int) -> int: ...
+
+
 def runtime_order(entry: JobInfo, key: RuntimeKey) -> tuple[float, int]:
     """Where a queued job sorts in the runtime index: (its predicted or actual runtime, its queue
     sequence); a NaN runtime sorts last."""
@@ -234,6 +284,8 @@ class View(Protocol):
     def peers(self) -> Sequence[PeerInfo]: ...
     def unrouted(self) -> Sequence[JobInfo]: ...
     def local_resources(self) -> ResourceData: ...
+    @property
+    def bags(self) -> BagsInfo: ...
 
 
 class DecidingPolicy(Protocol):
@@ -334,9 +386,11 @@ class SelectionPolicy(Protocol):
 
 
 class FairSharePolicy(Protocol):
-    """Splits idle nodes among malleable jobs (grow and shrink decisions)."""
+    """Splits resources fairly: idle processors among bags of tasks (grow and shrink decisions,
+    `shares = "bags"`) or each cloud's VMs among users (`shares = "vms"`)."""
 
     name: ClassVar[str]
+    shares: ClassVar[Literal["bags", "vms"]]
 
     def decide(self, view: View) -> Iterable[Decision]:
         """This round's decisions."""

@@ -14,7 +14,10 @@ from isthmus.model.site import Site
 
 
 class SimCluster(SiteBackend):
-    """A cluster site: `nodes × cores_per_node` processors, always present."""
+    """A cluster site: `nodes × cores_per_node` processors, always present. Bags of tasks may
+    hold its free processors."""
+
+    holds_bags = True
 
     def __init__(self, index: int, site: Site, schedule: Schedule) -> None:
         super().__init__(index, site)

@@ -18,7 +18,7 @@ from isthmus.engine.clock import SimClock
 from isthmus.engine.engine import Engine
 from isthmus.engine.peering import PeerState
 from isthmus.engine.state import JobEntry
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, GrowBag, StartJob
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData, SiteSummary
@@ -179,6 +179,16 @@ class Harness:
         entry.started = started
         backend._track_start(entry, started)
         return entry
+
+    def bag(self, job: Job, held: Mapping[int, int] | None = None) -> None:
+        """Let bag of tasks `job` arrive now, holding `held` processors per site (each running one
+        of its tasks since now, or pulling one with a pull latency)."""
+        engine = self.engine
+        engine.submit(job)
+        for site, count in (held or {}).items():
+            status = engine.apply(GrowBag(job.id, site, count), "harness")
+            if not status.accepted:
+                raise ValueError(f"bag {job.id} cannot hold {count} processors of site {site}: {status.reason}")
 
     def vms(
         self,

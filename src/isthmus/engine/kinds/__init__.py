@@ -48,13 +48,16 @@ def kinds() -> dict[type, DecisionKind]:
     """The registered kinds by decision class (the built-in ones are loaded on first call)."""
     if not _KINDS:
         from isthmus.engine.kinds import (  # noqa: F401
+            abort,
             forward,
+            grow,
             hold,
             kill,
             lease,
             release,
             reserve,
             retire,
+            shrink,
             start,
             wake,
         )

@@ -77,6 +77,8 @@ class VmShare:
     name: ClassVar[str] = "vm-share"
     seed: ClassVar[str] = "Cloud Scheduler §3.3 (even VM distribution among users, graceful or kill rebalancing)"
     Params = VmShareParams
+    #: what it splits: each cloud's VMs among users
+    shares: ClassVar[Literal["bags", "vms"]] = "vms"
     #: leases and releases VMs itself (build_policies pairs it with provisioning "none")
     leases_vms: ClassVar[bool] = True
 
