@@ -142,3 +142,29 @@ def test_every_job_ends_exactly_once_at_one_manager(case) -> None:  # type: igno
         assert not res.unfinished, res.unfinished
     assert set(ends) == submitted and all(n == 1 for n in ends.values())
     assert all(len(m) == 1 for m in where.values())  # never started at two managers
+
+
+def test_a_job_arriving_after_the_window_closed_fails_back_at_once() -> None:
+    # B's only site is open until t=50. At 49.5 A's site is busy (job 1 until 200) and B's
+    # last resource data (from t=0) shows its site idle: lowest-load forwards job 2 there. It
+    # reaches B at 50.5, after the close: B hands it back at once (RETURN, IBM seed §4.2.2) instead
+    # of queueing it where no site can ever start it; A requeues it at 51.5, does not send it to B
+    # again, and runs it when job 1 ends
+    b_env = Environment("B", (Site("b", nodes=4, available_until=50.0),), round_interval=None)
+    a = Manager("A", clusters(4), PolicyChoice("lowest-load"), [job(1, 0, 4, 200), job(2, 49.5, 4, 10)])
+    b = Manager("B", b_env)
+    r = simulate_federation([a, b], latency=LatencyModel(1.0))
+    moves = {"SUBMIT", "START", "END", "FORWARD", "RETURN", "REQUEUE"}
+    assert [e for e in trail(r.managers["A"]) if e[1] in moves] == [
+        (0, "SUBMIT", 1),
+        (0, "START", 1),
+        (49.5, "SUBMIT", 2),
+        (49.5, "FORWARD", 2),
+        (51.5, "REQUEUE", 2),
+        (200, "END", 1),
+        (200, "START", 2),
+        (210, "END", 2),
+    ]
+    assert [e for e in trail(r.managers["B"]) if e[1] in moves] == [(50.5, "SUBMIT", 2), (50.5, "RETURN", 2)]
+    assert r.managers["B"].log.reasons[2] == "handed back to A: its sites here closed"
+    assert r.returned == 1 and not r.managers["A"].unfinished and not r.managers["B"].unfinished
