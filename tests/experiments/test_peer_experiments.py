@@ -216,3 +216,23 @@ def test_the_peer_experiments_refuse_options_that_do_not_apply(tmp_path: Path, a
     result = CliRunner().invoke(app, ["experiment", *args, "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_capacity_and_idle_forwarding_are_compared_week_by_week() -> None:
+    def row(week: int, selection: str, bsd: float) -> dict[str, object]:
+        return {"trace": "T", "part": "ch7", "week": week, "selection": selection, "bounded_slowdown_mean": bsd}
+
+    rows = [
+        row(1, "highest-cap", 2.0),
+        row(1, "highest-idle", 3.0),
+        row(1, "bf-cap", 5.0),
+        row(1, "bf-idle", 4.0),
+        row(2, "highest-cap", 2.0),
+        row(2, "highest-idle", 2.0),  # a tie is not "below"
+        row(2, "bf-cap", 1.0),
+        row(2, "bf-idle", 4.0),
+    ]
+    assert villegas_forwarding.paired_weeks(rows, "T") == (
+        "Week by week (the same jobs for every policy): HighestCap below HighestIdle in 1 of 2 weeks, "
+        "BFCap below BFIdle in 1 of 2 weeks."
+    )

@@ -234,7 +234,10 @@ def villegas_forwarding(
     ]
     for t in labels:
         body.append(f"### {t}")
-        body.append("\n".join(f"- {line}" for line in checks(agg, t, parts)))
+        lines = checks(agg, t, parts)
+        if "ch7" in parts:
+            lines.append(paired_weeks(rows, t))
+        body.append("\n".join(f"- {line}" for line in lines))
         body.append(_table(agg, t, parts))
     return finish(result, "Villegas: forwarding policies between meta-schedulers (Figs 4.9-4.11, 7.8-7.9)", body)
 
@@ -357,6 +360,23 @@ def checks(agg: Sequence[Mapping[str, Any]], trace: str, parts: Sequence[str]) -
             f"{_get(agg, trace, 'ch7', '1 site', 'single', bsd):.3g}."
         )
     return out
+
+
+def paired_weeks(rows: Sequence[Mapping[str, Any]], trace: str) -> str:
+    """Capacity- against idle-based forwarding week by week (the same week's jobs for both):
+    in how many weeks each capacity policy has the lower bounded slowdown."""
+    value: dict[tuple[Any, str], float] = {
+        (r["week"], str(r["selection"])): float(r["bounded_slowdown_mean"])
+        for r in rows
+        if r["trace"] == trace and r["part"] == "ch7" and r.get("bounded_slowdown_mean") is not None
+    }
+    weeks = sorted({w for w, _ in value})
+    out = []
+    for cap, idle in (("highest-cap", "highest-idle"), ("bf-cap", "bf-idle")):
+        both = [w for w in weeks if (w, cap) in value and (w, idle) in value]
+        lower = sum(value[(w, cap)] < value[(w, idle)] for w in both)
+        out.append(f"{LABEL[cap]} below {LABEL[idle]} in {lower} of {len(both)} weeks")
+    return "Week by week (the same jobs for every policy): " + ", ".join(out) + "."
 
 
 def _table(agg: Sequence[Mapping[str, Any]], trace: str, parts: Sequence[str]) -> str:
