@@ -168,3 +168,36 @@ def test_a_job_arriving_after_the_window_closed_fails_back_at_once() -> None:
     assert [e for e in trail(r.managers["B"]) if e[1] in moves] == [(50.5, "SUBMIT", 2), (50.5, "RETURN", 2)]
     assert r.managers["B"].log.reasons[2] == "handed back to A: its sites here closed"
     assert r.returned == 1 and not r.managers["A"].unfinished and not r.managers["B"].unfinished
+
+
+@st.composite
+def federations_with_windows(draw):  # type: ignore[no-untyped-def]
+    """Like `federations`, but some managers are cloud domains as in the IBM seed: no user
+    submits to them and each of their sites closes at a drawn time; jobs waiting there when it
+    closes, or reaching it after, fail back to their origin. The first manager stays an origin."""
+    managers, latency = draw(federations())
+    out = [managers[0]]
+    for m in managers[1:]:
+        if draw(st.booleans()):
+            sites = tuple(
+                Site(s.name, nodes=s.nodes, available_until=float(draw(st.integers(1, 120)))) for s in m.env.sites
+            )
+            m = Manager(m.name, Environment(m.name, sites, round_interval=None), m.selection, [])
+        out.append(m)
+    return out, latency
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(federations_with_windows())
+def test_with_closing_windows_every_job_still_ends_exactly_once(case) -> None:  # type: ignore[no-untyped-def]
+    managers, latency = case
+    r = simulate_federation(managers, latency=LatencyModel(latency))
+    submitted = {j.id for m in managers for j in m.jobs}
+    ends: Counter[int] = Counter()
+    for res in r.managers.values():
+        capacity_never_exceeded(res.env, res.log)
+        for _, kind, jid in trail(res):
+            if kind in ("END", "REJECT"):
+                ends[jid] += 1
+        assert not res.unfinished, res.unfinished
+    assert set(ends) == submitted and all(n == 1 for n in ends.values())
