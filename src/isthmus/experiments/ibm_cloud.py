@@ -175,6 +175,7 @@ def _points(
         Point(
             trace=t,
             env="ibm-enterprise-cloud",
+            # the point's policy is the managers' site-selection policy (allocation is the sites')
             allocation=policy("ibm-matching"),
             labels=(("trace", Path(t).name.split(".swf")[0]), ("config", label)),
             extra=(

@@ -155,6 +155,7 @@ def _point(trace: str, part: str, sizes: Sequence[int], selection: str, week: in
     return Point(
         trace=trace,
         env=f"villegas-forwarding:{part}",
+        # the point's policy is the managers' site-selection policy (allocation is the sites')
         allocation=policy(selection),
         labels=(
             ("trace", Path(trace).name.split(".swf")[0]),
