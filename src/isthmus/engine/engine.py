@@ -583,7 +583,8 @@ class Engine:
     def receive(self, job: Job, chain: tuple[str, ...]) -> JobEntry | None:
         """A job forwarded by a peer arrives now (submitJob), after visiting the managers in
         `chain` (its origin first). Logged as SUBMIT with the origin named; None when it can
-        never run here (REJECT, and its origin is told)."""
+        never run here (REJECT, and its origin is told) or arrived after every site of its
+        queue closed (RETURN: handed back to the sender at once, IBM seed §4.2.2)."""
         if not chain:
             raise ValueError("a received job needs the chain of managers it came through")
         now = self.clock.now
@@ -592,6 +593,11 @@ class Engine:
             raise ValueError(f"job {job.id} was already submitted")
         log.append(now, _SUBMIT, job.id, -1, -1, job.size, origin=log.origin_index(chain[0]))
         entry = self._admit(job, now, chain)
+        if entry is not None and entry.stage >= 0 and self._closed_stages(now)[entry.stage]:
+            # it arrived after every site of its queue closed (sent on resource data older
+            # than the close): it fails back at once, as if it had waited at the close
+            self._hand_back([entry], now)
+            return None
         if entry is None and self.federation is not None:
             gone = JobEntry(job, now)
             gone.chain = chain
@@ -685,17 +691,25 @@ class Engine:
         """A site's availability window closed: jobs received from peers that no site of their
         queue can start any more go back to the manager they came from (IBM seed §4.2.2: "those
         jobs that do not execute yet shall be reported as FAILED ... and be re-scheduled")."""
-        fed = self.federation
-        if fed is None:
+        if self.federation is None:
             return
         now = self.clock.now
-        closed = [
+        closed = self._closed_stages(now)
+        if not any(closed):
+            return
+        self._hand_back([e for q, c in zip(self.queues, closed, strict=True) if c for e in q.values() if e.chain], now)
+
+    def _closed_stages(self, now: float) -> list[bool]:
+        """Per queue: True when every site it may use has closed its availability window."""
+        return [
             all((u := self.backends[i].site.available_until) is not None and u <= now for i in sites)
             for sites in self.stage_sites
         ]
-        if not any(closed):
-            return
-        back = [e for q, c in zip(self.queues, closed, strict=True) if c for e in q.values() if e.chain]
+
+    def _hand_back(self, back: list[JobEntry], now: float) -> None:
+        """Send the queued jobs `back`, received from peers, back to the managers they came from."""
+        fed = self.federation
+        assert fed is not None
         for entry in back:
             self.dequeue(entry)
             self.unrouted.pop(entry.job.id, None)
