@@ -201,3 +201,26 @@ def test_with_closing_windows_every_job_still_ends_exactly_once(case) -> None:  
                 ends[jid] += 1
         assert not res.unfinished, res.unfinished
     assert set(ends) == submitted and all(n == 1 for n in ends.values())
+
+
+def test_a_job_handed_back_that_no_site_here_can_run_is_rejected_not_queued_forever():
+    # A (1 processor) forwards job 2 (2 processors) to B, whose only site closes at 1.0, the very
+    # instant it arrives: B hands it back; A cannot run it and no other peer can take it, so it is
+    # rejected with the reason (it used to wait in A's queue forever; hypothesis found it)
+    a = Manager("A", clusters(1), PolicyChoice("local-first"), [job(1, 0, 1, 1), job(2, 1, 2, 1)])
+    b = Manager("B", Environment("B", (Site("B0", nodes=2, available_until=1.0),), round_interval=None))
+    r = simulate_federation([a, b], latency=LatencyModel(0.0))
+    moves = {"SUBMIT", "START", "END", "FORWARD", "RETURN", "REQUEUE", "REJECT"}
+    assert [e for e in trail(r.managers["A"]) if e[1] in moves] == [
+        (0, "SUBMIT", 1),
+        (0, "START", 1),
+        (1, "END", 1),
+        (1, "SUBMIT", 2),
+        (1, "FORWARD", 2),
+        (1, "REQUEUE", 2),
+        (1, "REJECT", 2),
+    ]
+    assert r.managers["A"].log.reasons[2] == (
+        "needs 2 processors; the largest site it may use (s0) offers at most 1; handed back by B, and no peer took it"
+    )
+    assert not r.managers["A"].unfinished and not r.managers["B"].unfinished

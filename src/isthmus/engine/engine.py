@@ -243,12 +243,7 @@ class Engine:
     def _admit(self, job: Job, now: float, chain: tuple[str, ...] = ()) -> JobEntry | None:
         stage = self._arrival_stage(job) if self._arrival_stage is not None else 0
         if job.size > self._stage_max[stage] or job.size <= 0:
-            sites = self.stage_sites[stage]
-            largest = max((self.backends[i] for i in sites), key=lambda b: b.site.max_processors)
-            reason = (
-                f"needs {job.size} processors; the largest site it may use ({largest.name}) offers at most "
-                f"{largest.site.max_processors}"
-            )
+            reason = self._too_large(job, stage)
             fed = self.federation
             if fed is not None and job.size > 0 and len(chain) < fed.max_hops:
                 # no site here can run it, a peer may: offered to the selection policy this round,
@@ -283,6 +278,15 @@ class Engine:
             self.unrouted[job.id] = entry
         self._changed()
         return entry
+
+    def _too_large(self, job: Job, stage: int) -> str:
+        """Why `job` fits on no site of queue `stage`."""
+        sites = self.stage_sites[stage]
+        largest = max((self.backends[i] for i in sites), key=lambda b: b.site.max_processors)
+        return (
+            f"needs {job.size} processors; the largest site it may use ({largest.name}) offers at most "
+            f"{largest.site.max_processors}"
+        )
 
     def _enqueue(self, entry: JobEntry, stage: int) -> None:
         """Append `entry` to queue `stage` (and to its size bucket)."""
@@ -653,9 +657,26 @@ class Engine:
         self.entries[job_id] = entry
         self.log.reasons.pop(job_id, None)
         stage = self._arrival_stage(entry.job) if self._arrival_stage is not None else 0
-        self._enqueue(entry, stage)
         self.log.append(now, _REQUEUE, job_id, -1, -1, stage, entry.run, origin=self.log.origin_index(peer))
-        if self.federation is not None and len(entry.chain) < self.federation.max_hops:
+        fed = self.federation
+        hops_left = fed is not None and len(entry.chain) < fed.max_hops
+        if entry.job.size > self._stage_max[stage]:
+            # no site here can run it (it was forwarded for that): another peer may take it this
+            # round, else it is rejected at the round's end; it never waits in a local queue
+            reason = f"{self._too_large(entry.job, stage)}; handed back by {peer}"
+            if hops_left:
+                entry.stage = -1
+                self.unrouted[job_id] = entry
+                self.outsized[job_id] = reason
+                self._changed()
+            else:
+                del self.entries[job_id]
+                entry.state = JobState.REJECTED
+                self.log.append(now, int(EventKind.REJECT), job_id)
+                self.log.reasons[job_id] = reason
+            return True
+        self._enqueue(entry, stage)
+        if hops_left:
             self.unrouted[job_id] = entry
         self._changed()
         return True
