@@ -37,9 +37,11 @@ def _reference(h: Harness, key: str) -> list[tuple[int, int]]:
 
 STATES = st.tuples(
     st.lists(st.integers(1, 6), min_size=1, max_size=3),  # processors per cluster
-    st.lists(st.tuples(st.integers(1, 6), st.sampled_from([5.0, 10.0, 10.0, 30.0])), max_size=25),  # queued
+    # queued: up to 60 jobs, so that both the short-queue sort (at most 4 jobs per size group)
+    # and the merge of the size groups are taken
+    st.lists(st.tuples(st.integers(1, 6), st.sampled_from([5.0, 10.0, 10.0, 30.0])), max_size=60),
     st.lists(st.integers(1, 4), max_size=4),  # running jobs' sizes (placed where they fit)
-    st.lists(st.integers(0, 24), max_size=6),  # queued jobs removed before the round (started/cancelled)
+    st.lists(st.integers(0, 59), max_size=6),  # queued jobs removed before the round (started/cancelled)
 )
 
 

@@ -98,8 +98,21 @@ def queue_fitting_by_runtime(view: View, stage: int, free: list[int], key: Runti
     """
     order = view.stage_sites(stage)
     bound = max([free[i] for i in order]) if order else 0
-    if bound > 0:
-        yield from _merge_fitting(view.queue_by_runtime(stage), lambda e: runtime_order(e, key), order, free, bound)
+    if bound <= 0:
+        return
+    groups = view.queue_by_runtime(stage)
+    queue = view.queue(stage)
+    if len(queue) <= 4 * len(groups):
+        # A short queue: sorting the jobs that fit now is cheaper than merging the groups (the
+        # same order: runtime, then queue sequence, both unique together)
+        for entry in sorted([e for e in queue if e.job.size <= bound], key=lambda e: runtime_order(e, key)):
+            if entry.job.size <= bound:
+                yield entry
+                bound = max([free[i] for i in order])
+                if bound <= 0:
+                    return
+        return
+    yield from _merge_fitting(groups, lambda e: runtime_order(e, key), order, free, bound)
 
 
 def _merge_fitting(
