@@ -35,6 +35,7 @@ from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, k
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
+from isthmus.federation.live import LiveFederation
 from isthmus.live.batch import BatchCluster, batch_system
 from isthmus.live.errors import PersistError, RequestError
 from isthmus.live.iaas import ProviderCloud, provider_for
@@ -119,12 +120,15 @@ class Manager:
         self._timers: list[asyncio.TimerHandle] = []
         self.hub = PilotHub(self)
         self.intake = Intake(self)
+        #: the peer managers (None without [[peers]]; docs/federation.md)
+        self.federation: LiveFederation | None = LiveFederation(self) if self.env.peers else None
         self.engine = self._build_engine()
         self.projector = Projector(self.engine.log, self.env, self.hub, self._forget)
 
     def _build_engine(self) -> Engine:
         env = self.env
-        policies = build_policies(env.allocation, env.provisioning, true_runtimes_known=False)
+        others = {"selection": env.selection} if env.selection is not None and env.peers else None
+        policies = build_policies(env.allocation, env.provisioning, others=others, true_runtimes_known=False)
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
             if site.is_cloud and site.provider is not None:
@@ -209,11 +213,15 @@ class Manager:
             if value is not None:
                 cap.limit = float(value)
         recover(self)
+        if self.federation is not None:
+            self.federation.restore()  # forwarded and received jobs; attaches to the engine
         self.persist()
         manager_id = self.manager_id = self.store.get_meta("manager_id") or ""
         for b in self.engine.backends:
             b.begin(manager_id)  # sites behind external systems reconcile with them
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
+        if self.federation is not None:
+            await self.federation.start()
 
     def begin_shutdown(self, mode: str | None = None) -> None:
         """Stop (a signal, or `isthmus stop`): stop scheduling, and
@@ -257,6 +265,8 @@ class Manager:
     async def stop(self) -> None:
         """Stop the clock's loop; unless configured otherwise, tell pilots to exit and kill them."""
         self.stopping = True
+        if self.federation is not None:
+            await self.federation.stop()
         for t in self._timers:
             t.cancel()
         self.clock.stop()
@@ -383,7 +393,8 @@ class Manager:
         write succeeds; commands that depend on unwritten events are not handed to pilots.
         """
         n = len(self.engine.log)
-        if n == self.projector.persisted and not self.intake.pending():
+        fed = self.federation
+        if n == self.projector.persisted and not self.intake.pending() and not (fed is not None and fed.pending()):
             return
         if self.persist_error is not None and time.monotonic() < self._persist_retry_at:
             raise PersistError(self.persist_error)
@@ -391,6 +402,8 @@ class Manager:
             with self.store.begin() as conn:
                 self.intake.write_new(conn)  # before the events: their updates need the job rows
                 self.projector.project(conn, n)
+                if fed is not None:
+                    fed.write(conn)  # forwarded and received jobs (after the job rows)
         except Exception as exc:
             first = self.persist_error is None
             self.persist_error = f"cannot write the database: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
@@ -400,6 +413,8 @@ class Manager:
             raise PersistError(self.persist_error) from exc
         self.intake.written()
         self.projector.committed(n)
+        if fed is not None:
+            fed.committed()  # peer messages that depended on what was just stored
         if self.persist_error is not None:
             log.warning("database writes work again")
             self.persist_error = None

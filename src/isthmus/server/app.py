@@ -48,6 +48,7 @@ from isthmus.model.environment import PolicyChoice
 from isthmus.policies.registry import PolicyError
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.limits import BodyLimitMiddleware, json_safe
+from isthmus.server.peer_routes import peer_router
 from isthmus.server.prometheus import LatencyMiddleware, Metrics
 from isthmus.server.schemas import (
     INT64_MAX,
@@ -276,6 +277,10 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         )
         if history:
             info.history = [HistoryItem(**h) for h in manager.store.history(row["id"])]
+            fed = manager.federation
+            if fed is not None:
+                info.forwarded = fed.forwarded_info(row["id"])
+                info.received = fed.received_info(row["id"])
             status = manager.why(row["id"]) if row["state"] == "queued" else None
             if status is not None:
                 info.reason = status.reason
@@ -423,6 +428,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         row = own_job(job_id, p)
         if row["state"] in db.TERMINAL:
             raise HTTPException(409, f"job {job_id} already ended ({row['state']})")
+        fed = manager.federation
+        if fed is not None and fed.holds(job_id):  # forwarded: cancelJob along its chain
+            return {"id": job_id, "state": await fed.cancel_forwarded(job_id)}
         ok = manager.cancel(job_id)
         if not ok:
             raise HTTPException(409, f"job {job_id} is not active")
@@ -808,6 +816,8 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         return JSONResponse({"ok": True, "commands": cmds})
 
     # ------------------------------------------------------------------------- dashboard
+
+    app.include_router(peer_router(manager, user_of))
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
