@@ -107,7 +107,10 @@ class Federation:
             env_file.write_text(text)
             state = tmp / name / "state"
             state.mkdir(parents=True)
-            server = LiveServer(env_file, state, f"sqlite:///{tmp / name / 'isthmus.db'}", tag)
+            # pilots outlive a killed manager long enough for its restart (a lost pilot's job
+            # is restarted by its site: a recorded restart, not the federation running it twice)
+            db_url = f"sqlite:///{tmp / name / 'isthmus.db'}"
+            server = LiveServer(env_file, state, db_url, tag, pilot_timeout=60.0, reattach_timeout=15.0)
             server.port = self.ports[name]
             server.url = f"http://127.0.0.1:{server.port}"
             self.servers[name] = server
@@ -128,7 +131,7 @@ class Federation:
         def ready() -> list[dict[str, Any]] | None:
             with s.client() as c:
                 rows = c.peers()
-            ok = all(p["up"] and (p["resources"] is not None or not p["role"] != "consumer") for p in rows)
+            ok = all(p["up"] and (p["resources"] is not None or p["role"] == "consumer") for p in rows)
             return rows if ok and len(rows) == len(self.names) - 1 else None
 
         return wait_for(ready, timeout, 0.1, f"{name} connected to its peers")  # type: ignore[no-any-return]

@@ -474,7 +474,8 @@ class LiveFederation:
             log.info("peer %s is up", link.name)
             self._spawn(self._reconcile(link))
         elif was and not up:
-            log.warning("peer %s is down: not heard for %.1f s (%s)", link.name, silent, link.error or "no answer")
+            quiet = f"not heard for {silent:.1f} s" if link.last_heard > 0 else "connection closed"
+            log.warning("peer %s is down: %s (%s)", link.name, quiet, link.error or "no answer")
         if not up and link.opened and silent > self.settings.missed_heartbeats * link.heartbeat:
             link.opened = False  # open again (negotiate anew) once it answers
 
@@ -855,6 +856,23 @@ class LiveFederation:
     def holds(self, job_id: int) -> bool:
         """True when job `job_id` was forwarded from here and has not ended."""
         return job_id in self.forwarded
+
+    async def refresh(self, job_id: int) -> None:
+        """queryJob for a job forwarded from here (its user looks at it): its state here follows
+        the peer's answer. Nothing when the peer does not answer within a second."""
+        rec = self.forwarded.get(job_id)
+        if rec is None or rec.remote_id is None:
+            return
+        link = self.by_name[rec.peer]
+        try:
+            r = await self._call(link, "POST", "/peer/jobs/query", {"sender_id": job_id}, timeout=1.0)
+        except httpx.HTTPError:
+            return
+        if r.status_code != 200 or self.forwarded.get(job_id) is not rec:
+            return
+        status = JobStatus.model_validate(r.json())
+        if status.known and (status.state != rec.state or status.where != rec.site):
+            self._apply(link, rec, status.state, status.where, status.exit_code, status.reason)
 
     async def cancel_forwarded(self, job_id: int) -> str:
         """Cancel a job forwarded from here at the peer holding it; its state after."""

@@ -415,8 +415,14 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         responses=_errors(**_USER, e404="no such job (or another user's)"),
     )
     async def show_job(job_id: JobId, p: User) -> JobInfo:
-        """A job with its state history (and, while queued, why it waits)."""
-        return job_info(own_job(job_id, p), history=True)
+        """A job with its state history (and, while queued, why it waits). A job forwarded to a
+        peer manager is queried there first (queryJob): its state is the one where it runs."""
+        row = own_job(job_id, p)
+        fed = manager.federation
+        if fed is not None and fed.holds(job_id):
+            await fed.refresh(job_id)
+            row = own_job(job_id, p)
+        return job_info(row, history=True)
 
     @app.post(
         "/jobs/{job_id}/cancel",

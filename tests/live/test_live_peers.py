@@ -1,0 +1,176 @@
+"""Live peer managers (issue 15; Villegas dissertation ch. 4, Table 4.1; docs/federation.md):
+three `isthmus server`s on loopback, each with its own environment file, sites, SQLite database
+and port, connected as peers. A job submitted to one runs on another by the forwarding policy,
+is queried and cancelled from its origin, and survives kill -9 and restart of the manager it runs
+at and of its origin: neither lost nor run twice. A peer that stops answering heartbeats is down
+and gets no jobs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from livekit import LiveServer, wait_for, wait_state
+from peerkit import federation
+from typer.testing import CliRunner
+
+from isthmus.cli.main import app
+
+TERMINAL = ("completed", "failed", "cancelled", "rejected", "lost", "timeout")
+
+
+def jobs_of(server: LiveServer) -> list[dict[str, Any]]:
+    with server.client() as c:
+        return c.jobs(all_=True)
+
+
+def marked(tmp: Path, name: str, seconds: float) -> dict[str, Any]:
+    """A job that appends a line to file `name` when it starts, then sleeps (counts its runs)."""
+    path = tmp / name
+    return {"command": "sh", "args": ["-c", f"echo run >> {path}; sleep {seconds}"], "size": 2}
+
+
+def runs(tmp: Path, name: str) -> int:
+    path = tmp / name
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def received_from(server: LiveServer, origin: str) -> list[dict[str, Any]]:
+    return [j for j in jobs_of(server) if j["user"].endswith("@" + origin)]
+
+
+def test_lowest_qlen_forwards_a_job_no_local_site_can_run_and_the_origin_follows_it(tmp_path: Path, tag: str) -> None:
+    # A has one 1-core node: a 2-processor job cannot run there; B and C both have an empty
+    # queue: LowestQlen breaks the tie by configured order (B first)
+    with federation(tmp_path, tag, selection="lowest-qlen") as fed:
+        with fed["A"].client() as a:
+            jid = a.submit(command="sleep", args=["0.5"], size=2)
+            done = wait_state(a, jid, TERMINAL, 30)
+        assert done["state"] == "completed"
+        assert done["forwarded"]["peer"] == "B" and done["forwarded"]["where"] == "B/c1"
+        assert done["forwarded"]["chain"] == ["A"] and done["forwarded"]["open"] is False
+        states = [h["state"] for h in done["history"]]
+        assert states[:2] == ["queued", "forwarded"] and states[-1] == "completed"
+        assert "forwarded to peer B (by lowest-qlen)" in [h["detail"] for h in done["history"]]
+        at_b = received_from(fed["B"], "A")
+        assert [(j["state"], j["user"]) for j in at_b] == [("completed", "admin@A")]
+        assert at_b[0]["id"] == done["forwarded"]["remote_id"]
+        with fed["B"].client() as b:
+            shown = b.job(at_b[0]["id"])
+        assert shown["received"] == {"origin": "A", "origin_id": jid, "sender": "A", "chain": ["A"]}
+        assert received_from(fed["C"], "A") == []
+        # `isthmus peers --json` through the CLI: both peers up, with their resource data
+        token = fed["A"].admin_token
+        out = CliRunner().invoke(app, ["peers", "--json", "--url", fed["A"].url, "--token", token])
+        assert out.exit_code == 0, out.output
+        peers = json.loads(out.stdout)
+        assert [(p["name"], p["role"], p["up"]) for p in peers] == [("B", "both", True), ("C", "both", True)]
+        assert [s["name"] for s in peers[0]["resources"]["sites"]] == ["c1"]
+        assert peers[0]["resources"]["sites"][0]["max_processors"] == 2
+        table = CliRunner().invoke(app, ["peers", "--url", fed["A"].url, "--token", token]).stdout
+        assert table.splitlines()[0].split()[:3] == ["PEER", "ROLE", "STATE"]
+        assert "B" in table and "up" in table
+
+
+def test_round_robin_sends_jobs_in_turn_to_each_peer(tmp_path: Path, tag: str) -> None:
+    # RoundRobin passes over A (no site can take 2 processors): B, then C, then B
+    with federation(tmp_path, tag, selection="round-robin") as fed:
+        with fed["A"].client() as a:
+            ids = a.submit_many([{"command": "sleep", "args": ["0.3"], "size": 2} for _ in range(3)])
+            ended = [wait_state(a, j, TERMINAL, 30) for j in ids]
+        assert [j["state"] for j in ended] == ["completed"] * 3
+        assert [j["forwarded"]["peer"] for j in ended] == ["B", "C", "B"]
+        assert len(received_from(fed["B"], "A")) == 2 and len(received_from(fed["C"], "A")) == 1
+
+
+def test_a_job_is_queried_and_cancelled_from_its_origin(tmp_path: Path, tag: str) -> None:
+    with federation(tmp_path, tag, selection="lowest-qlen") as fed:
+        with fed["A"].client() as a:
+            jid = a.submit(command="sleep", args=["60"], size=2)
+            running = wait_state(a, jid, ("running",), 30)  # GET /jobs/{id} asks B (queryJob)
+            assert running["forwarded"]["where"] == "B/c1"
+            remote = running["forwarded"]["remote_id"]
+            assert a.cancel(jid)["state"] == "cancelled"
+            assert a.job(jid)["state"] == "cancelled"
+        with fed["B"].client() as b:
+            assert wait_state(b, remote, ("cancelled",), 10)["state"] == "cancelled"
+        with fed["A"].client() as a:
+            shown = a.job(jid)
+        assert shown["forwarded"]["open"] is False and shown["forwarded"]["state"] == "cancelled"
+
+
+def test_receiving_manager_killed_and_restarted_the_job_runs_once_and_a_down_peer_gets_no_jobs(
+    tmp_path: Path, tag: str
+) -> None:
+    with federation(tmp_path, tag, selection="lowest-qlen") as fed:
+        with fed["A"].client() as a:
+            jid = a.submit(**marked(tmp_path, "runs-1", 4))
+            wait_state(a, jid, ("running",), 30)
+        fed["B"].kill(signal.SIGKILL)  # the manager only: its pilot keeps running the job
+        # B misses its heartbeats: A marks it down, and the next job goes to C
+        wait_for(lambda: not {p["name"]: p for p in fed["A"].client().peers()}["B"]["up"], 10, 0.1, "B down at A")
+        with fed["A"].client() as a:
+            other = a.submit(command="sleep", args=["0.2"], size=2)
+            assert wait_state(a, other, TERMINAL, 30)["forwarded"]["peer"] == "C"
+        fed["B"].start()
+        fed.wait_connected("A")
+        with fed["A"].client() as a:
+            done = wait_state(a, jid, TERMINAL, 40)
+        assert done["state"] == "completed" and done["forwarded"]["peer"] == "B"
+        assert runs(tmp_path, "runs-1") == 1
+        at_b = received_from(fed["B"], "A")
+        assert [j["state"] for j in at_b] == ["completed"] and at_b[0]["restarts"] == 0
+        assert [j["forwarded"] for j in jobs_of(fed["A"]) if j["id"] == jid] == [None]  # list view: no history
+        assert all(j["site"] is None for j in jobs_of(fed["A"]))  # nothing ran at A
+
+
+def test_origin_killed_and_restarted_learns_the_end_it_missed(tmp_path: Path, tag: str) -> None:
+    with federation(tmp_path, tag, selection="lowest-qlen") as fed:
+        with fed["A"].client() as a:
+            jid = a.submit(**marked(tmp_path, "runs-2", 1.5))
+            wait_state(a, jid, ("running",), 30)
+        fed["A"].kill(signal.SIGKILL)
+        # the job ends at B while its origin is down (B's notifyJob cannot reach A)
+        wait_for(lambda: [j["state"] for j in received_from(fed["B"], "A")] == ["completed"], 20, 0.1, "end at B")
+        time.sleep(0.5)
+        fed["A"].start()
+        with fed["A"].client() as a:
+            done = wait_state(a, jid, TERMINAL, 30)  # reconciled: queryJob when B is up again
+        assert done["state"] == "completed" and done["forwarded"]["open"] is False
+        assert runs(tmp_path, "runs-2") == 1
+        assert len(received_from(fed["B"], "A")) == 1 and received_from(fed["C"], "A") == []
+        # nothing was queued again at A: one forwarded record, no run there
+        assert done["site"] is None and done["restarts"] == 0
+
+
+def test_a_job_forwarded_before_the_origin_died_is_not_sent_twice(tmp_path: Path, tag: str) -> None:
+    # kill the origin right after the forward and restart it: the job is either at B once
+    # (a repeated submitJob answers the same id) or still to be sent; never run at A, never twice
+    with federation(tmp_path, tag, selection="lowest-qlen") as fed:
+        with fed["A"].client() as a:
+            jid = a.submit(**marked(tmp_path, "runs-3", 0.5))
+        fed["A"].kill(signal.SIGKILL)
+        fed["A"].start()
+        with fed["A"].client() as a:
+            done = wait_state(a, jid, TERMINAL, 40)
+        assert done["state"] == "completed"
+        assert runs(tmp_path, "runs-3") == 1
+        assert len(received_from(fed["B"], "A")) + len(received_from(fed["C"], "A")) == 1
+
+
+def test_origin_restart_reaches_a_peer_that_restarted_too(tmp_path: Path, tag: str) -> None:
+    # both A and B die while the job runs at B; both come back: the job completes once
+    with federation(tmp_path, tag, selection="lowest-qlen") as fed:
+        with fed["A"].client() as a:
+            jid = a.submit(**marked(tmp_path, "runs-4", 3))
+            wait_state(a, jid, ("running",), 30)
+        fed["A"].kill(signal.SIGKILL)
+        fed["B"].kill(signal.SIGKILL)
+        fed["B"].start()
+        fed["A"].start()
+        with fed["A"].client() as a:
+            done = wait_state(a, jid, TERMINAL, 40)
+        assert done["state"] == "completed" and runs(tmp_path, "runs-4") == 1
