@@ -685,8 +685,9 @@ class LiveFederation:
             link.state.heard_at = self.m.clock.now
             self.m.clock.wake()
 
-    async def on_submit(self, link: PeerLink, body: SubmitJob) -> int:
-        """submitJob: store the job, answer its local id (the same one for a repeated request)."""
+    async def on_submit(self, link: PeerLink, body: SubmitJob, spec: dict[str, Any]) -> int:
+        """submitJob: store the job (`spec`: its validated submit request), answer its local id
+        (the same one for a repeated request)."""
         chain = tuple(body.chain)
         if chain[-1] != link.name:
             raise RequestError(422, f"the chain must end with the sender {link.name!r}, got {' > '.join(chain)}")
@@ -700,12 +701,11 @@ class LiveFederation:
         known = self._received_id(chain[0], body.origin_id)
         if known is not None:
             return known
-        size = body.job.size
+        size = int(spec["size"])
         if size > self.m.env.max_processors and not (self.may_forward and len(chain) < self.max_hops):
             raise RequestError(
                 409, f"no site here can run {size} processors (the largest offers {self.m.env.max_processors})"
             )
-        spec = body.job.model_dump(exclude_none=True)
         user = f"{body.user}@{chain[0]}"[:64]
 
         def register(local_id: int) -> None:

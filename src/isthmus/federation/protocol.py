@@ -24,20 +24,33 @@ A request is authenticated by the secret shared with the peer it names:
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from isthmus.model.peers import ResourceData, SiteSummary
-from isthmus.server.schemas import INT64_MAX, CleanStr, SubmitRequest
 
 PEER_HEADER = "X-Isthmus-Peer"
 """The header naming the manager a peer request comes from."""
 
 JOB_DESCRIPTION = "isthmus-submit/1"
-"""The job description language this manager speaks: the body of POST /jobs (`SubmitRequest`)."""
+"""The job description language this manager speaks: the body of POST /jobs (`SubmitRequest`,
+which the route validates `SubmitJob.job` against: isthmus.server.peer_routes)."""
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+INT64_MAX = 2**63 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean(v: str) -> str:
+    if "\x00" in v or _SURROGATE.search(v):
+        raise ValueError("must not contain a null byte or a lone UTF-16 surrogate")
+    return v
+
+
+CleanStr = Annotated[str, AfterValidator(_clean), Field(json_schema_extra={"pattern": "^[^\\u0000]*$"})]
+"""Text without null bytes or lone surrogates (what the database and JSON encoder accept)."""
 
 ManagerName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 """A manager's name (its environment's name)."""
@@ -137,7 +150,7 @@ class SubmitJob(BaseModel):
     chain: list[ManagerName] = Field(min_length=1, max_length=16)
     user: UserName
     submit_time: Stamp
-    job: SubmitRequest
+    job: Any = Field(description="the job in the agreed job description language (the API's SubmitRequest)")
 
     @model_validator(mode="after")
     def _no_loop(self) -> SubmitJob:

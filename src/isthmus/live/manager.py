@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 
@@ -35,7 +35,6 @@ from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, k
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
-from isthmus.federation.live import LiveFederation
 from isthmus.live.batch import BatchCluster, batch_system
 from isthmus.live.errors import PersistError, RequestError
 from isthmus.live.iaas import ProviderCloud, provider_for
@@ -56,6 +55,43 @@ log = logging.getLogger("isthmus.live")
 
 DEFAULT_ESTIMATE = 3600.0
 """Runtime assumed for a job submitted without a requested runtime (for backfilling and predictions)."""
+
+
+class PeerHooks(Protocol):
+    """What the manager asks of its peer managers (isthmus.federation.live.LiveFederation)."""
+
+    @property
+    def may_forward(self) -> bool:
+        """True when a selection policy may forward jobs to a provider peer."""
+        ...
+
+    def pending(self) -> bool:
+        """True when records or messages wait for the next transaction."""
+        ...
+
+    def write(self, conn: Any) -> None:
+        """Write the pending records in transaction `conn`."""
+        ...
+
+    def committed(self) -> None:
+        """The records were committed: send what depended on them."""
+        ...
+
+    def held_elsewhere(self) -> set[int]:
+        """Ids of jobs forwarded to peers and not ended (recovery leaves them out of the queues)."""
+        ...
+
+    def restore(self) -> None:
+        """After recovery: the forwarded and received jobs; attach to the engine."""
+        ...
+
+    async def start(self) -> None:
+        """Open the connections to the peers."""
+        ...
+
+    async def stop(self) -> None:
+        """Close the connections."""
+        ...
 
 
 @dataclass
@@ -120,8 +156,8 @@ class Manager:
         self._timers: list[asyncio.TimerHandle] = []
         self.hub = PilotHub(self)
         self.intake = Intake(self)
-        #: the peer managers (None without [[peers]]; docs/federation.md)
-        self.federation: LiveFederation | None = LiveFederation(self) if self.env.peers else None
+        #: the peer managers (None without [[peers]]; set by the server: docs/federation.md)
+        self.federation: PeerHooks | None = None
         self.engine = self._build_engine()
         self.projector = Projector(self.engine.log, self.env, self.hub, self._forget)
 

@@ -36,6 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from isthmus.config.errors import ConfigError
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import period_key
+from isthmus.federation.live import LiveFederation
 from isthmus.live.accounting import account
 from isthmus.live.batch import BatchCluster
 from isthmus.live.forecast import run_forecast, snapshot, what_if_environment
@@ -136,6 +137,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             if manage_lifecycle:
                 await manager.stop()
 
+    # peer managers ([[peers]]): PeerConfigError (a ValueError) when a secret cannot be read
+    federation = LiveFederation(manager) if manager.env.peers else None
+    manager.federation = federation
     app = FastAPI(
         title="isthmus",
         description="Resource manager joining clusters and clouds: jobs, sites, VMs, pilots.",
@@ -277,10 +281,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         )
         if history:
             info.history = [HistoryItem(**h) for h in manager.store.history(row["id"])]
-            fed = manager.federation
-            if fed is not None:
-                info.forwarded = fed.forwarded_info(row["id"])
-                info.received = fed.received_info(row["id"])
+            if federation is not None:
+                info.forwarded = federation.forwarded_info(row["id"])
+                info.received = federation.received_info(row["id"])
             status = manager.why(row["id"]) if row["state"] == "queued" else None
             if status is not None:
                 info.reason = status.reason
@@ -418,9 +421,8 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         """A job with its state history (and, while queued, why it waits). A job forwarded to a
         peer manager is queried there first (queryJob): its state is the one where it runs."""
         row = own_job(job_id, p)
-        fed = manager.federation
-        if fed is not None and fed.holds(job_id):
-            await fed.refresh(job_id)
+        if federation is not None and federation.holds(job_id):
+            await federation.refresh(job_id)
             row = own_job(job_id, p)
         return job_info(row, history=True)
 
@@ -434,9 +436,8 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         row = own_job(job_id, p)
         if row["state"] in db.TERMINAL:
             raise HTTPException(409, f"job {job_id} already ended ({row['state']})")
-        fed = manager.federation
-        if fed is not None and fed.holds(job_id):  # forwarded: cancelJob along its chain
-            return {"id": job_id, "state": await fed.cancel_forwarded(job_id)}
+        if federation is not None and federation.holds(job_id):  # forwarded: cancelJob along its chain
+            return {"id": job_id, "state": await federation.cancel_forwarded(job_id)}
         ok = manager.cancel(job_id)
         if not ok:
             raise HTTPException(409, f"job {job_id} is not active")
@@ -823,7 +824,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
 
     # ------------------------------------------------------------------------- dashboard
 
-    app.include_router(peer_router(manager, user_of))
+    app.include_router(peer_router(manager, federation, user_of))
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:

@@ -31,7 +31,14 @@ from isthmus.federation.protocol import (
 from isthmus.live.errors import RequestError
 from isthmus.live.manager import Manager
 from isthmus.server.auth import Principal
-from isthmus.server.schemas import ErrorResponse
+from isthmus.server.schemas import ErrorResponse, SubmitRequest
+
+
+class SubmitJobRequest(SubmitJob):
+    """submitJob's body: the job in this manager's job description language (the strict
+    `SubmitRequest` of POST /jobs), with its chain and its ids at the origin and the sender."""
+
+    job: SubmitRequest
 
 
 def _errors(**statuses: str) -> dict[int | str, dict[str, Any]]:
@@ -46,13 +53,12 @@ _PEER = {
 _BODY = {"e400": "the body is not UTF-8 JSON", "e413": "request body larger than the manager's limit"}
 
 
-def peer_router(manager: Manager, user_dependency: Any) -> APIRouter:
-    """The routes of the peer protocol for `manager`; `user_dependency` authenticates users
-    (for `GET /peers`)."""
+def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: Any) -> APIRouter:
+    """The routes of the peer protocol for `manager` and its peers `fed` (None: it has none);
+    `user_dependency` authenticates users (for `GET /peers`)."""
     router = APIRouter()
 
     def federation() -> LiveFederation:
-        fed = manager.federation
         if fed is None:
             raise RequestError(404, "this manager has no peers (no [[peers]] in its environment file)")
         return fed
@@ -122,10 +128,11 @@ def peer_router(manager: Manager, user_dependency: Any) -> APIRouter:
             e503="the manager cannot store it now or is stopping: send it again",
         ),
     )
-    async def submit_job(body: SubmitJob, link: Peer) -> SubmitJobReply:
+    async def submit_job(body: SubmitJobRequest, link: Peer) -> SubmitJobReply:
         """submitJob: run a forwarded job here; answers its local id (the same for a repeated
         request with the same origin and origin id)."""
-        return SubmitJobReply(id=await federation().on_submit(link, body))
+        spec = body.job.model_dump(exclude_none=True)
+        return SubmitJobReply(id=await federation().on_submit(link, body, spec))
 
     @router.post(
         "/peer/jobs/notify",
@@ -157,7 +164,6 @@ def peer_router(manager: Manager, user_dependency: Any) -> APIRouter:
     async def peers(p: User) -> list[dict[str, Any]]:
         """The peer managers: role, up or down, last heard, heartbeat, the jobs forwarded to
         them and received from them, their latest resource data (empty without peers)."""
-        fed = manager.federation
         return fed.describe() if fed is not None else []
 
     return router
