@@ -76,6 +76,15 @@ NOTIFY_ATTEMPTS = 5
 _MIRROR = {PeerRole.PROVIDER: PeerRole.CONSUMER, PeerRole.CONSUMER: PeerRole.PROVIDER, PeerRole.BOTH: PeerRole.BOTH}
 
 
+class InvalidFieldError(RequestError):
+    """A field of a peer's message that is well-formed but wrong (the chain does not end with its
+    sender, the body names another manager): answered 422 naming the field, like a schema error."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(422, message)
+        self.loc = loc
+
+
 class PeerConfigError(ValueError):
     """A peer's secret cannot be read (its variable is unset, its file missing or empty)."""
 
@@ -642,7 +651,9 @@ class LiveFederation:
     def on_open(self, link: PeerLink, body: OpenConn) -> OpenConnReply:
         """openConn from `link`'s peer: grant a role, agree a heartbeat and a job description."""
         if body.manager != link.name:
-            raise RequestError(422, f"the body names manager {body.manager!r}, the request comes from {link.name!r}")
+            raise InvalidFieldError(
+                ("body", "manager"), f"the body names manager {body.manager!r}, the request comes from {link.name!r}"
+            )
         if JOB_DESCRIPTION not in body.job_description:
             raise RequestError(
                 409, f"no common job description: this manager speaks {JOB_DESCRIPTION}, the peer offers "
@@ -673,7 +684,7 @@ class LiveFederation:
     def on_push(self, link: PeerLink, body: ResourceDataBody) -> None:
         """sendResourceData from a provider."""
         if body.manager != link.name:
-            raise RequestError(422, f"resource data of {body.manager!r} sent by {link.name!r}")
+            raise InvalidFieldError(("body", "manager"), f"resource data of {body.manager!r} sent by {link.name!r}")
         if not link.settings.role.provides:
             raise RequestError(403, f"{link.name} is configured as a consumer of this manager: it provides nothing")
         self._take_data(link, body)
@@ -690,7 +701,9 @@ class LiveFederation:
         (the same one for a repeated request)."""
         chain = tuple(body.chain)
         if chain[-1] != link.name:
-            raise RequestError(422, f"the chain must end with the sender {link.name!r}, got {' > '.join(chain)}")
+            raise InvalidFieldError(
+                ("body", "chain"), f"the chain must end with the sender {link.name!r}, got {' > '.join(chain)}"
+            )
         if self.name in chain:
             raise RequestError(409, f"forwarding loop: the job already visited {self.name} ({' > '.join(chain)})")
         if len(chain) > self.max_hops:

@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from isthmus.config.errors import ConfigError
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import period_key
-from isthmus.federation.live import LiveFederation
+from isthmus.federation.live import InvalidFieldError, LiveFederation
 from isthmus.live.accounting import account
 from isthmus.live.batch import BatchCluster
 from isthmus.live.forecast import run_forecast, snapshot, what_if_environment
@@ -171,6 +171,12 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         return app.openapi_schema or generic_openapi()
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    @app.exception_handler(InvalidFieldError)
+    async def _invalid_peer_field(_req: Request, exc: InvalidFieldError) -> JSONResponse:
+        # the shape of a schema violation (documented for every route with a body)
+        detail = [{"type": "value_error", "loc": list(exc.loc), "msg": exc.message, "input": None}]
+        return JSONResponse(status_code=422, content={"detail": detail})
 
     @app.exception_handler(RequestError)
     async def _request_error(_req: Request, exc: RequestError) -> JSONResponse:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Response
 
-from isthmus.federation.live import LiveFederation, PeerLink
+from isthmus.federation.live import InvalidFieldError, LiveFederation, PeerLink
 from isthmus.federation.protocol import (
     PEER_HEADER,
     Heartbeat,
@@ -48,7 +48,6 @@ def _errors(**statuses: str) -> dict[int | str, dict[str, Any]]:
 _PEER = {
     "e401": f"missing {PEER_HEADER} header, unknown peer or wrong secret",
     "e404": "this manager has no peers",
-    "e422": "a field is invalid (named in the answer)",
 }
 _BODY = {"e400": "the body is not UTF-8 JSON", "e413": "request body larger than the manager's limit"}
 
@@ -87,7 +86,9 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
     async def heartbeat(body: Heartbeat, link: Peer) -> Heartbeat:
         """heartbeat: the sender is alive; answered with this manager's name and time."""
         if body.manager != link.name:
-            raise RequestError(422, f"the body names manager {body.manager!r}, the request comes from {link.name!r}")
+            raise InvalidFieldError(
+                ("body", "manager"), f"the body names manager {body.manager!r}, the request comes from {link.name!r}"
+            )
         return Heartbeat(manager=manager.env.name, time=time.time())
 
     @router.post("/peer/notify-conn", status_code=204, tags=["peers"], responses=_errors(**_PEER, **_BODY))
@@ -95,7 +96,9 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
         """notifyConn: an error on the connection or its graceful end; the sender is marked down
         and gets no jobs until it opens the connection again."""
         if body.manager != link.name:
-            raise RequestError(422, f"the body names manager {body.manager!r}, the request comes from {link.name!r}")
+            raise InvalidFieldError(
+                ("body", "manager"), f"the body names manager {body.manager!r}, the request comes from {link.name!r}"
+            )
         federation().on_notify_conn(link, body)
         return Response(status_code=204)
 
