@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 
 from isthmus.engine.peering import PeerState, resource_data
 from isthmus.engine.state import JobEntry
@@ -189,6 +189,9 @@ class LiveFederation:
         #: active received jobs by their local id, and the local id by (sender, sender's id)
         self.received: dict[int, Received] = {}
         self.by_sender: dict[tuple[str, int], int] = {}
+        self.by_origin: dict[tuple[str, int], int] = {}
+        #: the largest origin id ever received from each origin (a larger one is surely new)
+        self.newest: dict[str, int] = {}
         self._notified: dict[int, str] = {}
         self._rows: list[tuple[str, Any, Any]] = []
         self._outbox: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -338,6 +341,8 @@ class LiveFederation:
             received = conn.execute(
                 select(R).join(J, J.c.id == R.c.local_id).where(J.c.state.not_in(db.TERMINAL))
             ).all()
+            for origin, newest in conn.execute(select(R.c.origin, func.max(R.c.origin_id)).group_by(R.c.origin)):
+                self.newest[origin] = int(newest)
             chained = {
                 int(r.local_id)
                 for r in conn.execute(
@@ -350,6 +355,7 @@ class LiveFederation:
             )
             self.received[got.local_id] = got
             self.by_sender[(got.sender, got.sender_id)] = got.local_id
+            self.by_origin[(got.origin, got.origin_id)] = got.local_id
             entry = engine.entries.get(got.local_id)
             if entry is not None:
                 entry.chain = got.chain
@@ -591,6 +597,7 @@ class LiveFederation:
         if state in ("returned",) or JobState(state).terminal:
             self.received.pop(rec.local_id, None)
             self.by_sender.pop((rec.sender, rec.sender_id), None)
+            self.by_origin.pop((rec.origin, rec.origin_id), None)
             self._notified.pop(rec.local_id, None)
         self._outbox.append(lambda: self._notify(rec, state, where, reason))
 
@@ -725,6 +732,8 @@ class LiveFederation:
             rec = Received(local_id, chain[0], body.origin_id, link.name, body.sender_id, chain)
             self.received[local_id] = rec
             self.by_sender[(link.name, body.sender_id)] = local_id
+            self.by_origin[(chain[0], body.origin_id)] = local_id
+            self.newest[chain[0]] = max(self.newest.get(chain[0], 0), body.origin_id)
             self._rows.append(
                 (
                     "insert",
@@ -746,9 +755,11 @@ class LiveFederation:
         return local
 
     def _received_id(self, origin: str, origin_id: int) -> int | None:
-        for rec in self.received.values():
-            if rec.origin == origin and rec.origin_id == origin_id:
-                return rec.local_id
+        local = self.by_origin.get((origin, origin_id))
+        if local is not None:
+            return local
+        if origin_id > self.newest.get(origin, 0):
+            return None  # never received: no need to ask the database
         R = db.received_jobs  # noqa: N806
         with self.m.store.engine.connect() as conn:
             found = conn.execute(select(R.c.local_id).where(R.c.origin == origin, R.c.origin_id == origin_id)).scalar()
