@@ -87,8 +87,17 @@ def main() -> None:
             c.submit(command="sleep", args=["600"])  # holds the node: received jobs queue
         user = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=url, headers=headers, timeout=30) as h:
-            site = {"name": "x", "is_cloud": False, "available": True, "processors": 4, "max_processors": 4,
-                    "idle": 4, "busy": 0, "queued_jobs": 0, "queued_processors": 0}  # fmt: skip
+            site = {
+                "name": "x",
+                "is_cloud": False,
+                "available": True,
+                "processors": 4,
+                "max_processors": 4,
+                "idle": 4,
+                "busy": 0,
+                "queued_jobs": 0,
+                "queued_processors": 0,
+            }
             ops: list[tuple[str, Callable[[int], httpx.Response], int]] = [
                 ("bare GET /health", lambda i: h.get("/health"), 200),
                 ("POST /jobs (local)", lambda i: h.post("/jobs", json=job, headers=user), 201),
@@ -166,8 +175,10 @@ def main() -> None:
     submit = dict(results)["submitJob"]
     q = p99(submit)
     print(f"submitJob p99 {q:.2f} ms (target < 20 ms) -> {'OK' if q < 20 else 'MISSED'}")
-    print(f"one-way message latency (bare request median / 2): {bare / 2:.2f} ms; heartbeat median / 2: "
-          f"{statistics.median(dict(results)['heartbeat']) / 2:.2f} ms")  # fmt: skip
+    print(
+        f"one-way message latency (bare request median / 2): {bare / 2:.2f} ms; heartbeat median / 2: "
+        f"{statistics.median(dict(results)['heartbeat']) / 2:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

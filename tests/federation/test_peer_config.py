@@ -43,9 +43,10 @@ def test_peers_federation_and_selection_are_read_and_round_trip(tmp_path: Path) 
     env = load_file(path)
     assert env.peers == (
         PeerSettings("B", "http://10.0.0.2:8750", PeerRole.PROVIDER, token_env="PEER_B_SECRET"),
-        PeerSettings("C", "https://c.example.org/isthmus", PeerRole.BOTH, token_file="/etc/isthmus/c.secret",
-                     heartbeat=5.0),
-    )  # fmt: skip
+        PeerSettings(
+            "C", "https://c.example.org/isthmus", PeerRole.BOTH, token_file="/etc/isthmus/c.secret", heartbeat=5.0
+        ),
+    )
     assert env.federation == FederationSettings(heartbeat=1.5, missed_heartbeats=4)
     assert env.selection is not None and env.selection.name == "lowest-qlen"
     assert validate_document(environment_to_dict(env)) == env

@@ -37,8 +37,16 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
                 os.kill(pid, signal.SIGKILL)
 
 
-def call(fed: Federation, path: str, body: Any = None, *, peer: str | None = "A", secret: str | None = None,
-         method: str = "POST", content: str | None = None) -> httpx.Response:  # fmt: skip
+def call(
+    fed: Federation,
+    path: str,
+    body: Any = None,
+    *,
+    peer: str | None = "A",
+    secret: str | None = None,
+    method: str = "POST",
+    content: str | None = None,
+) -> httpx.Response:
     """A request to B's `path` as peer `peer` with `secret` (default: the A-B secret)."""
     headers = {}
     if peer is not None:
@@ -132,8 +140,17 @@ def test_non_finite_numbers_and_broken_json_are_refused(pair: Federation) -> Non
         pair, "/peer/resources", {"manager": "Z", "time": 1.0, "queued_jobs": 0, "queued_processors": 0, "sites": []}
     )
     assert r.status_code == 422
-    bad_site = {"name": "c", "is_cloud": False, "available": True, "processors": -1, "max_processors": 1, "idle": 0,
-                "busy": 0, "queued_jobs": 0, "queued_processors": 0}  # fmt: skip
+    bad_site = {
+        "name": "c",
+        "is_cloud": False,
+        "available": True,
+        "processors": -1,
+        "max_processors": 1,
+        "idle": 0,
+        "busy": 0,
+        "queued_jobs": 0,
+        "queued_processors": 0,
+    }
     body2 = {"manager": "A", "time": 1.0, "queued_jobs": 0, "queued_processors": 0, "sites": [bad_site]}
     assert call(pair, "/peer/resources", body2).status_code == 422
 
@@ -184,8 +201,11 @@ def test_a_manager_without_peers_answers_404_on_peer_routes(tmp_path: Path, tag:
     server = LiveServer(write_env(tmp_path / "env.toml"), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag)
     server.start()
     try:
-        r = httpx.post(server.url + "/peer/heartbeat", json={"manager": "A", "time": 1.0},
-                       headers={"X-Isthmus-Peer": "A", "Authorization": "Bearer x"})  # fmt: skip
+        r = httpx.post(
+            server.url + "/peer/heartbeat",
+            json={"manager": "A", "time": 1.0},
+            headers={"X-Isthmus-Peer": "A", "Authorization": "Bearer x"},
+        )
         assert r.status_code == 404 and "no peers" in r.json()["detail"]
         with server.client() as c:
             assert c.peers() == []

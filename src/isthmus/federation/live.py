@@ -363,9 +363,16 @@ class LiveFederation:
             spec = json.loads(r.spec)
             chain = tuple(json.loads(r.chain))
             rec = Forwarded(
-                int(r.job_id), r.peer, chain, spec, str(r.user).split("@", 1)[0], float(r.submit_time),
-                None if r.remote_id is None else int(r.remote_id), r.state, r.site or "",
-            )  # fmt: skip
+                int(r.job_id),
+                r.peer,
+                chain,
+                spec,
+                str(r.user).split("@", 1)[0],
+                float(r.submit_time),
+                None if r.remote_id is None else int(r.remote_id),
+                r.state,
+                r.site or "",
+            )
             self.forwarded[rec.job_id] = rec
             intake.specs[rec.job_id] = spec
             intake.users[rec.job_id] = r.user
@@ -663,9 +670,10 @@ class LiveFederation:
             )
         if JOB_DESCRIPTION not in body.job_description:
             raise RequestError(
-                409, f"no common job description: this manager speaks {JOB_DESCRIPTION}, the peer offers "
+                409,
+                f"no common job description: this manager speaks {JOB_DESCRIPTION}, the peer offers "
                 f"{', '.join(body.job_description)}",
-            )  # fmt: skip
+            )
         allowed = link.settings.role
         granted = grant(PeerRole(body.role), allowed)
         if granted is None:
@@ -868,8 +876,14 @@ class LiveFederation:
             if status is None:
                 raise RequestError(503, f"peer {fwd.peer} holding the job cannot be reached: cancel again later")
             if self.forwarded.get(local) is fwd and (not status.known or status.state in db.TERMINAL):
-                self._apply(self.by_name[fwd.peer], fwd, status.state if status.known else "cancelled", status.where,
-                            status.exit_code, status.reason)  # fmt: skip
+                self._apply(
+                    self.by_name[fwd.peer],
+                    fwd,
+                    status.state if status.known else "cancelled",
+                    status.where,
+                    status.exit_code,
+                    status.reason,
+                )
             return status.model_copy(update={"id": local})
         if local in self.m.engine.entries:
             self.m.cancel(local)
