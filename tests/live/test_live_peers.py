@@ -7,8 +7,11 @@ and gets no jobs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -174,3 +177,60 @@ def test_origin_restart_reaches_a_peer_that_restarted_too(tmp_path: Path, tag: s
         with fed["A"].client() as a:
             done = wait_state(a, jid, TERMINAL, 40)
         assert done["state"] == "completed" and runs(tmp_path, "runs-4") == 1
+
+
+HUNG_ENV = """
+name = "A"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 1
+cores_per_node = 1
+[policies]
+selection = "lowest-qlen"
+[federation]
+heartbeat = 0.5
+timeout = 30
+[[peers]]
+name = "S"
+address = "http://127.0.0.1:{port}"
+token_file = "{secret}"
+"""
+
+
+def test_a_peer_that_never_answers_stalls_neither_the_rounds_nor_the_api(tmp_path: Path, tag: str) -> None:
+    # S accepts connections and never answers: A's openConn to it waits for its 30 s timeout
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret-of-a-and-s\n")
+    env = tmp_path / "A.toml"
+    env.write_text(HUNG_ENV.format(port=listener.getsockname()[1], secret=secret))
+    server = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'a.db'}", tag).start()
+    try:
+        wait_for(lambda: held, 10, 0.05, "A's openConn to S")
+        with server.client() as a:
+            # well within S's 30 s timeout: the job is decided, run and recorded, the API answers
+            jid = a.submit(command="true", size=1)
+            assert wait_state(a, jid, TERMINAL, 15)["state"] == "completed"
+            peers = a.peers()
+        assert [(p["name"], p["up"], p["last_heard"]) for p in peers] == [("S", False, None)]
+    finally:
+        server.stop()
+        stop.set()
+        thread.join()
+        for s in held:
+            s.close()
+        listener.close()
