@@ -16,11 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from livekit import LiveServer, wait_for, wait_state
-from peerkit import federation
+from peerkit import Federation, federation
 from typer.testing import CliRunner
 
 from isthmus.cli.main import app
+from isthmus.live.client import ApiError
 
 TERMINAL = ("completed", "failed", "cancelled", "rejected", "lost", "timeout")
 
@@ -234,3 +236,42 @@ def test_a_peer_that_never_answers_stalls_neither_the_rounds_nor_the_api(tmp_pat
         for s in held:
             s.close()
         listener.close()
+
+
+def test_roles_negotiated_at_open_conn_decide_who_may_forward_to_whom(tmp_path: Path, tag: str) -> None:
+    # A's file: B is a provider; B's file: A is a consumer. A forwards to B; B may not forward
+    # to A (A provides nothing to B): a job no site of B can run is refused at submission
+    roles = {("A", "B"): "provider", ("B", "A"): "consumer"}
+    with federation(tmp_path, tag, names=("A", "B"), nodes=(1, 2), roles=roles) as fed:
+        with fed["A"].client() as a:
+            assert [(p["name"], p["role"]) for p in a.peers()] == [("B", "provider")]
+            done = wait_state(a, a.submit(command="true", size=2), TERMINAL, 30)
+        assert done["state"] == "completed" and done["forwarded"]["peer"] == "B"
+        with fed["B"].client() as b:
+            assert [(p["name"], p["role"]) for p in b.peers()] == [("A", "consumer")]
+            assert b.peers()[0]["resources"] is None  # a consumer sends B no resource data
+            with pytest.raises(ApiError, match="size 3 is larger than any site can offer"):
+                b.submit(command="true", size=3)
+
+
+def test_roles_with_nothing_in_common_keep_the_peer_down(tmp_path: Path, tag: str) -> None:
+    # both files say the other is a provider: A asks to consume from B, B allows A only to
+    # provide: openConn is refused (409) and each sees the other down, with the reason
+    roles = {("A", "B"): "provider", ("B", "A"): "provider"}
+    fed = Federation(tmp_path, tag, ("A", "B"), nodes=(1, 1), roles=roles)
+    try:
+        for s in fed.servers.values():
+            s.start()
+
+        def refused() -> dict[str, Any] | None:
+            with fed["A"].client() as a:
+                p = a.peers()[0]
+            return p if "openConn refused (409)" in p["error"] else None
+
+        peer = wait_for(refused, 20, 0.1, "A's openConn refused by B")
+        assert peer["up"] is False and "role consumer refused" in peer["error"]
+        with fed["A"].client() as a:  # a job no site of A can run is not sent to B: rejected
+            big = a.submit(command="true", size=2)
+            assert wait_state(a, big, TERMINAL, 30)["state"] == "rejected"
+    finally:
+        fed.stop()

@@ -535,7 +535,9 @@ class LiveFederation:
 
     async def _submit(self, rec: Forwarded) -> None:
         """submitJob until the peer answers (a repeated one is answered with the same id)."""
-        link = self.by_name[rec.peer]
+        link = self.by_name.get(rec.peer)
+        if link is None:
+            return  # no longer configured: the job stays forwarded (docs/federation.md)
         origin_id = rec.job_id
         if len(rec.chain) > 1:
             got = self.received.get(rec.job_id)
@@ -841,8 +843,8 @@ class LiveFederation:
         if local is None:
             return JobStatus(id=0, state="unknown", where="", known=False)
         fwd = self.forwarded.get(local)
-        if fwd is not None and fwd.remote_id is not None:
-            nxt = self.by_name[fwd.peer]
+        nxt = self.by_name.get(fwd.peer) if fwd is not None else None
+        if fwd is not None and fwd.remote_id is not None and nxt is not None:
             try:
                 r = await self._call(nxt, "POST", "/peer/jobs/query", {"sender_id": local})
                 if r.status_code == 200:
@@ -851,6 +853,7 @@ class LiveFederation:
                         return status.model_copy(update={"id": local})
             except httpx.HTTPError:
                 pass
+        if fwd is not None:  # forwarded on: what this manager last heard of it
             return JobStatus(id=local, state=fwd.state, where=fwd.site or f"forwarded to {fwd.peer}")
         return self._status_here(local)
 
@@ -872,12 +875,13 @@ class LiveFederation:
             return JobStatus(id=0, state="unknown", where="", known=False)
         fwd = self.forwarded.get(local)
         if fwd is not None:
-            status = await self._cancel_remote(self.by_name[fwd.peer], local)
-            if status is None:
+            nxt = self.by_name.get(fwd.peer)
+            status = await self._cancel_remote(nxt, local) if nxt is not None else None
+            if status is None or nxt is None:
                 raise RequestError(503, f"peer {fwd.peer} holding the job cannot be reached: cancel again later")
             if self.forwarded.get(local) is fwd and (not status.known or status.state in db.TERMINAL):
                 self._apply(
-                    self.by_name[fwd.peer],
+                    nxt,
                     fwd,
                     status.state if status.known else "cancelled",
                     status.where,
@@ -899,9 +903,9 @@ class LiveFederation:
         """queryJob for a job forwarded from here (its user looks at it): its state here follows
         the peer's answer. Nothing when the peer does not answer within a second."""
         rec = self.forwarded.get(job_id)
-        if rec is None or rec.remote_id is None:
+        link = self.by_name.get(rec.peer) if rec is not None else None
+        if rec is None or rec.remote_id is None or link is None:
             return
-        link = self.by_name[rec.peer]
         try:
             r = await self._call(link, "POST", "/peer/jobs/query", {"sender_id": job_id}, timeout=1.0)
         except httpx.HTTPError:
@@ -915,7 +919,11 @@ class LiveFederation:
     async def cancel_forwarded(self, job_id: int) -> str:
         """Cancel a job forwarded from here at the peer holding it; its state after."""
         rec = self.forwarded[job_id]
-        link = self.by_name[rec.peer]
+        link = self.by_name.get(rec.peer)
+        if link is None:
+            raise RequestError(
+                409, f"job {job_id} was forwarded to {rec.peer}, which is no longer a peer: cancel it there"
+            )
         status = await self._cancel_remote(link, job_id)
         if status is None:
             raise RequestError(503, f"peer {rec.peer} holding job {job_id} cannot be reached: cancel again later")
