@@ -6,8 +6,10 @@ refused; a repeated submitJob is answered with the same id; the secrets never sh
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from livekit import LiveServer, tagged_pids, wait_state, write_env
+from livekit import LiveServer, tagged_pids, wait_for, wait_state, write_env
 from peerkit import Federation
 
 JOB = {"command": "sleep", "args": ["30"], "size": 1}
@@ -218,3 +220,70 @@ def test_a_peer_secret_variable_unset_stops_the_server_naming_it(tmp_path: Path,
     os.environ.pop("ISTHMUS_TEST_PEER_A_B", None)
     with pytest.raises(RuntimeError, match=r"environment variable ISTHMUS_TEST_PEER_A_B .* is unset"):
         fed["A"].start()
+
+
+LIAR_ENV = """
+name = "A"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 1
+cores_per_node = 1
+[policies]
+selection = "lowest-qlen"
+[federation]
+heartbeat = 0.3
+[[peers]]
+name = "S"
+address = "http://127.0.0.1:{port}"
+token_file = "{secret}"
+"""
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ('{"manager": "S", "role": "both", "heartbeat": 0, "job_description": "isthmus-submit/1"}', "malformed answer"),
+        ("not json at all", "malformed answer"),
+        ('{"manager": "T", "role": "both", "heartbeat": 1, "job_description": "isthmus-submit/1"}', "answers as 'T'"),
+    ],
+)
+def test_a_peer_answering_nonsense_stays_down_and_is_asked_again(
+    tmp_path: Path, tag: str, answer: str, error: str
+) -> None:
+    requests: list[str] = []
+
+    class Liar(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            requests.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = answer.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    liar = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Liar)
+    thread = threading.Thread(target=liar.serve_forever, daemon=True)
+    thread.start()
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret-of-a-and-s\n")
+    env = tmp_path / "A.toml"
+    env.write_text(LIAR_ENV.format(port=liar.server_address[1], secret=secret))
+    server = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'a.db'}", tag).start()
+    try:
+        # A keeps asking (its connection loop survives every answer) and never counts S as up
+        wait_for(lambda: requests.count("/peer/open") >= 3, 15, 0.1, "three openConn to S")
+        with server.client() as a:
+            peer = a.peers()[0]
+            assert peer["up"] is False and error in peer["error"], peer
+            jid = a.submit(command="true", size=1)
+            assert wait_state(a, jid, ("completed",), 20)["forwarded"] is None
+    finally:
+        server.stop()
+        liar.shutdown()
+        thread.join()

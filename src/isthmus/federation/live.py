@@ -54,6 +54,7 @@ from isthmus.federation.protocol import (
     OpenConnReply,
     ResourceDataBody,
     SubmitJob,
+    SubmitJobReply,
 )
 from isthmus.live.errors import PersistError, RequestError
 from isthmus.model.peers import FederationSettings, PeerRole, PeerSettings, ResourceData, differs
@@ -72,6 +73,8 @@ notifyJob lost on the way)."""
 
 NOTIFY_ATTEMPTS = 5
 """Tries of one notifyJob before the origin's reconciliation is left to catch it up."""
+
+_STATES = frozenset(s.value for s in JobState)
 
 _MIRROR = {PeerRole.PROVIDER: PeerRole.CONSUMER, PeerRole.CONSUMER: PeerRole.PROVIDER, PeerRole.BOTH: PeerRole.BOTH}
 
@@ -457,6 +460,9 @@ class LiveFederation:
                             link.opened = False  # it forgot us (restarted, reconfigured): open again
             except httpx.HTTPError as exc:
                 link.error = f"{type(exc).__name__}: {exc}"[:300]
+            except Exception as exc:  # a peer's answer must never end this loop
+                log.exception("peer %s: unexpected error", link.name)
+                link.error = f"{type(exc).__name__}: {exc}"[:300]
             self._judge(link)
             link.beats += 1
             if link.state.up and link.beats % RECONCILE_EVERY == 0:
@@ -474,9 +480,18 @@ class LiveFederation:
         if r.status_code != 200:
             link.error = f"openConn refused ({r.status_code}): {_detail(r)}"
             return
-        reply = OpenConnReply.model_validate(r.json())
+        try:
+            reply = OpenConnReply.model_validate(r.json())
+        except ValueError as exc:  # not JSON, or not an openConn answer (pydantic's is a ValueError)
+            link.error = f"openConn: malformed answer: {str(exc).splitlines()[0][:200]}"
+            note = NotifyConn(manager=self.name, kind="error", message=link.error)
+            await self._call(link, "POST", "/peer/notify-conn", note.model_dump())
+            return
+        if reply.manager != link.name:
+            link.error = f"openConn: {link.settings.address} answers as {reply.manager!r}, not {link.name!r}"
+            return
         link.state.role = _MIRROR[PeerRole(reply.role)]
-        link.heartbeat = float(reply.heartbeat)
+        link.heartbeat = max(float(reply.heartbeat), link.settings.heartbeat or self.settings.heartbeat)
         link.opened = True
         link.error = ""
         link.sent = None  # a (re)opened peer gets our full data at the next push
@@ -530,6 +545,8 @@ class LiveFederation:
                     self._apply(link, rec, status.state, status.where, status.exit_code, status.reason)
         except httpx.HTTPError as exc:
             link.error = f"reconciliation: {type(exc).__name__}: {exc}"[:300]
+        except ValueError as exc:  # a malformed answer
+            link.error = f"reconciliation: malformed answer: {str(exc).splitlines()[0][:200]}"
         finally:
             link.reconciling = False
 
@@ -562,7 +579,12 @@ class LiveFederation:
                     delay = min(delay * 2, max(link.heartbeat, 1.0))
                     continue
                 if r.status_code in (200, 201):
-                    remote = int(r.json()["id"])
+                    try:
+                        remote = SubmitJobReply.model_validate(r.json()).id
+                    except ValueError as exc:
+                        link.error = f"submitJob: malformed answer: {str(exc).splitlines()[0][:200]}"
+                        await asyncio.sleep(delay)
+                        continue
                     if self.forwarded.get(rec.job_id) is not rec:
                         # cancelled here meanwhile: the peer must not run it
                         self._spawn(self._cancel_quietly(link, rec.job_id))
@@ -590,9 +612,9 @@ class LiveFederation:
     async def _cancel_remote(self, link: PeerLink, job_id: int) -> JobStatus | None:
         try:
             r = await self._call(link, "POST", "/peer/jobs/cancel", {"sender_id": job_id})
-        except httpx.HTTPError:
+            return JobStatus.model_validate(r.json()) if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
             return None
-        return JobStatus.model_validate(r.json()) if r.status_code == 200 else None
 
     async def _push(self, link: PeerLink, data: ResourceData) -> None:
         try:
@@ -804,6 +826,9 @@ class LiveFederation:
         """What the peer says of a job forwarded there: the job's state here follows it."""
         m, engine = self.m, self.m.engine
         job_id = rec.job_id
+        if state != "returned" and state not in _STATES:
+            log.warning("peer %s reports job %s in state %r, not one of isthmus's: ignored", link.name, job_id, state)
+            return
         m.external()
         relay = self.received.get(job_id)  # a job passing through here: tell its sender too
         if state == "returned":
@@ -813,7 +838,7 @@ class LiveFederation:
             if not engine.returned(job_id, link.name) and relay is not None:
                 self._set_job(job_id, {"state": JobState.REJECTED.value, "reason": reason, "end_time": time.time()})
                 self._queue_notify(relay, "returned", reason=reason)
-        elif state in {s.value for s in JobState} and JobState(state).terminal:
+        elif JobState(state).terminal:
             del self.forwarded[job_id]
             self._set_forwarded(job_id, {"state": state, "site": where, "open": False})
             engine.remote_ended(job_id, JobState(state))
@@ -851,8 +876,8 @@ class LiveFederation:
                     status = JobStatus.model_validate(r.json())
                     if status.known:
                         return status.model_copy(update={"id": local})
-            except httpx.HTTPError:
-                pass
+            except (httpx.HTTPError, ValueError):
+                pass  # what this manager last heard of it, below
         if fwd is not None:  # forwarded on: what this manager last heard of it
             return JobStatus(id=local, state=fwd.state, where=fwd.site or f"forwarded to {fwd.peer}")
         return self._status_here(local)
@@ -866,7 +891,8 @@ class LiveFederation:
         site = row["site"]
         sites = self.m.env.sites
         where = f"{self.name}/{sites[site].name}" if site is not None and 0 <= site < len(sites) else self.name
-        return JobStatus(id=local, state=state, where=where, exit_code=row["exit_code"], reason=row["reason"] or "")
+        reason = (row["reason"] or "")[:2000]
+        return JobStatus(id=local, state=state, where=where, exit_code=row["exit_code"], reason=reason)
 
     async def on_cancel(self, link: PeerLink, sender_id: int) -> JobStatus:
         """cancelJob: cancel the job here, or where it went (following the chain)."""
@@ -912,7 +938,10 @@ class LiveFederation:
             return
         if r.status_code != 200 or self.forwarded.get(job_id) is not rec:
             return
-        status = JobStatus.model_validate(r.json())
+        try:
+            status = JobStatus.model_validate(r.json())
+        except ValueError:
+            return
         if status.known and (status.state != rec.state or status.where != rec.site):
             self._apply(link, rec, status.state, status.where, status.exit_code, status.reason)
 

@@ -78,10 +78,11 @@ class OpenConnReply(BaseModel):
     to what the receiver's configuration allows), the heartbeat interval both use (the longer
     of the two proposals) and the job description language chosen."""
 
-    manager: str
+    model_config = _STRICT
+    manager: ManagerName
     role: Role
-    heartbeat: float
-    job_description: str
+    heartbeat: float = Field(gt=0, le=3600)
+    job_description: Annotated[CleanStr, Field(max_length=64)]
 
 
 class Heartbeat(BaseModel):
@@ -164,7 +165,8 @@ class SubmitJob(BaseModel):
 class SubmitJobReply(BaseModel):
     """The receiver's local id for a job it accepted."""
 
-    id: int
+    model_config = _STRICT
+    id: JobNo
 
 
 JobStateWord = Literal[
@@ -197,11 +199,13 @@ class JobRef(BaseModel):
 
 
 class JobStatus(BaseModel):
-    """What a manager knows of a job forwarded to it, following the chain to where it is."""
+    """What a manager knows of a job forwarded to it, following the chain to where it is
+    (`known` False: it holds no such job)."""
 
-    id: int
-    state: str
-    where: str
-    exit_code: int | None = None
-    reason: str = ""
+    model_config = _STRICT
+    id: Annotated[int, Field(ge=0, le=INT64_MAX)]
+    state: Annotated[CleanStr, Field(max_length=16)]
+    where: Annotated[CleanStr, Field(max_length=300)]
+    exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
+    reason: Annotated[CleanStr, Field(max_length=2000)] = ""
     known: bool = True
