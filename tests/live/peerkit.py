@@ -27,6 +27,7 @@ allocation = "ff"
 provisioning = "on-demand"
 {selection}
 [federation]
+max_hops = {max_hops}
 heartbeat = {heartbeat}
 missed_heartbeats = 3
 timeout = 2
@@ -62,6 +63,7 @@ class Federation:
         heartbeat: float = 0.5,
         env_secret_pairs: Sequence[tuple[str, str]] = (),
         roles: dict[tuple[str, str], str] | None = None,
+        max_hops: int = 1,
     ) -> None:
         self.tmp = tmp
         self.names = list(names)
@@ -102,6 +104,7 @@ class Federation:
                 cores=cores,
                 selection=f'selection = "{selection}"' if selection else "",
                 heartbeat=heartbeat,
+                max_hops=max_hops,
             ) + "".join(entries)
             env_file = tmp / f"{name}.toml"
             env_file.write_text(text)

@@ -275,3 +275,32 @@ def test_roles_with_nothing_in_common_keep_the_peer_down(tmp_path: Path, tag: st
             assert wait_state(a, big, TERMINAL, 30)["state"] == "rejected"
     finally:
         fed.stop()
+
+
+def test_a_job_forwarded_on_is_followed_along_its_chain(tmp_path: Path, tag: str) -> None:
+    # max_hops 2; A forwards only to B (C is a consumer of A). B is busy (one job running, one
+    # queued): LowestQlen at B sends A's job on to C (empty queue). Its chain is A > B; C's
+    # notifications reach A through B; A queries and cancels it through B
+    roles = {("A", "C"): "consumer", ("C", "A"): "provider"}
+    with federation(tmp_path, tag, nodes=(1, 2, 2), roles=roles, max_hops=2) as fed:
+        with fed["B"].client() as b:
+            own = b.submit_many([{"command": "sleep", "args": ["60"], "size": 2} for _ in range(2)])
+            wait_state(b, own[0], ("running",), 30)
+        fed.wait_connected("A")
+        with fed["A"].client() as a:
+            jid = a.submit(command="sleep", args=["60"], size=2)
+            running = wait_state(a, jid, ("running",), 30)
+            assert running["forwarded"]["peer"] == "B" and running["forwarded"]["where"] == "C/c1"
+        at_c = received_from(fed["C"], "A")
+        assert len(at_c) == 1
+        with fed["C"].client() as c:
+            shown = c.job(at_c[0]["id"])
+        assert shown["received"]["chain"] == ["A", "B"] and shown["received"]["sender"] == "B"
+        assert shown["received"]["origin_id"] == jid
+        with fed["A"].client() as a:
+            assert a.cancel(jid)["state"] == "cancelled"
+            assert a.job(jid)["state"] == "cancelled"
+        with fed["C"].client() as c:
+            assert wait_state(c, at_c[0]["id"], ("cancelled",), 15)["state"] == "cancelled"
+        at_b = received_from(fed["B"], "A")
+        assert [j["state"] for j in at_b] == ["cancelled"]
