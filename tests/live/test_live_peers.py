@@ -97,6 +97,14 @@ def test_a_job_is_queried_and_cancelled_from_its_origin(tmp_path: Path, tag: str
             jid = a.submit(command="sleep", args=["60"], size=2)
             running = wait_state(a, jid, ("running",), 30)  # GET /jobs/{id} asks B (queryJob)
             assert running["forwarded"]["where"] == "B/c1"
+
+            def b_busy() -> dict[str, Any] | None:
+                data = {p["name"]: p for p in a.peers()}["B"]["resources"]
+                return data if data["sites"][0]["idle"] == 0 and data["sites"][0]["busy"] == 2 else None
+
+            # B pushed its changed resource data (sendResourceData) at the end of the round that
+            # started the job, well before A's next pull (every 10 heartbeats: 5 s)
+            wait_for(b_busy, 1.5, 0.05, "B's push showing its 2 processors busy")
             remote = running["forwarded"]["remote_id"]
             assert a.cancel(jid)["state"] == "cancelled"
             assert a.job(jid)["state"] == "cancelled"
