@@ -11,7 +11,7 @@ import pytest
 from isthmus.config.errors import ConfigError
 from isthmus.config.loader import environment_from_text, load_file
 from isthmus.config.schema import environment_to_dict, validate_document
-from isthmus.federation.live import PeerConfigError, grant, load_secret
+from isthmus.federation.live import _MIRROR, PeerConfigError, grant, load_secret
 from isthmus.model.peers import FederationSettings, PeerRole, PeerSettings
 
 GOOD = """
@@ -138,3 +138,20 @@ def test_peer_secrets_come_from_a_variable_or_a_file_and_missing_ones_are_named(
         load_secret(PeerSettings("B", "http://b", token_file=str(f)))
     with pytest.raises(PeerConfigError, match="cannot read its token_file"):
         load_secret(PeerSettings("B", "http://b", token_file=str(tmp_path / "none")))
+
+
+@pytest.mark.parametrize("a_says_b", list(PeerRole))
+@pytest.mark.parametrize("b_says_a", list(PeerRole))
+def test_after_open_conn_a_forwards_to_b_exactly_when_both_files_allow_it(
+    a_says_b: PeerRole, b_says_a: PeerRole
+) -> None:
+    # A proposes the mirror of what its file says B is; B narrows it to what its file says A is;
+    # A then sees B as the mirror of the granted role
+    proposal = _MIRROR[a_says_b]
+    granted = grant(proposal, b_says_a)
+    a_may_forward = granted is not None and _MIRROR[granted].provides
+    assert a_may_forward == (a_says_b.provides and b_says_a.consumes)
+    b_may_forward = granted is not None and granted.provides
+    assert b_may_forward == (a_says_b.consumes and b_says_a.provides)
+    if granted is None:  # refused only when neither direction is left
+        assert not (a_says_b.provides and b_says_a.consumes) and not (a_says_b.consumes and b_says_a.provides)
