@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from livekit import LiveServer, wait_for, wait_state
 from peerkit import Federation, federation
@@ -67,6 +68,9 @@ def test_lowest_qlen_forwards_a_job_no_local_site_can_run_and_the_origin_follows
             shown = b.job(at_b[0]["id"])
         assert shown["received"] == {"origin": "A", "origin_id": jid, "sender": "A", "chain": ["A"]}
         assert received_from(fed["C"], "A") == []
+        # A's API accepts sizes no site of A has (a peer may run them): its OpenAPI says so
+        schema = httpx.get(fed["A"].url + "/openapi.json").json()["components"]["schemas"]
+        assert schema["SubmitRequest"]["properties"]["size"]["maximum"] == 1_000_000
         # `isthmus peers --json` through the CLI: both peers up, with their resource data
         token = fed["A"].admin_token
         out = CliRunner().invoke(app, ["peers", "--json", "--url", fed["A"].url, "--token", token])

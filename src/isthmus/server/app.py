@@ -164,10 +164,12 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     generic_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
-        """The OpenAPI document, with the largest `size` this manager's environment can ever offer."""
+        """The OpenAPI document, with the largest `size` this manager's environment can ever offer
+        (not for a manager that may forward jobs to peers: a peer may offer more)."""
         if app.openapi_schema is None:
             size = generic_openapi()["components"]["schemas"]["SubmitRequest"]["properties"]["size"]
-            size["maximum"] = min(int(size["maximum"]), manager.env.max_processors)
+            if federation is None or not federation.may_forward:
+                size["maximum"] = min(int(size["maximum"]), manager.env.max_processors)
         return app.openapi_schema or generic_openapi()
 
     app.openapi = openapi  # type: ignore[method-assign]
