@@ -11,6 +11,7 @@ import contextlib
 import json
 import signal
 import socket
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -316,3 +317,26 @@ def test_a_job_forwarded_on_is_followed_along_its_chain(tmp_path: Path, tag: str
             assert wait_state(c, at_c[0]["id"], ("cancelled",), 15)["state"] == "cancelled"
         at_b = received_from(fed["B"], "A")
         assert [j["state"] for j in at_b] == ["cancelled"]
+
+
+def test_a_job_stored_but_not_yet_routed_when_the_origin_died_is_forwarded_after_restart(
+    tmp_path: Path, tag: str
+) -> None:
+    # the state a kill leaves between a submission's commit and the round that routes it: a
+    # queued 2-processor job at A (whose site has 1), no forwarding record. After the restart it
+    # waits for a provider's resource data, then the policy forwards it: not rejected
+    with federation(tmp_path, tag, selection="lowest-qlen") as fed:
+        fed["A"].kill(signal.SIGKILL)
+        spec = marked(tmp_path, "runs-5", 0.2)
+        with sqlite3.connect(tmp_path / "A" / "isthmus.db") as conn:
+            conn.execute(
+                "INSERT INTO jobs (id, user, name, spec, size, priority, state, stage, run, restarts, "
+                "submit_time, spool) VALUES (1, 'admin', 'sh', ?, 2, 'high', 'queued', 0, 0, 0, ?, ?)",
+                (json.dumps({**spec, "priority": "high", "env": {}}), time.time(), str(tmp_path / "spool-1")),
+            )
+        fed["A"].start()
+        with fed["A"].client() as a:
+            done = wait_state(a, 1, TERMINAL, 40)
+        # to the first provider whose data is in (B and C tie on queue length)
+        assert done["state"] == "completed" and done["forwarded"]["peer"] in ("B", "C")
+        assert runs(tmp_path, "runs-5") == 1

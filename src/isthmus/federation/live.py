@@ -201,6 +201,8 @@ class LiveFederation:
         self._tasks: set[asyncio.Task[None]] = set()
         self._client: httpx.AsyncClient | None = None
         self.stopping = False
+        #: queued jobs no local site can run, kept out of recovery until a provider is up
+        self._readmit_rows: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ Federation protocol
 
@@ -327,10 +329,40 @@ class LiveFederation:
     # ----------------------------------------------------------------------- lifecycle
 
     def held_elsewhere(self) -> set[int]:
-        """Ids of jobs forwarded from here and open (recovery must not queue them here)."""
-        q = select(db.forwarded_jobs.c.job_id).where(db.forwarded_jobs.c.open.is_(True))
+        """Ids of the jobs recovery must not queue here: those forwarded and open, and (with a
+        selection policy) those still queued that no local site can run - stored, not yet
+        routed when the manager stopped: they are offered to the selection policy again once
+        a provider's resource data has arrived (`_readmit`), not rejected at once."""
+        F, R, J = db.forwarded_jobs, db.received_jobs, db.jobs  # noqa: N806
         with self.m.store.engine.connect() as conn:
-            return {int(r[0]) for r in conn.execute(q)}
+            held = {int(r[0]) for r in conn.execute(select(F.c.job_id).where(F.c.open.is_(True)))}
+            if self.may_forward:
+                q = select(J.c.id, J.c.user, J.c.spec, J.c.submit_time, J.c.run, J.c.restarts).where(
+                    J.c.state == JobState.QUEUED.value,
+                    J.c.size > self.m.env.max_processors,
+                    J.c.id.not_in(select(R.c.local_id)),
+                    J.c.id.not_in(select(F.c.job_id).where(F.c.open.is_(True))),
+                )
+                self._readmit_rows = [dict(r._mapping) for r in conn.execute(q)]
+                held.update(r["id"] for r in self._readmit_rows)
+        return held
+
+    def _readmit(self) -> None:
+        """Offer the jobs `held_elsewhere` kept out of recovery to the selection policy (as
+        new arrivals with their recorded submit times)."""
+        rows, self._readmit_rows = self._readmit_rows, []
+        if not rows or self.stopping:
+            return
+        m, intake = self.m, self.m.intake
+        m.external()
+        for r in rows:
+            spec = json.loads(r["spec"])
+            intake.specs[r["id"]] = spec
+            intake.users[r["id"]] = r["user"]
+            job = intake.job_of(r["id"], r["user"], spec, r["submit_time"])
+            m.engine.restore(job, run=r["run"], restarts=r["restarts"])
+        m.engine.request_round(m.clock.now)
+        self._persist()
 
     def restore(self) -> None:
         """After the engine's recovery: the open forwarded jobs and the active received jobs
@@ -391,6 +423,10 @@ class LiveFederation:
         self._client = httpx.AsyncClient(timeout=self.settings.timeout, trust_env=False)
         for link in self.links:
             self._spawn(self._link_loop(link))
+        if self._readmit_rows:  # no provider came up in time: the policy decides without them
+            beat = max((link.heartbeat for link in self.links), default=self.settings.heartbeat)
+            grace = self.settings.missed_heartbeats * beat + 2 * self.settings.timeout
+            asyncio.get_running_loop().call_later(grace, self._readmit)
 
     async def stop(self) -> None:
         """Tell the peers this end closes (notifyConn close), stop every task."""
@@ -526,6 +562,7 @@ class LiveFederation:
                 r = await self._call(link, "GET", "/peer/resources")
                 if r.status_code == 200:
                     self._take_data(link, ResourceDataBody.model_validate(r.json()))
+                    self._readmit()  # a provider's data is in: held jobs may be forwarded
             for rec in [f for f in self.forwarded.values() if f.peer == link.name]:
                 if rec.remote_id is None:
                     if not rec.sending:
