@@ -11,7 +11,8 @@ import pytest
 from isthmus.config.errors import ConfigError
 from isthmus.config.loader import environment_from_text, load_file
 from isthmus.config.schema import environment_to_dict, validate_document
-from isthmus.federation.live import _MIRROR, PeerConfigError, grant, load_secret
+from isthmus.federation.links import MIRROR as _MIRROR
+from isthmus.federation.links import PeerConfigError, grant, load_secret
 from isthmus.model.peers import FederationSettings, PeerRole, PeerSettings
 
 GOOD = """

@@ -32,11 +32,8 @@ import contextlib
 import hmac
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -44,6 +41,15 @@ from sqlalchemy import func, insert, select, update
 
 from isthmus.engine.peering import PeerState, resource_data
 from isthmus.engine.state import JobEntry
+from isthmus.federation.links import (
+    MIRROR,
+    Forwarded,
+    InvalidFieldError,
+    PeerLink,
+    Received,
+    grant,
+    load_secret,
+)
 from isthmus.federation.protocol import (
     JOB_DESCRIPTION,
     PEER_HEADER,
@@ -57,7 +63,7 @@ from isthmus.federation.protocol import (
     SubmitJobReply,
 )
 from isthmus.live.errors import PersistError, RequestError
-from isthmus.model.peers import FederationSettings, PeerRole, PeerSettings, ResourceData, differs
+from isthmus.model.peers import FederationSettings, PeerRole, ResourceData, differs
 from isthmus.model.states import JobState
 from isthmus.store import tables as db
 
@@ -75,102 +81,6 @@ NOTIFY_ATTEMPTS = 5
 """Tries of one notifyJob before the origin's reconciliation is left to catch it up."""
 
 _STATES = frozenset(s.value for s in JobState)
-
-_MIRROR = {PeerRole.PROVIDER: PeerRole.CONSUMER, PeerRole.CONSUMER: PeerRole.PROVIDER, PeerRole.BOTH: PeerRole.BOTH}
-
-
-class InvalidFieldError(RequestError):
-    """A field of a peer's message that is well-formed but wrong (the chain does not end with its
-    sender, the body names another manager): answered 422 naming the field, like a schema error."""
-
-    def __init__(self, loc: tuple[str, ...], message: str) -> None:
-        super().__init__(422, message)
-        self.loc = loc
-
-
-class PeerConfigError(ValueError):
-    """A peer's secret cannot be read (its variable is unset, its file missing or empty)."""
-
-
-def load_secret(peer: PeerSettings) -> str:
-    """The secret shared with `peer`, from its environment variable or file (never logged)."""
-    if peer.token_env:
-        value = os.environ.get(peer.token_env, "").strip()
-        if not value:
-            raise PeerConfigError(
-                f"peer {peer.name!r}: environment variable {peer.token_env} (its token_env) is unset or empty"
-            )
-        return value
-    try:
-        value = Path(peer.token_file).expanduser().read_text().strip()
-    except OSError as exc:
-        raise PeerConfigError(
-            f"peer {peer.name!r}: cannot read its token_file {peer.token_file}: {exc.strerror}"
-        ) from None
-    if not value:
-        raise PeerConfigError(f"peer {peer.name!r}: its token_file {peer.token_file} is empty")
-    return value
-
-
-def grant(proposed: PeerRole, allowed: PeerRole) -> PeerRole | None:
-    """The role a peer gets: what it proposed narrowed to what this manager's configuration
-    allows it (None: nothing in common, e.g. it wants to consume from a manager that only
-    consumes from it)."""
-    if proposed is allowed or allowed is PeerRole.BOTH:
-        return proposed
-    if proposed is PeerRole.BOTH:
-        return allowed
-    return None
-
-
-@dataclass
-class PeerLink:
-    """This manager's connection to one peer: the engine-visible `PeerState` (up, role, data,
-    distance) and what the protocol needs (secret, agreed heartbeat, last heard, last error)."""
-
-    settings: PeerSettings
-    state: PeerState
-    secret: str
-    heartbeat: float
-    opened: bool = False
-    last_heard: float = -1.0
-    error: str = ""
-    sent: ResourceData | None = None
-    beats: int = 0
-    reconciling: bool = False
-
-    @property
-    def name(self) -> str:
-        """The peer's manager name."""
-        return self.settings.name
-
-
-@dataclass
-class Forwarded:
-    """A job sent from here to a peer and not yet ended there (a row of `forwarded_jobs`)."""
-
-    job_id: int
-    peer: str
-    chain: tuple[str, ...]
-    spec: dict[str, Any]
-    user: str
-    submit: float
-    remote_id: int | None = None
-    state: str = "sending"
-    site: str = ""
-    sending: bool = False
-
-
-@dataclass
-class Received:
-    """A job a peer forwarded here (a row of `received_jobs`)."""
-
-    local_id: int
-    origin: str
-    origin_id: int
-    sender: str
-    sender_id: int
-    chain: tuple[str, ...]
 
 
 class LiveFederation:
@@ -508,7 +418,7 @@ class LiveFederation:
     async def _open(self, link: PeerLink) -> None:
         body = OpenConn(
             manager=self.name,
-            role=_MIRROR[link.settings.role].value,
+            role=MIRROR[link.settings.role].value,
             heartbeat=link.settings.heartbeat or self.settings.heartbeat,
             job_description=[JOB_DESCRIPTION],
         ).model_dump()
@@ -526,7 +436,7 @@ class LiveFederation:
         if reply.manager != link.name:
             link.error = f"openConn: {link.settings.address} answers as {reply.manager!r}, not {link.name!r}"
             return
-        link.state.role = _MIRROR[PeerRole(reply.role)]
+        link.state.role = MIRROR[PeerRole(reply.role)]
         link.heartbeat = max(float(reply.heartbeat), link.settings.heartbeat or self.settings.heartbeat)
         link.opened = True
         link.error = ""

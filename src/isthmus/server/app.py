@@ -36,7 +36,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from isthmus.config.errors import ConfigError
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import period_key
-from isthmus.federation.live import InvalidFieldError, LiveFederation
+from isthmus.federation.links import InvalidFieldError
+from isthmus.federation.live import LiveFederation
 from isthmus.live.accounting import account
 from isthmus.live.batch import BatchCluster
 from isthmus.live.forecast import run_forecast, snapshot, what_if_environment

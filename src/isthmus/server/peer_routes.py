@@ -14,7 +14,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Response
 
-from isthmus.federation.live import InvalidFieldError, LiveFederation, PeerLink
+from isthmus.federation.links import InvalidFieldError, PeerLink
+from isthmus.federation.live import LiveFederation
 from isthmus.federation.protocol import (
     PEER_HEADER,
     Heartbeat,
