@@ -65,7 +65,7 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
 
     async def peer_of(
         authorization: Annotated[str | None, Header()] = None,
-        x_isthmus_peer: Annotated[str | None, Header(max_length=128)] = None,
+        x_isthmus_peer: Annotated[str | None, Header(description="the sending manager's name")] = None,
     ) -> PeerLink:
         return federation().authenticate(x_isthmus_peer, authorization)
 
