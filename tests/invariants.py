@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from isthmus.model import Environment, Job, Site, SiteKind, SiteSet
 from isthmus.model.events import EventKind
 
-ALLOCATION = ["fcfs", "easy", "ff", "rr", "sjf", "sjf-ideal", "hsdf", "tags-sets", "tags-chain"]
+ALLOCATION = ["fcfs", "easy", "ff", "rr", "sjf", "sjf-ideal", "hsdf", "tags-sets", "tags-chain", "wrr"]
 
 
 @st.composite

@@ -55,7 +55,8 @@ def test_the_example_of_docs_sites_is_valid() -> None:
 def test_the_example_of_docs_clouds_is_valid() -> None:
     """docs/clouds.md's environment example loads, as an operator would copy it."""
     text = (DOC.parent / "clouds.md").read_text(encoding="utf-8")
-    example, budget = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    blocks = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    example, budget = blocks[0], next(b for b in blocks if "[[budgets]]" in b)
     with_budget = environment_from_text(example + budget, "toml", file="docs/clouds.md")
     assert with_budget.budgets[0].name == "aws-daily" and with_budget.budgets[0].period == "day"
     env = environment_from_text(example, "toml", file="docs/clouds.md")

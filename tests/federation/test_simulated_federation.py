@@ -142,3 +142,62 @@ def test_every_job_ends_exactly_once_at_one_manager(case) -> None:  # type: igno
         assert not res.unfinished, res.unfinished
     assert set(ends) == submitted and all(n == 1 for n in ends.values())
     assert all(len(m) == 1 for m in where.values())  # never started at two managers
+
+
+def test_a_job_arriving_after_the_window_closed_fails_back_at_once() -> None:
+    # B's only site is open until t=50. At 49.5 A's site is busy (job 1 until 200) and B's
+    # last resource data (from t=0) shows its site idle: lowest-load forwards job 2 there. It
+    # reaches B at 50.5, after the close: B hands it back at once (RETURN, IBM seed §4.2.2) instead
+    # of queueing it where no site can ever start it; A requeues it at 51.5, does not send it to B
+    # again, and runs it when job 1 ends
+    b_env = Environment("B", (Site("b", nodes=4, available_until=50.0),), round_interval=None)
+    a = Manager("A", clusters(4), PolicyChoice("lowest-load"), [job(1, 0, 4, 200), job(2, 49.5, 4, 10)])
+    b = Manager("B", b_env)
+    r = simulate_federation([a, b], latency=LatencyModel(1.0))
+    moves = {"SUBMIT", "START", "END", "FORWARD", "RETURN", "REQUEUE"}
+    assert [e for e in trail(r.managers["A"]) if e[1] in moves] == [
+        (0, "SUBMIT", 1),
+        (0, "START", 1),
+        (49.5, "SUBMIT", 2),
+        (49.5, "FORWARD", 2),
+        (51.5, "REQUEUE", 2),
+        (200, "END", 1),
+        (200, "START", 2),
+        (210, "END", 2),
+    ]
+    assert [e for e in trail(r.managers["B"]) if e[1] in moves] == [(50.5, "SUBMIT", 2), (50.5, "RETURN", 2)]
+    assert r.managers["B"].log.reasons[2] == "handed back to A: its sites here closed"
+    assert r.returned == 1 and not r.managers["A"].unfinished and not r.managers["B"].unfinished
+
+
+@st.composite
+def federations_with_windows(draw):  # type: ignore[no-untyped-def]
+    """Like `federations`, but some managers are cloud domains as in the IBM seed: no user
+    submits to them and each of their sites closes at a drawn time; jobs waiting there when it
+    closes, or reaching it after, fail back to their origin. The first manager stays an origin."""
+    managers, latency = draw(federations())
+    out = [managers[0]]
+    for m in managers[1:]:
+        if draw(st.booleans()):
+            sites = tuple(
+                Site(s.name, nodes=s.nodes, available_until=float(draw(st.integers(1, 120)))) for s in m.env.sites
+            )
+            m = Manager(m.name, Environment(m.name, sites, round_interval=None), m.selection, [])
+        out.append(m)
+    return out, latency
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(federations_with_windows())
+def test_with_closing_windows_every_job_still_ends_exactly_once(case) -> None:  # type: ignore[no-untyped-def]
+    managers, latency = case
+    r = simulate_federation(managers, latency=LatencyModel(latency))
+    submitted = {j.id for m in managers for j in m.jobs}
+    ends: Counter[int] = Counter()
+    for res in r.managers.values():
+        capacity_never_exceeded(res.env, res.log)
+        for _, kind, jid in trail(res):
+            if kind in ("END", "REJECT"):
+                ends[jid] += 1
+        assert not res.unfinished, res.unfinished
+    assert set(ends) == submitted and all(n == 1 for n in ends.values())

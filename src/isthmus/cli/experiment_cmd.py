@@ -25,6 +25,22 @@ from isthmus.workloads.conversion import CANCELLED_CHOICES, CANCELLED_MEANINGS, 
 SHARED_TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
 
 
+def _start_day(text: str | None) -> float | None:
+    """--window-start for ibm-cloud: a time in the trace ('86.5d', '7200') as days."""
+    if text is None:
+        return None
+    from isthmus.cli.workload_cmd import parse_time
+    from isthmus.workloads import WorkloadError
+
+    try:
+        seconds = parse_time(text, "--window-start")
+    except (WorkloadError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    if seconds is None or seconds < 0:
+        raise fail(f"--window-start must be a time >= 0 in the trace, got {text!r}")
+    return seconds / 86400.0
+
+
 def _ints(text: str | None, name: str) -> tuple[int, ...] | None:
     """'1-10' or '5,10,15' or '5-180/5' -> a tuple of ints."""
     if text is None:
@@ -85,7 +101,8 @@ def experiment_command(
         str,
         typer.Argument(
             help="koala-c-limits | koala-c-sets | koala-c-multicluster | koala-c-multicloud | koala-c-realworld "
-            "| villegas-provisioning | villegas-allocation | villegas-short-long | villegas-pairs | villegas-fcbf"
+            "| villegas-provisioning | villegas-allocation | villegas-short-long | villegas-pairs | villegas-fcbf "
+            "| villegas-forwarding | ibm-cloud"
         ),
     ],
     trace: Annotated[
@@ -127,6 +144,9 @@ def experiment_command(
         ),
     ] = None,
     week: Annotated[int | None, typer.Option(help="Week of the trace, from 0 (villegas-fcbf; default 1).")] = None,
+    weeks: Annotated[
+        str | None, typer.Option(help="Weeks of the trace, from 0, e.g. '1-10' (villegas-forwarding; default 1-10).")
+    ] = None,
     cancelled: Annotated[str | None, typer.Option("--cancelled", help=CANCELLED_HELP)] = None,
     env: Annotated[
         str | None,
@@ -151,7 +171,7 @@ def experiment_command(
         str | None,
         typer.Option(
             help="koala-c-realworld: start of the 12-hour window in the trace (e.g. 168d); default: the window of "
-            "load closest to 70%."
+            "load closest to 70%. ibm-cloud: start of the reduced week (default 86.5d)."
         ),
     ] = None,
     as_json: Annotated[
@@ -166,7 +186,9 @@ def experiment_command(
     """
     from isthmus.experiments.catalog import EXPERIMENTS
 
-    live_options = {"--env": env, "--scale": scale, "--repeat": repeat, "--jobs": jobs, "--window-start": window_start}
+    live_options: dict[str, object] = {"--env": env, "--scale": scale, "--repeat": repeat, "--jobs": jobs}
+    if name != "ibm-cloud":
+        live_options["--window-start"] = window_start
     if name == "koala-c-realworld":
         sweep_options = {
             "--workers": workers,
@@ -175,6 +197,7 @@ def experiment_command(
             "--limits": limits,
             "--seeds": seeds,
             "--week": week,
+            "--weeks": weeks,
         }
         for option, given_value in sweep_options.items():
             if given_value is not None:
@@ -216,6 +239,8 @@ def experiment_command(
         "limits_min": ("--limits", _ints(limits, "--limits")),
         "seeds": ("--seeds", seeds),
         "week": ("--week", week),
+        "weeks": ("--weeks", _ints(weeks, "--weeks")),
+        "start_day": ("--window-start", _start_day(window_start)),
     }
     for key, (flag, value) in given.items():
         if value is None:

@@ -339,11 +339,13 @@ def register(app: typer.Typer) -> None:
         env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
         chdir: str | None = typer.Option(None, "-D", "--chdir", help="Working directory (default: current)."),
         name: str | None = typer.Option(None, "-J", "--name", help="Job name."),
-        vm_type: str | None = typer.Option(None, "--vm-type"),
-        vm_image: str | None = typer.Option(None, "--vm-image"),
-        vm_cores: int | None = typer.Option(None, "--vm-cores"),
-        vm_memory: int | None = typer.Option(None, "--vm-memory", help="MB"),
-        vm_arch: str | None = typer.Option(None, "--vm-arch"),
+        vm_type: str | None = typer.Option(None, "--vm-type", help="Instance type the job needs."),
+        vm_image: str | None = typer.Option(None, "--vm-image", help="Image the VM must boot (name or provider id)."),
+        vm_cores: int | None = typer.Option(None, "--vm-cores", help="Cores per VM, at least."),
+        vm_memory: int | None = typer.Option(None, "--vm-memory", help="Memory per VM in MB, at least."),
+        vm_arch: str | None = typer.Option(None, "--vm-arch", help="CPU architecture, e.g. x86_64."),
+        vm_storage: float | None = typer.Option(None, "--vm-storage", help="Disk per VM in GB, at least."),
+        vm_network: str | None = typer.Option(None, "--vm-network", help="Network the VM joins, e.g. public."),
         url: str | None = URL_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
@@ -352,8 +354,10 @@ def register(app: typer.Typer) -> None:
 
         A script file (first line '#!', or a name ending in .sh) is copied at submission, so
         later edits do not change the job; '#ISTHMUS --size 4' lines at its top set options
-        (--size, --time, --name, --output, --error, --priority, --chdir), and options given
-        here override them.
+        (--size, --time, --name, --output, --error, --priority, --chdir, and the VM requirements
+        --vm-type, --vm-image, --vm-arch, --vm-cores, --vm-memory, --vm-storage, --vm-network),
+        and options given here override them. A job no site can ever match is refused with the
+        reason (docs/clouds.md).
         """
         from isthmus.live import jobfiles
 
@@ -421,17 +425,17 @@ def register(app: typer.Typer) -> None:
                 bad(f"--env expects KEY=VALUE, got {item!r}")
             envd[k] = v
         spec["env"] = envd
-        vm = {
-            k: v
-            for k, v in {
-                "vm_type": vm_type,
-                "image": vm_image,
-                "cores": vm_cores,
-                "memory_mb": vm_memory,
-                "cpu_arch": vm_arch,
-            }.items()
-            if v is not None
+        vm = jobfiles.vm_options(options)
+        given_vm = {
+            "vm_type": vm_type,
+            "image": vm_image,
+            "cores": vm_cores,
+            "memory_mb": vm_memory,
+            "cpu_arch": vm_arch,
+            "storage_gb": vm_storage,
+            "network": vm_network,
         }
+        vm.update({k: v for k, v in given_vm.items() if v is not None})
         if vm:
             spec["vm"] = vm
         job_id = _call(url, token, lambda c: c.submit(**spec))
@@ -643,7 +647,8 @@ def register(app: typer.Typer) -> None:
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
-        """VM leases with lease time and charged cost."""
+        """VM leases: instance type, the user each serves (vm-share: the user it was leased for;
+        otherwise the users of the jobs running on it), lease time and charged cost."""
         rows = _call(url, token, lambda c: c.vms(all_))
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
@@ -652,15 +657,17 @@ def register(app: typer.Typer) -> None:
             [
                 str(v["vm"]),
                 v["site_name"],
-                v["state"].upper(),
+                v["state"].upper() + (" (RETIRING)" if v.get("retiring") else ""),
+                v.get("type_name") or "-",
                 str(v["cores"]),
+                v.get("user") or "-",
                 _fmt_time(v["leased_at"]),
                 _fmt_dur(v["lease_seconds"]),
                 f"{v['charged_cost']:.4f}",
             ]
             for v in rows
         ]
-        _table(["VM", "SITE", "STATE", "CORES", "LEASED", "LEASE", "CHARGED"], table)
+        _table(["VM", "SITE", "STATE", "TYPE", "CORES", "USER", "LEASED", "LEASE", "CHARGED"], table)
 
     @app.command("budget")
     def budget(

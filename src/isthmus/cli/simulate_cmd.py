@@ -6,7 +6,7 @@ import json
 import re
 import shlex
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -15,11 +15,16 @@ from rich.table import Table
 
 from isthmus.cli.specs import parse_policy
 from isthmus.metrics.records import JobRecords, JobStatus
-from isthmus.model.environment import Environment, policy_label
+from isthmus.model.environment import Environment, PolicyChoice, policy_label
+from isthmus.model.job import Job
 from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED, Cancelled
 
 DEFAULT_POLICIES = ("ff", "rr", "sjf", "hsdf")
 CLUSTER_POLICIES = ("fcfs", "easy")
+
+if TYPE_CHECKING:
+    from isthmus.engine.bags import BagSettings
+    from isthmus.sim.runner import SimulationResult
 
 err = Console(stderr=True)
 
@@ -208,12 +213,52 @@ def simulate_command(
             help="Kill runs at their requested runtime (they end TIMEOUT), as the live manager does.",
         ),
     ] = False,
+    vm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--vm",
+            help="VM requirements for jobs, '[user=U:]key=value,...' (keys vm_type, image, cpu_arch, cores, "
+            "memory_mb, storage_gb, network); repeatable, the last matching rule wins. Jobs no cloud can match "
+            "are rejected with the reason.",
+        ),
+    ] = None,
+    fairshare: Annotated[
+        str | None,
+        typer.Option(
+            "--fairshare",
+            help="Fair-share policy. With --bag/--bags: the one growing and shrinking the bags, 'sep' (default) or "
+            "'gep'. Otherwise: how cloud VMs are split among users, e.g. 'vm-share' or 'vm-share:mode=kill' "
+            "(default: the environment's).",
+        ),
+    ] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip malformed workload lines (counted and reported).")
     ] = False,
     cancelled: Annotated[str, typer.Option("--cancelled", help=CANCELLED_HELP)] = RUN_CANCELLED,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    bag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--bag",
+            help="A bag of tasks beside the workload: 'tasks=N,runtime=S[,user=U][,submit=T][,id=I]' (repeatable). "
+            "Each policy then also runs with the bags; the report gives each bag's makespan and the delay added "
+            "to the other jobs.",
+        ),
+    ] = None,
+    bags_file: Annotated[
+        list[Path] | None, typer.Option("--bags", help="A file of bag specs, one a line ('#' comments).")
+    ] = None,
+    preemption_time: Annotated[
+        float | None,
+        typer.Option(
+            "--preemption-time", help="Seconds from a bag's shrink until the processor is free (default 10).", min=0
+        ),
+    ] = None,
+    pull_latency: Annotated[
+        float | None,
+        typer.Option("--pull-latency", help="Seconds for a bag's processor to get its next task (default 0).", min=0),
+    ] = None,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
     from isthmus.config import ConfigError, load_environment, single_cluster
@@ -222,6 +267,7 @@ def simulate_command(
     from isthmus.policies.registry import PolicyError, check_policy
     from isthmus.sim.runner import simulate
     from isthmus.workloads import SwfConversion, WorkloadError, cancelled_report, describe_cancelled, resolve_workload
+    from isthmus.workloads.vm_requirements import apply_vm_rules, parse_vm_rule
 
     if cluster is not None and env is not None:
         raise fail("give either --env or --cluster, not both")
@@ -238,6 +284,11 @@ def simulate_command(
         for c in choices:
             check_policy("allocation", c.name, c.params)
         check_policy("provisioning", prov.name, prov.params)
+        given = parse_policy(fairshare) if fairshare else None
+        if given is not None:
+            check_policy("fairshare", given.name, given.params)
+        # a bags policy given here grows the bags (see _bag_options); any other is the run's own
+        fair = given if given is not None and not _shares_bags(given) else environment.fairshare
     except (PolicyError, ValueError) as exc:
         raise fail(str(exc)) from None
     interval: float | object | None
@@ -271,6 +322,10 @@ def simulate_command(
         dropped_max_size = len(wl.jobs) - len(job_list)
     if jobs is not None:
         job_list = job_list[:jobs]
+    try:
+        job_list = apply_vm_rules(job_list, [parse_vm_rule(text) for text in vm or ()])
+    except ValueError as exc:
+        raise fail(f"--vm: {exc}") from None
     cancelled_info = cancelled_report(wl.conversion)
     preparation: dict[str, object] = {
         "jobs_read": len(wl.jobs),
@@ -282,6 +337,7 @@ def simulate_command(
     }
     if not job_list:
         raise fail(f"workload {workload!r} has no jobs left after filtering")
+    bag_list, share, settings = _bag_options(bag, bags_file, fairshare, preemption_time, pull_latency, job_list)
 
     console = Console(stderr=as_json)
     if not console.is_terminal:
@@ -294,8 +350,17 @@ def simulate_command(
     console.print(describe_cancelled(cancelled_info), highlight=False, markup=False)
     if dropped_max_size:
         console.print(f"--max-size {max_size}: dropped {dropped_max_size:,} larger jobs", highlight=False)
+    if bag_list:
+        assert share is not None and settings is not None
+        console.print(
+            f"with {len(bag_list)} bag(s) of tasks ({sum(b.tasks for b in bag_list):,} tasks), fair share "
+            f"[cyan]{policy_label(share)}[/], preemption time {settings.preemption_time:g} s, "
+            f"pull latency {settings.pull_latency:g} s",
+            highlight=False,
+        )
     runs = {}
     results = {}
+    bag_runs: dict[str, tuple[str, str]] = {}
     with Progress(
         TextColumn("{task.description:<22}"),
         BarColumn(),
@@ -306,28 +371,36 @@ def simulate_command(
     ) as progress:
         for choice in choices:
             label = policy_label(choice)
-            task = progress.add_task(label, total=len(job_list))
+            task = progress.add_task(label, total=len(job_list) + len(bag_list))
 
             def tick(done: int, task: TaskID = task) -> None:
                 progress.update(task, completed=done)
 
-            try:
-                result = simulate(
-                    environment,
-                    job_list,
-                    choice,
-                    prov,
-                    round_interval=interval,
-                    label=label,
-                    budget=budget,
-                    enforce_walltime=walltime,
-                    progress=tick,
-                    rounds=rounds,
-                )
-            except (PolicyError, ValueError) as exc:
-                raise fail(f"{label}: {exc}") from None
-            results[label] = result
-            runs[label] = compute_run_metrics(result.log, result.jobs, environment, result.end_time)
+            variants: list[tuple[str, list[Job]]] = [(label, [])]
+            if bag_list:
+                variants.append((f"{label} + bags", bag_list))
+                bag_runs[f"{label} + bags"] = (label, f"{label} + bags")
+            for name, with_bags in variants:
+                try:
+                    result = simulate(
+                        environment,
+                        job_list,
+                        choice,
+                        prov,
+                        round_interval=interval,
+                        label=name,
+                        budget=budget,
+                        enforce_walltime=walltime,
+                        progress=tick,
+                        rounds=rounds,
+                        bags=with_bags,
+                        fairshare=share if with_bags else fair,
+                        bag_settings=settings if with_bags else None,
+                    )
+                except (PolicyError, ValueError) as exc:
+                    raise fail(f"{name}: {exc}") from None
+                results[name] = result
+                runs[name] = compute_run_metrics(result.log, result.jobs, environment, result.end_time)
     rejected = {label: rejected_jobs(metrics.records) for label, metrics in runs.items()}
     out.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -341,6 +414,9 @@ def simulate_command(
         r = results[str(row["policy"])]
         row["simulated_seconds_per_run"] = round(r.wall_seconds, 3)
         row["rejected"] = rejected[str(row["policy"])]
+    bag_report = {
+        name: bag_summary(results[without], results[name], settings) for name, (without, _) in bag_runs.items()
+    }
     report = {
         "environment": environment.name,
         "workload": wl.name,
@@ -349,10 +425,13 @@ def simulate_command(
         "jobs": len(job_list),
         "workload_preparation": preparation,
         "provisioning": policy_label(prov),
+        "fairshare": policy_label(fair) if fair is not None else None,
         "policies": rows,
         "files": written,
         "plots": plot_paths,
     }
+    if bag_report:
+        report["bags"] = bag_report
     (out / "comparison.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
@@ -369,13 +448,136 @@ def simulate_command(
             f"[yellow]{label}: {count:,} of {len(job_list):,} jobs rejected, never run[/] ({why})",
             highlight=False,
         )
+    for label, metrics in runs.items():
+        hours = metrics.summary.get("vm_hours_by_user")
+        if hours:  # VMs serving one user each (vm-share)
+            spread = metrics.summary.get("vm_share_spread", {})
+            users = ", ".join(f"{u} {h:.2f}" for u, h in hours.items())
+            shares = ", ".join(f"{site} mean {v['mean']:.2f} max {v['max']:g}" for site, v in spread.items())
+            console.print(f"{label}: VM-hours per user: {users}; spread of shares (VMs): {shares}", highlight=False)
     for label, r in results.items():
         if r.unfinished:
             first = next(iter(r.unfinished.items()))
             console.print(f"[yellow]{label}: {len(r.unfinished)} jobs unfinished[/] (e.g. job {first[0]}: {first[1]})")
+    for name, info in bag_report.items():
+        print_bags(console, name, info)
     console.print("sld: mean slowdown; bsld: mean bounded slowdown (10 s); p95: 95th percentile of delay")
     console.print(f"Jobs {describe_cancelled(cancelled_info)}", highlight=False, markup=False)
     console.print(f"Per-job records, summaries and plots in [bold]{out}[/]")
+
+
+def _shares_bags(choice: PolicyChoice) -> bool:
+    """Whether fair-share policy `choice` grows and shrinks bags of tasks (else it splits VMs)."""
+    from isthmus.policies.registry import create
+
+    return bool(create("fairshare", choice.name, choice.params).shares == "bags")
+
+
+def _bag_options(
+    specs: list[str] | None,
+    files: list[Path] | None,
+    fairshare: str | None,
+    preemption_time: float | None,
+    pull_latency: float | None,
+    jobs: list[Job],
+) -> tuple[list[Job], PolicyChoice | None, BagSettings | None]:
+    """The bags, fair-share policy and launcher settings of the options (exit 2 naming the bad
+    option or field; an option for bags given without a bag is an error, not ignored)."""
+    from isthmus.engine.bags import BagSettings
+    from isthmus.policies.registry import PolicyError, check_policy
+    from isthmus.workloads import WorkloadError
+    from isthmus.workloads.bags import build_bags
+
+    try:
+        bags = build_bags(specs or [], files or [], jobs)
+    except WorkloadError as exc:
+        raise fail(str(exc)) from None
+    try:
+        share = parse_policy(fairshare or "sep")
+        check_policy("fairshare", share.name, share.params)
+    except (PolicyError, ValueError) as exc:
+        raise fail(f"--fairshare: {exc}") from None
+    if not bags:
+        for given, option in (
+            (fairshare if _shares_bags(share) else None, "--fairshare"),
+            (preemption_time, "--preemption-time"),
+            (pull_latency, "--pull-latency"),
+        ):
+            if given is not None:
+                raise fail(f"{option} applies to bags of tasks: add --bag or --bags")
+        return [], None, None
+    if not _shares_bags(share):
+        raise fail(f"--fairshare: {share.name!r} does not grow bags of tasks: with bags give 'sep' or 'gep'")
+    defaults = BagSettings()
+    settings = BagSettings(
+        defaults.preemption_time if preemption_time is None else preemption_time,
+        defaults.pull_latency if pull_latency is None else pull_latency,
+    )
+    return bags, share, settings
+
+
+def bag_summary(without: SimulationResult, with_bags: SimulationResult, settings: BagSettings | None) -> dict[str, Any]:
+    """What the bags did in run `with_bags` (from its log) and the delay they added to the rigid
+    jobs compared with run `without` (the same jobs and policies without the bags)."""
+    from isthmus.metrics.bags import bag_records, rigid_delay, shrink_waits
+
+    records = bag_records(with_bags.log, with_bags.bags, with_bags.end_time)
+    assert with_bags.fairshare is not None and settings is not None
+    return {
+        "fairshare": policy_label(with_bags.fairshare),
+        "preemption_time": settings.preemption_time,
+        "pull_latency": settings.pull_latency,
+        "bags": [r.to_dict() for r in records],
+        "rigid_delay": rigid_delay(without.log, with_bags.log, with_bags.jobs),
+        "shrink_waits": shrink_waits(with_bags.log),
+    }
+
+
+def print_bags(console: Console, label: str, info: dict[str, Any]) -> None:
+    """The bags of one run as a table, and the delay they added to the other jobs in a line."""
+    table = Table(
+        title=f"{label}: bags of tasks, fair share {info['fairshare']}",
+        title_justify="left",
+        padding=(0, 1),
+        collapse_padding=True,
+    )
+    headers = ("bag", "user", "tasks", "done", "makespan s", "tasks/s", "preempted", "lost s", "max procs")
+    for h in headers:
+        table.add_column(h, justify="left" if h in ("bag", "user") else "right", no_wrap=True)
+    for r in info["bags"]:
+        table.add_row(
+            str(r["bag"]),
+            r["user"],
+            f"{r['tasks']:,}",
+            f"{r['done']:,}",
+            _fmt(r["makespan"]),
+            _fmt(r["throughput"]),
+            f"{r['preemptions']:,}",
+            _fmt(r["wasted_seconds"]),
+            str(r["peak_processors"]),
+        )
+    console.print(table)
+    d = info["rigid_delay"]
+    if d["jobs"]:
+        console.print(
+            f"{label}: other jobs' mean wait {_fmt(d['wait_mean_without_bags'])} s without bags, "
+            f"{_fmt(d['wait_mean_with_bags'])} s with; delay added per job: mean {_fmt(d['delay_mean'])} s, "
+            f"p95 {_fmt(d['delay_p95'])} s, max {_fmt(d['delay_max'])} s ({d['jobs_delayed']:,} of {d['jobs']:,} "
+            f"jobs delayed; preemption time {info['preemption_time']:g} s)",
+            highlight=False,
+        )
+    w = info["shrink_waits"]
+    if w["jobs"]:
+        console.print(
+            f"{label}: bags gave processors back for {w['jobs']:,} jobs; from the shrink to the job's start: mean "
+            f"{_fmt(w['wait_mean'])} s, max {_fmt(w['wait_max'])} s",
+            highlight=False,
+        )
+    if d["not_started_with_bags"]:
+        console.print(
+            f"[yellow]{label}: {len(d['not_started_with_bags'])} jobs started without bags but not with them[/]",
+            highlight=False,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -33,6 +33,7 @@ from isthmus.model.cloud import ProviderSettings
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.peers import FederationSettings, PeerRole, PeerSettings
 from isthmus.model.site import LrmSettings, Site, SiteKind, SiteSet
+from isthmus.model.vmtypes import InstanceType, VmImage
 
 __all__ = [
     "BILLING_UNITS",
@@ -66,6 +67,9 @@ CLOUD_ONLY_KEYS: tuple[str, ...] = (
     "price_per_hour",
     "billing_increment",
     "idle_release_time",
+    "instance_types",
+    "images",
+    "networks",
 )
 """Site keys that only make sense for a cloud site."""
 
@@ -158,11 +162,14 @@ class ProviderSpec(BaseModel):
     model_config = _MODEL_CONFIG
 
     driver: Literal["ec2", "openstack", "opennebula", "gce"] = Field(description="Libcloud compute driver.")
-    image: str = Field(min_length=1, max_length=256, description="Image VMs boot (an AMI id on EC2).")
+    image: str = Field(
+        "", max_length=256, description="Image VMs boot (an AMI id on EC2); optional when the site lists images."
+    )
     instance_type: str = Field(
-        min_length=1,
+        "",
         max_length=128,
-        description="Instance type VMs boot; cores_per_node and price_per_hour describe it.",
+        description="Instance type VMs boot (cores_per_node and price_per_hour describe it); optional when the "
+        "site lists instance_types.",
     )
     region: str = Field("", max_length=64, description="Provider region (default us-east-1 on EC2).")
     endpoint: str = Field("", max_length=512, description="Endpoint URL; empty for the provider's public one.")
@@ -185,6 +192,30 @@ class ProviderSpec(BaseModel):
                 "credentials are needed: key_env and secret_env (names of environment variables) or credentials_file",
             )
         return self
+
+
+class InstanceTypeSpec(BaseModel):
+    """One ``[[sites.instance_types]]`` entry: a kind of VM the cloud leases (docs/clouds.md)."""
+
+    model_config = _MODEL_CONFIG
+
+    name: ItemName = Field(description="Name jobs ask for (VMType).")
+    cores: int = Field(ge=1, le=4096, description="Processors of one VM.")
+    memory_mb: int | None = Field(None, ge=1, description="RAM of one VM in MB (unknown: never matches a request).")
+    disk_gb: float | None = Field(None, gt=0, description="Scratch storage of one VM in GB.")
+    arch: str | None = Field(None, min_length=1, max_length=32, description='CPU architecture, e.g. "x86_64".')
+    price_per_hour: Seconds = Field(0.0, description="Price of one VM-hour of this type (0 = free).")
+    provider_size: str = Field("", max_length=128, description="The provider's size id (default: name).")
+
+
+class ImageSpec(BaseModel):
+    """One ``[[sites.images]]`` entry: an image the cloud's VMs may boot (docs/clouds.md)."""
+
+    model_config = _MODEL_CONFIG
+
+    name: str = Field(min_length=1, max_length=256, description="Name jobs ask for (VMAMI / VMLoc).")
+    provider_id: str = Field("", max_length=256, description="The provider's image id (an AMI id; default: name).")
+    arch: str | None = Field(None, min_length=1, max_length=32, description="CPU architecture it is built for.")
 
 
 class SiteSpec(BaseModel):
@@ -215,6 +246,13 @@ class SiteSpec(BaseModel):
     available_until: Seconds | None = Field(None, description="Seconds from the start when the site goes.")
     lrm: LrmSpec | None = Field(None, description="Cluster only: the batch system behind a live site.")
     provider: ProviderSpec | None = Field(None, description="Cloud only: a real IaaS provider for live runs.")
+    instance_types: list[InstanceTypeSpec] | None = Field(
+        None, description="Cloud only: the kinds of VM it leases; the first is the default."
+    )
+    images: list[ImageSpec] | None = Field(None, description="Cloud only: the images its VMs may boot.")
+    networks: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = Field(
+        None, description='Cloud only: networks its VMs can join, e.g. ["public", "private"].'
+    )
 
     @field_validator("billing_increment", mode="before")
     @classmethod
@@ -263,7 +301,8 @@ def _policy_before(value: Any) -> Any:
 
 
 class PoliciesSpec(BaseModel):
-    """The ``[policies]`` table: the default allocation and provisioning policies."""
+    """The ``[policies]`` table: the default allocation and provisioning policies, and an
+    optional fair-share policy (e.g. vm-share)."""
 
     model_config = _MODEL_CONFIG
 
@@ -274,11 +313,12 @@ class PoliciesSpec(BaseModel):
         default_factory=lambda: PolicySpec(name="on-demand"),
         description="Provisioning policy (default on-demand).",
     )
+    fairshare: PolicySpec | None = Field(None, description="Fair-share policy (default none), e.g. vm-share.")
     selection: PolicySpec | None = Field(
         None, description="Site-selection (forwarding) policy of a manager with [[peers]] (default: none)."
     )
 
-    @field_validator("allocation", "provisioning", "selection", mode="before")
+    @field_validator("allocation", "provisioning", "fairshare", "selection", mode="before")
     @classmethod
     def _name_or_table(cls, value: Any) -> Any:
         return None if value is None else _policy_before(value)
@@ -391,7 +431,17 @@ class EnvironmentSpec(BaseModel):
 
 _TOP_ORDER = list(EnvironmentSpec.model_fields)
 _FIELD_ORDER: dict[str, int] = {}
-for _model in (EnvironmentSpec, SiteSpec, SiteSetSpec, PoliciesSpec, PolicySpec, PeerSpec, FederationSpec):
+for _model in (
+    EnvironmentSpec,
+    SiteSpec,
+    SiteSetSpec,
+    PoliciesSpec,
+    PolicySpec,
+    InstanceTypeSpec,
+    ImageSpec,
+    PeerSpec,
+    FederationSpec,
+):
     for _key in _model.model_fields:
         _FIELD_ORDER.setdefault(_key, len(_FIELD_ORDER))
 
@@ -575,6 +625,7 @@ def _site_problems(i: int, raw: Mapping[str, Any]) -> list[tuple[Loc, str]]:
             out.append(((*at, "max_vms"), "a cloud site needs max_vms >= 1, got 0"))
         elif max_vms is not None and min_vms is not None and 0 <= max_vms < min_vms:
             out.append(((*at, "min_vms"), f"min_vms ({min_vms}) must not exceed max_vms ({max_vms})"))
+        out.extend(_vm_offer_problems(at, raw, given))
     start, end = _num_value(raw, "available_from"), _num_value(raw, "available_until")
     if start is not None and end is not None and end <= start:
         out.append(
@@ -584,6 +635,52 @@ def _site_problems(i: int, raw: Mapping[str, Any]) -> list[tuple[Loc, str]]:
                 f"got {show_value(raw['available_until'])}",
             )
         )
+    return out
+
+
+def _vm_offer_problems(at: Loc, raw: Mapping[str, Any], given: set[str]) -> list[tuple[Loc, str]]:
+    """Rules on a cloud's instance types, images and provider: unique names, no site-wide
+    cores_per_node or price_per_hour beside types, a provider naming its instance type and
+    image unless the site lists them."""
+    out: list[tuple[Loc, str]] = []
+    types = raw.get("instance_types")
+    for key, label in (("instance_types", "instance type"), ("images", "image")):
+        items = raw.get(key)
+        if key in given and isinstance(items, list):
+            if not items:
+                out.append(((*at, key), f"an empty list; give at least one {label} or leave {key} out"))
+            first: dict[str, int] = {}
+            for j, item in enumerate(items):
+                name = item.get("name") if isinstance(item, Mapping) else None
+                if isinstance(name, str):
+                    if name in first:
+                        out.append(((*at, key, j, "name"), f"duplicate {label} {name!r} (also {key}[{first[name]}])"))
+                    else:
+                        first[name] = j
+    if isinstance(types, list) and types:
+        for key in ("cores_per_node", "price_per_hour"):
+            if key in given:
+                out.append(
+                    (
+                        (*at, key),
+                        f"{key} describes a site's one VM shape; with instance_types give cores and price_per_hour "
+                        "per type (the first type is the default)",
+                    )
+                )
+    provider = raw.get("provider")
+    if isinstance(provider, Mapping):
+        if not provider.get("instance_type") and not (isinstance(types, list) and types):
+            out.append(((*at, "provider", "instance_type"), "needed unless the site lists instance_types"))
+        images = raw.get("images")
+        if not provider.get("image") and not (isinstance(images, list) and images):
+            out.append(((*at, "provider", "image"), "needed unless the site lists images"))
+        if provider.get("instance_type") and isinstance(types, list) and types:
+            out.append(
+                (
+                    (*at, "provider", "instance_type"),
+                    "the site lists instance_types: give each its provider_size there instead",
+                )
+            )
     return out
 
 
@@ -691,11 +788,38 @@ def _semantic_problems(data: Mapping[str, Any], check_policy: PolicyChecker) -> 
 
     policies = data.get("policies", {})
     if isinstance(policies, Mapping):
-        for family in ("allocation", "provisioning", "selection"):
-            if family not in policies:
+        for family in ("allocation", "provisioning", "fairshare", "selection"):
+            if family not in policies or policies[family] is None:
                 continue
             out.extend(_policy_problems(family, policies[family], check_policy))
+        out.extend(_fairshare_pairing(policies))
     return out
+
+
+def _policy_name(raw: Any) -> str | None:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+        return str(raw["name"])
+    return None
+
+
+def _fairshare_pairing(policies: Mapping[str, Any]) -> list[tuple[Loc, str]]:
+    """A fair-share policy that leases and releases VMs itself (vm-share) runs with provisioning
+    "none": two policies leasing on the same clouds would undo each other."""
+    fair = _policy_name(policies.get("fairshare"))
+    if fair != "vm-share":
+        return []
+    prov = _policy_name(policies.get("provisioning", "on-demand"))
+    if prov in (None, "none"):
+        return []
+    return [
+        (
+            ("policies", "provisioning"),
+            f'fair-share policy "vm-share" leases and releases the clouds\' VMs itself; set provisioning = "none" '
+            f"(got {prov!r})",
+        )
+    ]
 
 
 def _policy_problems(family: str, raw: Any, check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
@@ -876,6 +1000,25 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                     agent_command=p.agent_command,
                     extra=tuple(sorted(p.extra.items())),
                 )
+            if s.instance_types:
+                kwargs["instance_types"] = tuple(
+                    InstanceType(
+                        t.name,
+                        t.cores,
+                        float(t.price_per_hour),
+                        t.memory_mb,
+                        None if t.disk_gb is None else float(t.disk_gb),
+                        t.arch,
+                        t.provider_size,
+                    )
+                    for t in s.instance_types
+                )
+                kwargs["cores_per_node"] = s.instance_types[0].cores
+                kwargs["price_per_hour"] = float(s.instance_types[0].price_per_hour)
+            if s.images:
+                kwargs["images"] = tuple(VmImage(im.name, im.provider_id, im.arch) for im in s.images)
+            if s.networks:
+                kwargs["networks"] = tuple(s.networks)
         for key in ("available_from", "available_until"):
             value = getattr(s, key)
             if value is not None:
@@ -894,6 +1037,7 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
         sets=sets,
         allocation=_choice(spec.policies.allocation),
         provisioning=_choice(spec.policies.provisioning),
+        fairshare=None if spec.policies.fairshare is None else _choice(spec.policies.fairshare),
         round_interval=None if spec.round_interval is None else float(spec.round_interval),
         description=spec.description,
         budgets=tuple(BudgetCap(b.name, float(b.limit), tuple(b.sites), b.period) for b in spec.budgets),
@@ -960,12 +1104,34 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
     for s in env.sites:
         item: dict[str, Any] = {"name": s.name, "kind": s.kind.value}
         if s.is_cloud:
-            item["cores_per_node"] = s.cores_per_node
+            if not s.instance_types:
+                item["cores_per_node"] = s.cores_per_node
             item["min_vms"] = s.min_vms
             item["max_vms"] = s.max_vms
             item["boot_time"] = _number(s.boot_time)
             item["shutdown_time"] = _number(s.shutdown_time)
-            item["price_per_hour"] = _number(s.price_per_hour)
+            if not s.instance_types:
+                item["price_per_hour"] = _number(s.price_per_hour)
+            else:
+                item["instance_types"] = [
+                    {
+                        k: (_number(v) if isinstance(v, float) else v)
+                        for k, v in dataclasses.asdict(t).items()
+                        if v is not None and not (k == "provider_size" and not v)
+                    }
+                    for t in s.instance_types
+                ]
+            if s.images:
+                item["images"] = [
+                    {
+                        k: v
+                        for k, v in dataclasses.asdict(im).items()
+                        if v is not None and not (k == "provider_id" and not v)
+                    }
+                    for im in s.images
+                ]
+            if s.networks:
+                item["networks"] = list(s.networks)
             item["billing_increment"] = _number(s.billing_increment)
             item["idle_release_time"] = _number(s.idle_release_time)
             if s.provider is not None:
@@ -1004,7 +1170,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
         "policies": {
             "allocation": _policy_doc(env.allocation),
             "provisioning": _policy_doc(env.provisioning),
-        },
+        }
+        | ({"fairshare": _policy_doc(env.fairshare)} if env.fairshare is not None else {}),
         "sites": sites,
     }
     if sets:

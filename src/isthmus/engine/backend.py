@@ -11,11 +11,13 @@ from __future__ import annotations
 import bisect
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import IntEnum
 
 from isthmus.engine.state import JobEntry
+from isthmus.model.job import Job
 from isthmus.model.site import Site
+from isthmus.model.vmtypes import type_misfit
 
 
 class VmState(IntEnum):
@@ -35,17 +37,30 @@ class Vm:
         "free",
         "id",
         "idle_since",
+        "image",
         "leased_at",
         "load",
+        "owner",
         "ready_at",
         "released_at",
         "reserved_for",
+        "retiring",
         "state",
+        "type",
     )
 
-    def __init__(self, vm_id: int, cores: int, leased_at: float) -> None:
+    def __init__(
+        self, vm_id: int, cores: int, leased_at: float, vm_type: int = 0, image: int = 0, owner: str | None = None
+    ) -> None:
         self.id = vm_id
         self.cores = cores
+        #: index of its instance type in the site's `types`, and of its image in `vm_images`
+        self.type = vm_type
+        self.image = image
+        #: the user this VM serves (leased for that user: it runs only that user's jobs), None: anyone
+        self.owner = owner
+        #: retired (RetireVms): takes no new job, released when its runs end
+        self.retiring = False
         self.free = cores
         #: processors' worth of runs on the VM: above `cores` when runs share it (FCFS-NW)
         self.load = 0
@@ -72,6 +87,9 @@ class SiteBackend(ABC):
     backfilling policies.
     """
 
+    #: Whether bags of tasks may hold processors here (taken from `free`; isthmus.engine.bags)
+    holds_bags = False
+
     def __init__(self, index: int, site: Site) -> None:
         self.index = index
         self.site = site
@@ -86,6 +104,9 @@ class SiteBackend(ABC):
         self.reserved_cores = 0
         #: True once a run shared processors here (StartJob.share): ends are then checked
         self.sharing = False
+        #: True when not every processor here can take every job (clouds with several VM types
+        #: or images, VMs serving one user, retiring VMs); never for a cluster
+        self.selective = False
 
     @property
     def busy(self) -> int:
@@ -196,6 +217,11 @@ class CloudBackend(SiteBackend):
         #: VMs reserved per queued job id (ReserveVms), in the order they were reserved
         self.reservations: dict[int, list[int]] = {}
         self._rr = 0  # where the next shared run starts looking (round robin)
+        #: True when not every ready VM can take every job (several types or images, VMs that
+        #: serve one user, retiring VMs): placement then checks each VM (`vm_accepts`)
+        self.selective = len(site.types) > 1 or len(site.vm_images) > 1
+        #: called with (vm id, now) when a retiring VM's last run ended (set by the RetireVms kind)
+        self.retired_hook: Callable[[int, float], None] | None = None
 
     def free_for(self, job_id: int) -> int:
         """Free processors job `job_id` may use: the free ones less those reserved for other jobs."""
@@ -257,11 +283,15 @@ class CloudBackend(SiteBackend):
         """Ready VMs running nothing, longest idle first."""
         return list(self._idle.values())
 
-    def lease(self, count: int, now: float) -> list[int]:
-        """Lease `count` VMs; return their ids (they are usable after the boot time)."""
+    def lease(self, count: int, now: float, vm_type: int = 0, image: int = 0, owner: str | None = None) -> list[int]:
+        """Lease `count` VMs of type index `vm_type` booting image index `image`, serving `owner`
+        (None: any user); return their ids (they are usable after the boot time)."""
         ids = []
+        cores = self.site.types[vm_type].cores
+        if owner is not None or vm_type or image:
+            self.selective = True
         for _ in range(count):
-            vm = Vm(self._next_vm, self.site.cores_per_node, now)
+            vm = Vm(self._next_vm, cores, now, vm_type, image, owner)
             self._next_vm += 1
             self.vms[vm.id] = vm
             self.booting += 1
@@ -272,7 +302,15 @@ class CloudBackend(SiteBackend):
         return ids
 
     def restore_vm(
-        self, vm_id: int, state: VmState, leased_at: float, ready_at: float | None, released_at: float | None
+        self,
+        vm_id: int,
+        state: VmState,
+        leased_at: float,
+        ready_at: float | None,
+        released_at: float | None,
+        vm_type: int = 0,
+        image: int = 0,
+        owner: str | None = None,
     ) -> Vm:
         """Re-create a VM recorded before a manager restart, without really booting or stopping it.
 
@@ -282,7 +320,7 @@ class CloudBackend(SiteBackend):
         self._restoring = True
         try:
             self._next_vm = vm_id
-            (got,) = self.lease(1, leased_at)
+            (got,) = self.lease(1, leased_at, vm_type, image, owner)
             if state is not VmState.BOOTING:
                 self.vm_ready(got, ready_at if ready_at is not None else leased_at)
             if state is VmState.RELEASING:
@@ -348,6 +386,38 @@ class CloudBackend(SiteBackend):
         vm.released_at = now
         self._discard(vm, now)
 
+    def vm_accepts(self, vm: Vm, job: Job) -> bool:
+        """Whether ready VM `vm` may take a run of `job`: not retiring, serving the job's user or
+        anyone, and of a type and image meeting the job's VM requirements."""
+        if vm.retiring or (vm.owner is not None and vm.owner != job.user):
+            return False
+        req = job.vm
+        if req is None:
+            return True
+        site = self.site
+        if type_misfit(req, site.types[vm.type]):
+            return False
+        if req.image is not None:
+            images = site.vm_images
+            if not images or not images[vm.image].named(req.image):
+                return False
+        return req.network is None or req.network in site.networks
+
+    def free_matching(self, job: Job) -> int:
+        """Free processors on ready VMs that may take `job` (less those reserved for other jobs)."""
+        if not self.selective and job.vm is None:
+            return self.free_for(job.id)
+        total = 0
+        for vm in self.vms.values():
+            ok = vm.free and vm.state is VmState.READY and vm.reserved_for in (-1, job.id)
+            if ok and self.vm_accepts(vm, job):
+                total += vm.free
+        return total
+
+    def price_of(self, vm: Vm) -> float:
+        """What one billing increment of `vm` costs (its type's price; 0 on a free cloud)."""
+        return self.site.type_price_per_increment(vm.type) if self.site.is_paid else 0.0
+
     def lease_refusal(self, now: float) -> str:
         """Why no VM can be leased here now ("" when it can): a live provider backing off after
         capacity or quota errors, or stopped by an authentication error. Simulated clouds: never."""
@@ -408,7 +478,21 @@ class CloudBackend(SiteBackend):
         chosen = []
         job_id = entry.job.id
         candidates: Iterable[tuple[Vm, int]]
-        if alloc is not None:
+        job = entry.job
+        matching = self.selective or job.vm is not None
+        if alloc is None and not self.reserved_cores and not matching:
+            # the common case, without a generator per start (the simulator's hot path)
+            ready = VmState.READY
+            for vm in self.vms.values():
+                free = vm.free
+                if free and vm.state is ready:
+                    take = free if free < need else need
+                    chosen.append((vm.id, take))
+                    need -= take
+                    if not need:
+                        break
+            candidates = ()
+        elif alloc is not None:
             candidates = ((self.vms[v], c) for v, c in alloc)
         elif self.reserved_cores:
             own = [self.vms[v] for v in self.reservations.get(job_id, ())]
@@ -416,6 +500,8 @@ class CloudBackend(SiteBackend):
             candidates = ((vm, vm.free) for vm in itertools.chain(own, others))
         else:
             candidates = ((vm, vm.free) for vm in self.vms.values())
+        if alloc is None and matching:  # only VMs that may take the job (requirements, user, retiring)
+            candidates = ((vm, c) for vm, c in candidates if self.vm_accepts(vm, job))
         for vm, cores in candidates:
             if vm.state is VmState.READY and vm.free:
                 take = min(vm.free, need, cores)
@@ -468,6 +554,12 @@ class CloudBackend(SiteBackend):
                     vm.idle_since = now
                     idle[vm_id] = vm
             self.free += freed
+        hook = self.retired_hook
+        if hook is not None:
+            for vm_id, _ in entry.alloc:
+                vm = vms[vm_id]
+                if vm.retiring and vm.load == 0 and vm.state is VmState.READY:
+                    hook(vm_id, now)
         entry.alloc = ()
 
     def stop(self, entry: JobEntry, now: float) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from sortedcontainers import SortedList
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
+from isthmus.engine.bags import BagBook
 from isthmus.engine.budgets import Ledger
 from isthmus.engine.clock import (
     EV_BILLING,
@@ -46,13 +47,14 @@ from isthmus.engine.clock import (
 )
 from isthmus.engine.columns import QueueColumns
 from isthmus.engine.kinds import kinds
+from isthmus.engine.matching import admission_refusal, matching_free
 from isthmus.engine.peering import Federation
 from isthmus.engine.state import JobEntry
 from isthmus.engine.view import EngineView
 from isthmus.model.decisions import StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog, KillCause
-from isthmus.model.job import Job
+from isthmus.model.job import Job, JobKind
 from isthmus.model.states import JobState
 from isthmus.model.status import ACCEPTED, Refused, Status, StatusCode
 from isthmus.policies.api import runtime_order
@@ -66,6 +68,7 @@ _REQUEUE = int(EventKind.REQUEUE)
 _DECISION = int(EventKind.DECISION)
 _RUNNING = JobState.RUNNING
 _QUEUED = JobState.QUEUED
+_MALLEABLE = JobKind.MALLEABLE
 
 ROUND_RULES: tuple[str, ...] = ("batch", "per-event")
 """How events at one instant lead to rounds (docs/simulation.md, "Same-instant rules")."""
@@ -109,6 +112,8 @@ class Engine:
         self.target = clock.register(self.handle if rounds == "batch" else self._handle_then_round)
         self.schedule: Schedule = clock.scheduler(self.target)
         self.backends: list[SiteBackend] = list(backends(self.schedule))
+        #: the cloud backend at each site index, None for a cluster (no ABC isinstance per call)
+        self._clouds: list[CloudBackend | None] = [b if isinstance(b, CloudBackend) else None for b in self.backends]
         self.round_interval = round_interval
         self.log = log if log is not None else EventLog()
         self.check_purity = check_purity
@@ -180,11 +185,15 @@ class Engine:
         self.forwarded: dict[int, tuple[JobEntry, int]] = {}
         #: unrouted jobs no local site can run, in no queue, by id: why they cannot run here
         self.outsized: dict[int, str] = {}
+        #: jobs with VM requirements admitted so far (policies then place them VM by VM)
+        self.vm_jobs = 0
         self._round_at = math.inf
         self._last_round = -math.inf
         self._stage_max = [
             max((self.backends[i].site.max_processors for i in sites), default=0) for sites in self.stage_sites
         ]
+        #: the bags of tasks (malleable jobs), in no queue (isthmus.engine.bags)
+        self.bags = BagBook(self)
 
     @property
     def now(self) -> float:
@@ -219,7 +228,11 @@ class Engine:
     # ----------------------------------------------------------------- arrivals and events
 
     def submit(self, job: Job) -> JobEntry | None:
-        """A job arrives now. Returns its entry, or None when it can never run here."""
+        """A job arrives now. Returns its entry, or None when it can never run here (or when it is
+        a bag of tasks: bags wait in no queue, isthmus.engine.bags)."""
+        if job.kind is _MALLEABLE:
+            self.bags.submit(job)
+            return None
         now = self.clock.now
         log = self.log
         if job.id in self.entries:
@@ -252,6 +265,13 @@ class Engine:
             self.log.append(now, int(EventKind.REJECT), job.id)
             self.log.reasons[job.id] = reason
             return None
+        if job.vm is not None:  # VM requirements no cloud of its queue can ever match
+            why = admission_refusal(job, [self.backends[i].site for i in self.stage_sites[stage]])
+            if why:
+                self.log.append(now, int(EventKind.REJECT), job.id)
+                self.log.reasons[job.id] = why
+                return None
+            self.vm_jobs += 1
         entry = JobEntry(job, now)
         entry.chain = chain
         if self.predictor is not None:
@@ -305,10 +325,8 @@ class Engine:
         if not bucket:
             del buckets[entry.job.size]
         if self.runtime_key is not None:
-            ordered = self.sorted_buckets[entry.stage][entry.job.size]
-            ordered.remove(self._runtime_item(entry))
-            if not ordered:
-                del self.sorted_buckets[entry.stage][entry.job.size]
+            # an emptied group stays (a SortedList costs more to make than to keep: sizes recur)
+            self.sorted_buckets[entry.stage][entry.job.size].remove(self._runtime_item(entry))
         if self.columns is not None:
             self.columns[entry.stage].remove(job_id)
 
@@ -436,16 +454,17 @@ class Engine:
             return
         inc = backend.site.billing_increment
         started = max(1, math.ceil((self.clock.now - leased_at) / inc - 1e-9))
-        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, backend.site.price_per_increment)
+        price = backend.site.type_price_per_increment(backend.vms[vm_id].type)
+        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, price)
         if self.budget is not None or self.ledger.covering(site):
             self.schedule_billing(leased_at + started * inc, site, vm_id)
 
-    def book_past_lease(self, site: int, leased_at: float, released_at: float) -> None:
-        """Count the increments of a lease that ended (or is ending) before a restart: the
-        budget and the caps keep what it cost."""
+    def book_past_lease(self, site: int, leased_at: float, released_at: float, vm_type: int = 0) -> None:
+        """Count the increments of a lease (of instance type index `vm_type`) that ended (or is
+        ending) before a restart: the budget and the caps keep what it cost."""
         backend = self.cloud_backend(site)
         if backend.site.is_paid:
-            price = backend.site.price_per_increment
+            price = backend.site.type_price_per_increment(vm_type)
             self.spent += self.ledger.replay(site, leased_at, released_at, backend.site.billing_increment, price)
 
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
@@ -564,7 +583,8 @@ class Engine:
     def receive(self, job: Job, chain: tuple[str, ...]) -> JobEntry | None:
         """A job forwarded by a peer arrives now (submitJob), after visiting the managers in
         `chain` (its origin first). Logged as SUBMIT with the origin named; None when it can
-        never run here (REJECT, and its origin is told)."""
+        never run here (REJECT, and its origin is told) or arrived after every site of its
+        queue closed (RETURN: handed back to the sender at once, IBM seed §4.2.2)."""
         if not chain:
             raise ValueError("a received job needs the chain of managers it came through")
         now = self.clock.now
@@ -573,6 +593,11 @@ class Engine:
             raise ValueError(f"job {job.id} was already submitted")
         log.append(now, _SUBMIT, job.id, -1, -1, job.size, origin=log.origin_index(chain[0]))
         entry = self._admit(job, now, chain)
+        if entry is not None and entry.stage >= 0 and self._closed_stages(now)[entry.stage]:
+            # it arrived after every site of its queue closed (sent on resource data older
+            # than the close): it fails back at once, as if it had waited at the close
+            self._hand_back([entry], now)
+            return None
         if entry is None and self.federation is not None:
             gone = JobEntry(job, now)
             gone.chain = chain
@@ -666,17 +691,25 @@ class Engine:
         """A site's availability window closed: jobs received from peers that no site of their
         queue can start any more go back to the manager they came from (IBM seed §4.2.2: "those
         jobs that do not execute yet shall be reported as FAILED ... and be re-scheduled")."""
-        fed = self.federation
-        if fed is None:
+        if self.federation is None:
             return
         now = self.clock.now
-        closed = [
+        closed = self._closed_stages(now)
+        if not any(closed):
+            return
+        self._hand_back([e for q, c in zip(self.queues, closed, strict=True) if c for e in q.values() if e.chain], now)
+
+    def _closed_stages(self, now: float) -> list[bool]:
+        """Per queue: True when every site it may use has closed its availability window."""
+        return [
             all((u := self.backends[i].site.available_until) is not None and u <= now for i in sites)
             for sites in self.stage_sites
         ]
-        if not any(closed):
-            return
-        back = [e for q, c in zip(self.queues, closed, strict=True) if c for e in q.values() if e.chain]
+
+    def _hand_back(self, back: list[JobEntry], now: float) -> None:
+        """Send the queued jobs `back`, received from peers, back to the managers they came from."""
+        fed = self.federation
+        assert fed is not None
         for entry in back:
             self.dequeue(entry)
             self.unrouted.pop(entry.job.id, None)
@@ -718,11 +751,11 @@ class Engine:
 
     def cloud_backend(self, index: int) -> CloudBackend:
         """The cloud backend at `index`; Refused (UNKNOWN_TARGET / INVALID) otherwise."""
-        if not 0 <= index < len(self.backends):
+        if not 0 <= index < len(self._clouds):
             raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {index} does not exist")
-        backend = self.backends[index]
-        if not isinstance(backend, CloudBackend):
-            raise Refused(StatusCode.INVALID, f"site {backend.name} is not a cloud")
+        backend = self._clouds[index]
+        if backend is None:
+            raise Refused(StatusCode.INVALID, f"site {self.backends[index].name} is not a cloud")
         return backend
 
     def schedule_billing(self, time: float, site: int, vm_id: int) -> None:
@@ -734,7 +767,10 @@ class Engine:
 
     def _changed(self) -> None:
         """Something changed now: make sure a round follows."""
-        self.request_round(self.clock.now)
+        now = self.clock.now
+        if self._round_at <= now and self.round_rule != "per-event":
+            return  # a round is already due now (request_round would schedule nothing)
+        self.request_round(now)
 
     def _handle_then_round(self, kind: int, a: int, b: int) -> None:
         """Per-event rounds: one clock event, then the round it asked for, at once."""
@@ -829,7 +865,7 @@ class Engine:
         vm = backend.vms.get(vm_id)
         if vm is None or vm.state not in (VmState.BOOTING, VmState.READY):
             return  # released meanwhile
-        price = backend.site.price_per_increment
+        price = backend.price_of(vm)
         now = self.clock.now
         cap = self.ledger.refusal(site, price, now)
         if (self.budget is None or self.spent + price <= self.budget + 1e-9) and cap is None:
@@ -888,12 +924,12 @@ class Engine:
                 break
             ahead += 1
         sites = self.stage_sites[entry.stage]
-        most_free = max((self.backends[i].free for i in sites), default=0)
+        most_free, where = matching_free([self.backends[i] for i in sites], entry.job)
         code = StatusCode.NO_CAPACITY if entry.job.size > most_free else StatusCode.HELD
         return Status(
             code,
             f"waiting in queue {entry.stage} behind {ahead} jobs; needs {entry.job.size} processors, "
-            f"the most free on its sites is {most_free}",
+            f"the most free on its sites is {most_free}{where}",
             self.allocation.name,
         )
 

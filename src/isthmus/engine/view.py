@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING, overload
 
 from sortedcontainers import SortedList
 
-from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
+from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.peering import PeerState, resource_data
+from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData
 from isthmus.model.site import Site
 
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
     from isthmus.engine.state import JobEntry
-    from isthmus.policies.api import QueueColumnsView
+    from isthmus.policies.api import BagsInfo, QueueColumnsView, VmInfo
 
 
 class ReadOnlyList(Sequence["tuple[float, int]"]):
@@ -75,6 +76,19 @@ class VmView:
     reserved_for = property(
         attrgetter("_vm.reserved_for"), doc="The queued job this VM is reserved for (ReserveVms), -1 when none."
     )
+    #: Index of its instance type in the site's `types`.
+    type = property(attrgetter("_vm.type"), doc="Index of its instance type in the site's `types`.")
+    #: Index of its image in the site's `vm_images`.
+    image = property(attrgetter("_vm.image"), doc="Index of its image in the site's `vm_images`.")
+    #: The user it serves, None for any user.
+    owner = property(attrgetter("_vm.owner"), doc="The user it serves, None for any user.")
+    #: Retired: takes no new job, released when its runs end.
+    retiring = property(attrgetter("_vm.retiring"), doc="Retired: takes no new job, released when its runs end.")
+
+    @property
+    def ready(self) -> bool:
+        """Booted and usable (False while booting)."""
+        return self._vm.state is VmState.READY
 
 
 class SiteView:
@@ -92,20 +106,15 @@ class SiteView:
         #: (estimated end, job id) of running jobs, in order
         self.by_estimated_end: Sequence[tuple[float, int]] = ReadOnlyList(backend.by_estimated_end)
 
-    @property
-    def free(self) -> int:
-        """Processors usable now and running nothing."""
-        return self._b.free
-
-    @property
-    def online(self) -> int:
-        """Processors usable now (busy or not)."""
-        return self._b.online
-
-    @property
-    def reserved(self) -> int:
-        """Free processors held by reservations for queued jobs (part of `free`)."""
-        return self._b.reserved_cores
+    # C-level getters (`attrgetter`) for the fields policies read several times a round.
+    #: Processors usable now and running nothing.
+    free = property(attrgetter("_b.free"), doc="Processors usable now and running nothing.")
+    #: Processors usable now (busy or not).
+    online = property(attrgetter("_b.online"), doc="Processors usable now (busy or not).")
+    #: Free processors held by reservations for queued jobs (part of `free`).
+    reserved = property(
+        attrgetter("_b.reserved_cores"), doc="Free processors held by reservations for queued jobs (part of `free`)."
+    )
 
     def free_for(self, job_id: int) -> int:
         """Free processors job `job_id` may use: `free` less those reserved for other jobs."""
@@ -132,25 +141,42 @@ class CloudView(SiteView):
         #: one proxy per VM, made once (provisioning policies read the idle VMs every round)
         self._vm_views: dict[int, VmView] = {}
 
-    @property
-    def booting(self) -> int:
-        """VMs leased and still booting."""
-        return self._b.booting
-
-    @property
-    def leased(self) -> int:
-        """VMs leased and not being released (booting or ready)."""
-        return self._b.leased
+    #: VMs leased and still booting.
+    booting = property(attrgetter("_b.booting"), doc="VMs leased and still booting.")
+    #: VMs leased and not being released (booting or ready).
+    leased = property(attrgetter("_b.leased"), doc="VMs leased and not being released (booting or ready).")
 
     def idle_vm_times(self) -> Sequence[tuple[int, float, float, int]]:
         """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle first."""
         return [(vm.id, vm.leased_at, vm.idle_since, vm.reserved_for) for vm in self._b.idle_vms()]
 
+    @property
+    def selective(self) -> bool:
+        """True when not every VM here may take every job (several types or images, VMs serving
+        one user, retiring VMs): a policy then asks `vm_accepts`."""
+        return self._b.selective
+
+    def vm_accepts(self, vm: VmInfo, job: Job) -> bool:
+        """Whether `vm` may take a run of `job` once ready (requirements, user, retiring)."""
+        real = self._b.vms.get(vm.id)
+        return real is not None and self._b.vm_accepts(real, job)
+
+    def free_matching(self, job: Job) -> int:
+        """Free processors on ready VMs that may take `job`."""
+        return self._b.free_matching(job)
+
+    def vms(self) -> Sequence[VmView]:
+        """The VMs leased and not being released (booting and ready), by id."""
+        return self._views(vm for vm in self._b.vms.values() if vm.state in (VmState.BOOTING, VmState.READY))
+
     def idle_vms(self) -> Sequence[VmView]:
         """Ready VMs running nothing, longest idle first."""
+        return self._views(self._b.idle_vms())
+
+    def _views(self, vms: Iterable[Vm]) -> list[VmView]:
         views = self._vm_views
         out = []
-        for vm in self._b.idle_vms():
+        for vm in vms:
             v = views.get(vm.id)
             if v is None or v._vm is not vm:
                 v = views[vm.id] = VmView(vm)
@@ -310,6 +336,7 @@ class EngineView:
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobEntry]]:
         """Jobs waiting in queue `stage` grouped by size, each group shortest runtime first (then
         queue order): the allocation policy's `runtime_index` says whether by prediction or actual runtime.
+        A size whose jobs have all left maps to an empty group.
         """
         if self._e.runtime_key is None:
             raise RuntimeError(
@@ -326,6 +353,13 @@ class EngineView:
                 f"policy {self._e.allocation.name!r} reads queue_columns but does not declare uses_queue_columns"
             )
         return columns[stage].view()
+
+    @property
+    def vm_matching(self) -> bool:
+        """True when VMs are not interchangeable: a job with VM requirements was admitted, or a
+        cloud has several types or images, VMs serving one user or retiring VMs."""
+        e = self._e
+        return e.vm_jobs > 0 or any(c is not None and c.selective for c in self._clouds)
 
     def stage_sites(self, stage: int) -> Sequence[int]:
         """Indices of the sites jobs of queue `stage` may run on."""
@@ -367,6 +401,11 @@ class EngineView:
         """Queued jobs the site-selection policy has not seen yet (new arrivals and jobs handed
         back by a peer), in arrival order; empty without a federation."""
         return tuple(self._e.unrouted.values())
+
+    @property
+    def bags(self) -> BagsInfo:
+        """The bags of tasks (malleable jobs), read-only (isthmus.engine.bags)."""
+        return self._e.bags.view
 
     def local_resources(self) -> ResourceData:
         """This manager's resource data now, as its peers would receive it, without counting the

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from isthmus.experiments import koala_c, villegas
+from isthmus.experiments import ibm_cloud, koala_c, villegas, villegas_forwarding
 from isthmus.experiments.result import ExperimentResult
 
 
@@ -37,4 +37,8 @@ EXPERIMENTS: dict[str, ExperimentSpec] = {
     "villegas-fcbf": ExperimentSpec(
         villegas.villegas_fcbf, villegas.DEFAULT_TRACES["villegas-fcbf"], frozenset({"cancelled", "week"})
     ),
+    "villegas-forwarding": ExperimentSpec(
+        villegas_forwarding.villegas_forwarding, villegas_forwarding.DEFAULT_TRACES, frozenset({"cancelled", "weeks"})
+    ),
+    "ibm-cloud": ExperimentSpec(ibm_cloud.ibm_cloud, ibm_cloud.DEFAULT_TRACES, frozenset({"cancelled", "start_day"})),
 }

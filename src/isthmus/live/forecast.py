@@ -34,7 +34,7 @@ from isthmus.engine.engine import Engine
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job
-from isthmus.policies.build import build_policies
+from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.sim.runner import build_backends
 
 if TYPE_CHECKING:
@@ -76,6 +76,9 @@ class VmCopy:
     state: VmState
     leased_at: float
     ready_at: float | None
+    vm_type: int = 0
+    image: int = 0
+    owner: str | None = None
 
 
 @dataclass
@@ -180,7 +183,16 @@ def snapshot(m: Manager) -> Snapshot:
             for vm in b.vms.values():
                 if vm.state in (VmState.BOOTING, VmState.READY):
                     snap.vms.append(
-                        VmCopy(b.index, vm.id, vm.state, vm.leased_at, vm.ready_at if vm.ready_at >= 0 else None)
+                        VmCopy(
+                            b.index,
+                            vm.id,
+                            vm.state,
+                            vm.leased_at,
+                            vm.ready_at if vm.ready_at >= 0 else None,
+                            vm.type,
+                            vm.image,
+                            vm.owner,
+                        )
                     )
     for stage, queue in enumerate(engine.queues):
         for entry in queue.values():
@@ -265,7 +277,9 @@ def run_forecast(
     prov = provisioning or (target.provisioning if env is not None else snap.provisioning)
     cap = snap.budget if budget == "live" else budget
     assert cap is None or isinstance(cap, float | int)
-    policies = build_policies(alloc, prov, true_runtimes_known=False)
+    fair = target.fairshare if env is not None else snap.env.fairshare
+    others = {"fairshare": fair} if fair is not None else None
+    policies = build_policies(alloc, prov, DEFAULT_PREDICTOR, others, true_runtimes_known=False)
     clock = SimClock(snap.now)
     engine = Engine(
         target,
@@ -279,7 +293,7 @@ def run_forecast(
     for vm in snap.vms:
         site = where[vm.site]
         backend = engine.cloud_backend(site)
-        restored = backend.restore_vm(vm.vm, vm.state, vm.leased_at, vm.ready_at, None)
+        restored = backend.restore_vm(vm.vm, vm.state, vm.leased_at, vm.ready_at, None, vm.vm_type, vm.image, vm.owner)
         engine.adopt_lease(site, restored.id, vm.leased_at)
         if vm.state is VmState.BOOTING:
             engine.schedule(vm.leased_at + backend.site.boot_time, PRIO_VM, EV_VM_READY, site, restored.id)

@@ -156,11 +156,26 @@ class ProviderCloud(WorkerThread, LocalCloud):
         script = user_data(
             self.settings.agent_command, self.m.config.url, node.key, node.slots, self.m.config.pilot_timeout, token
         )
-        request = LeaseRequest(node.key, self.settings.instance_type, self.settings.image, user_data=script)
+        size, image = self.size_and_image(node.vm)
+        request = LeaseRequest(node.key, size, image, user_data=script)
         node.state = "queued"
         node.deadline = math.inf
         vm_id = node.vm
         self.m.later(0.0, self._lease, request, vm_id)
+
+    def size_and_image(self, vm_id: int) -> tuple[str, str]:
+        """The provider's size id and image id for VM `vm_id`: those of its instance type and
+        image (Cloud Scheduler, Appendix I: the VM a job asked for), the provider settings'
+        ones for a site without declared types and images."""
+        vm = self.vms.get(vm_id)
+        site = self.site
+        size = self.settings.instance_type
+        if site.instance_types:
+            size = site.types[vm.type if vm is not None else 0].size_id
+        image = self.settings.image
+        if site.images:
+            image = site.images[vm.image if vm is not None else 0].image_id
+        return size, image
 
     def _lease(self, request: LeaseRequest, vm_id: int) -> None:
         self._leasing.add(vm_id)

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from isthmus.engine.matching import admission_refusal, unmatched_fields
 from isthmus.live.errors import PersistError, RequestError
 from isthmus.model.job import Job, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
 from isthmus.model.status import Status
+from isthmus.model.vmtypes import is_empty
 from isthmus.store import tables as db
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ class Intake:
             raise RequestError(503, f"the manager is stopping ({m.stop_mode or 'stop'}): submit again once it is back")
         size = int(spec["size"])
         self.check_size(size)
+        self.check_vm(user, spec)
         m.external()
         now = m.clock.now
         name = spec.get("name") or Path(spec["command"]).name
@@ -175,6 +178,16 @@ class Intake:
                 f"{largest.max_processors} processors",
             )
 
+    def check_vm(self, user: str, spec: dict[str, Any]) -> None:
+        """RequestError (400) naming the field when no site can ever match the job's VM
+        requirements (Cloud Scheduler, Appendix I)."""
+        job = self.job_of(0, user, spec, 0.0)
+        why = admission_refusal(job, self.m.env.sites)
+        if why:
+            fields = unmatched_fields(job, self.m.env.sites)
+            where = ", ".join(f"vm.{f}" for f in fields) if fields else "vm"
+            raise RequestError(400, f"{where}: {why}")
+
     def job_of(self, job_id: int, user: str, spec: dict[str, Any], submit: float) -> Job:
         """The engine's Job for a stored submit request."""
         req = spec.get("requested_runtime")
@@ -187,7 +200,7 @@ class Intake:
             requested_runtime=float(req) if req is not None else None,
             user=user,
             priority=PriorityClass.parse(spec.get("priority", "high")),
-            vm=VmRequirements(**vm) if vm else None,
+            vm=None if is_empty(req_vm := VmRequirements(**(vm or {}))) else req_vm,
         )
 
     def cancel(self, job_id: int) -> bool:

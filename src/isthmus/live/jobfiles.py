@@ -107,6 +107,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number > 0, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def vm_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The VM requirements among parsed directive options, as the REST API's `vm` object."""
+    return {k.removeprefix("vm."): v for k, v in options.items() if k.startswith("vm.")}
+
+
 def _text(text: str) -> str:
     if not text:
         raise ValueError("expected a value, got an empty string")
@@ -151,6 +166,15 @@ def directive_options(parse_time: Callable[[str], float], priorities: tuple[str,
         _Option("error", ("-e", "--error"), template),
         _Option("priority", ("-p", "--priority"), priority),
         _Option("chdir", ("-D", "--chdir"), _text),
+        # VM requirements (Cloud Scheduler, Appendix I: VMType, VMAMI, VMCPUArch, VMCPUCores,
+        # VMMem, VMStorage, VMNetwork), keys "vm.<field of the REST API's vm object>"
+        _Option("vm.vm_type", ("--vm-type",), _text),
+        _Option("vm.image", ("--vm-image",), _text),
+        _Option("vm.cpu_arch", ("--vm-arch",), _text),
+        _Option("vm.cores", ("--vm-cores",), _positive_int),
+        _Option("vm.memory_mb", ("--vm-memory",), _positive_int),
+        _Option("vm.storage_gb", ("--vm-storage",), _positive_number),
+        _Option("vm.network", ("--vm-network",), _text),
     ]
 
 

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from sqlalchemy import select
 
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, kill_group, pilot_alive, still_pilot
-from isthmus.engine.backend import SiteBackend
+from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.batch import BatchCluster, batch_system
@@ -42,9 +42,9 @@ from isthmus.live.intake import Intake
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
-from isthmus.model.environment import Environment
+from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.status import Status
-from isthmus.policies.build import build_policies
+from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.store import tables as db
 from isthmus.store.projector import Projector
 from isthmus.store.tokens import hash_token, new_token
@@ -160,11 +160,24 @@ class Manager:
         self.federation: PeerHooks | None = None
         self.engine = self._build_engine()
         self.projector = Projector(self.engine.log, self.env, self.hub, self._forget)
+        self.projector.vm_image = self._vm_image
+
+    def _vm_image(self, site: int, vm_id: int) -> int:
+        """The image index of VM `vm_id` of cloud `site` (0 once it is gone)."""
+        backend = self.engine.backends[site]
+        vm = backend.vms.get(vm_id) if isinstance(backend, CloudBackend) else None
+        return vm.image if vm is not None else 0
 
     def _build_engine(self) -> Engine:
         env = self.env
-        others = {"selection": env.selection} if env.selection is not None and env.peers else None
-        policies = build_policies(env.allocation, env.provisioning, others=others, true_runtimes_known=False)
+        others: dict[str, PolicyChoice] = {}
+        if env.fairshare is not None:
+            others["fairshare"] = env.fairshare
+        if env.selection is not None and env.peers:
+            others["selection"] = env.selection
+        policies = build_policies(
+            env.allocation, env.provisioning, DEFAULT_PREDICTOR, others or None, true_runtimes_known=False
+        )
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
             if site.is_cloud and site.provider is not None:
@@ -214,6 +227,10 @@ class Manager:
     def check_size(self, size: int) -> None:
         """RequestError (400) when no site can ever offer `size` processors."""
         self.intake.check_size(size)
+
+    def check_vm(self, user: str, spec: dict[str, Any]) -> None:
+        """RequestError (400) naming the field when no site can ever match the VM requirements."""
+        self.intake.check_vm(user, spec)
 
     def cancel(self, job_id: int) -> bool:
         """Cancel a queued or running job; False when it already ended."""

@@ -111,5 +111,7 @@ def site_costs(store: Store, env: Environment, *, now: float) -> dict[int, float
         if not site.is_paid:
             continue
         end = row["released_at"] if row["released_at"] is not None else now
-        out[row["site"]] = out.get(row["site"], 0.0) + site.charged_cost(end - row["leased_at"])
+        out[row["site"]] = out.get(row["site"], 0.0) + site.charged_cost(
+            end - row["leased_at"], int(row.get("vm_type") or 0)
+        )
     return out

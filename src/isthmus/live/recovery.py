@@ -43,7 +43,16 @@ def recover(m: Manager) -> None:
         if not isinstance(backend, CloudBackend):
             continue
         state = _VM_STATES[row["state"]]
-        vm = backend.restore_vm(row["vm"], state, row["leased_at"], row["ready_at"], row["released_at"])
+        vm = backend.restore_vm(
+            row["vm"],
+            state,
+            row["leased_at"],
+            row["ready_at"],
+            row["released_at"],
+            int(row.get("vm_type") or 0),
+            int(row.get("image") or 0),
+            row.get("owner"),
+        )
         key = vm_node_key(row["site"], vm.id)
         if state is VmState.RELEASING:
             old = pilot_rows.get(key)
@@ -57,7 +66,9 @@ def recover(m: Manager) -> None:
     for row in store.vm_rows():
         # leases that ended (or are ending) before the restart still count against the budgets
         if row["state"] in ("gone", "releasing") and isinstance(engine.backends[row["site"]], CloudBackend):
-            engine.book_past_lease(row["site"], row["leased_at"], row["released_at"] or row["leased_at"])
+            engine.book_past_lease(
+                row["site"], row["leased_at"], row["released_at"] or row["leased_at"], int(row.get("vm_type") or 0)
+            )
     for i, b in enumerate(engine.backends):
         if isinstance(b, CloudBackend):  # VM ids are never reused (they key VM rows and pilots)
             b.reserve_vm_ids(max_vm.get(i, -1) + 1)

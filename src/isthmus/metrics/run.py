@@ -12,8 +12,9 @@ from isthmus.metrics.records import JobRecords, records_from_tables
 from isthmus.metrics.summary import summarize, write_summary
 from isthmus.metrics.tables import LeaseTable, RunTable, build_tables
 from isthmus.metrics.timeseries import RunTimeSeries, compute_timeseries
+from isthmus.metrics.vm_shares import user_vm_metrics
 from isthmus.model.environment import Environment
-from isthmus.model.events import EventLog
+from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
 
 
@@ -45,9 +46,12 @@ def compute_run_metrics(
     """
     tables = build_tables(log, jobs.keys(), len(env.sites), horizon)
     records = records_from_tables(tables, jobs, env, log.reasons)
+    summary = summarize(records, tables, env)
+    if (tables.events.kind == EventKind.VM_USER).any():  # VMs serving one user (vm-share)
+        summary.update(user_vm_metrics(log, tables, env.sites))
     return RunMetrics(
         records=records,
-        summary=summarize(records, tables, env),
+        summary=summary,
         timeseries=compute_timeseries(tables, env),
         runs=tables.runs,
         leases=tables.leases,

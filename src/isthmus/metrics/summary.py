@@ -18,6 +18,7 @@ import numpy as np
 
 from isthmus.metrics.records import JobRecords, JobStatus, atomic_write
 from isthmus.metrics.tables import FloatArray, LogTables
+from isthmus.metrics.vm_shares import lease_cores, lease_hourly_prices, lease_types
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind
 from isthmus.model.site import Site
@@ -70,6 +71,13 @@ def charged_costs(site: Site, seconds: FloatArray) -> FloatArray:
     return costs
 
 
+def typed_charged_costs(site: Site, seconds: FloatArray, hourly: FloatArray) -> FloatArray:
+    """Charged cost of each lease of `seconds` at its own price per hour (`hourly`)."""
+    n = np.ceil(seconds / site.billing_increment - 1e-9)
+    costs: FloatArray = np.where(seconds > 0, n * hourly * site.billing_increment / 3600.0, 0.0)
+    return costs
+
+
 def _window(tables: LogTables) -> tuple[float | None, float | None]:
     """(first SUBMIT time, last END time), None when there is none."""
     ev = tables.events
@@ -106,7 +114,11 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
         )[:n_sites].astype(np.float64)
         leased_in_w = _clip_seconds(leases.start, leases.end, t0, t1)
         for i, s in enumerate(env.sites):
-            if s.is_cloud:
+            if s.is_cloud and s.instance_types:  # each lease has the cores of its type
+                m = leases.site == i
+                cores = lease_cores(s, lease_types(tables)[m])
+                available[i] = float((cores * leased_in_w[m]).sum())
+            elif s.is_cloud:
                 available[i] = s.cores_per_node * float(leased_in_w[leases.site == i].sum())
             else:
                 a = t0 if s.available_from is None else max(t0, s.available_from)
@@ -127,8 +139,13 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
     tot_actual = tot_charged = tot_killed_cost = 0.0
     for i, s in enumerate(env.sites):
         m = leases.site == i
-        actual = float(secs[m].sum()) * s.price_per_hour / 3600.0 if s.is_cloud else 0.0
-        charged = float(charged_costs(s, secs[m]).sum())
+        if s.is_cloud and s.instance_types:  # each lease at the price of its type
+            hourly = lease_hourly_prices(s, lease_types(tables)[m])
+            actual = float((secs[m] * hourly).sum()) / 3600.0
+            charged = float(typed_charged_costs(s, secs[m], hourly).sum())
+        else:
+            actual = float(secs[m].sum()) * s.price_per_hour / 3600.0 if s.is_cloud else 0.0
+            charged = float(charged_costs(s, secs[m]).sum())
         killed_cost = float(wasted_by_site[i]) * s.price_per_hour / 3600.0 / s.cores_per_node if s.is_paid else 0.0
         tot_actual += actual
         tot_charged += charged

@@ -192,7 +192,19 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
                 np.concatenate([ones, -ones]),
             )
             leased[s.name] = series
-            if series.times.size:
+            if s.instance_types:  # each lease adds the cores of its type (VM_LEASE value: its index)
+                type_cores = np.array([t.cores for t in s.types], dtype=np.float64)
+                cores = type_cores[ev.value[leases.start_pos[m]].astype(np.int64)]
+                cores_series = _dense_series(
+                    ev.time,
+                    horizon,
+                    np.concatenate([leases.start_pos[m], leases.end_pos[m]]),
+                    np.concatenate([cores, -cores]),
+                )
+                if cores_series.times.size:
+                    cap_times.append(cores_series.times)
+                    cap_deltas.append(np.diff(cores_series.values, prepend=0.0))
+            elif series.times.size:
                 cap_times.append(series.times)
                 cap_deltas.append(np.diff(series.values, prepend=0.0) * s.cores_per_node)
         elif s.max_processors > 0:
@@ -235,11 +247,18 @@ def charged_spend(tables: LogTables, env: Environment, times: FloatArray) -> Flo
         if not m.any():
             continue
         starts, ends = leases.start[m], leases.end[m]
+        prices = None
+        if s.instance_types:  # each lease at the price of its type (VM_LEASE value)
+            types = tables.events.value[leases.start_pos[m]].astype(np.int64)
+            prices = np.array([s.type_price_per_increment(t) for t in range(len(s.types))])[types]
         for k in range(0, starts.size, _LEASE_BLOCK):  # blocks keep the lease x time matrix small
             start, end = starts[k : k + _LEASE_BLOCK, None], ends[k : k + _LEASE_BLOCK, None]
             held = np.minimum(tt[None, :], end) - start
             n = np.where(held > 0, np.ceil(held / s.billing_increment - 1e-9), 0.0)
-            out += n.sum(axis=0) * s.price_per_increment
+            if prices is None:
+                out += n.sum(axis=0) * s.price_per_increment
+            else:
+                out += (n * prices[k : k + _LEASE_BLOCK, None]).sum(axis=0)
     return out
 
 

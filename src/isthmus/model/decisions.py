@@ -38,16 +38,36 @@ class KillJob:
 
 @dataclass(frozen=True, slots=True)
 class LeaseVms:
-    """Lease `count` more VMs on cloud site `site`."""
+    """Lease `count` more VMs on cloud site `site`.
+
+    `vm_type` names one of the site's instance types and `image` one of its images (None: the
+    site's first, its default); with `user` the VMs serve that user alone (they run only that
+    user's jobs: Cloud Scheduler's per-user VMs, cloud-scheduler-uvic.txt §3.3).
+    """
 
     site: int
     count: int
     by: str = ""
+    vm_type: str | None = None
+    image: str | None = None
+    user: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReleaseVms:
     """Release the VMs `vm_ids` of cloud site `site` (each must be idle)."""
+
+    site: int
+    vm_ids: tuple[int, ...]
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RetireVms:
+    """Retire the ready VMs `vm_ids` of cloud site `site`: each takes no new job and is released
+    when its runs end (at once when idle). Cloud Scheduler's graceful rebalancing
+    (cloud-scheduler-uvic.txt §3.3): "the next VM of the over-allocated type to finish its job
+    can be safely shutdown without affecting running jobs"."""
 
     site: int
     vm_ids: tuple[int, ...]
@@ -110,4 +130,53 @@ class ForwardJob:
     by: str = ""
 
 
-Decision = StartJob | KillJob | LeaseVms | ReleaseVms | ReserveVms | HoldJob | WakeUp | ForwardJob
+@dataclass(frozen=True, slots=True)
+class GrowBag:
+    """Give bag of tasks `job_id` `count` more free processors of cluster site `site`; each pulls
+    one task of the bag at a time (KOALA-CS thesis §3.5.2, job growth)."""
+
+    job_id: int
+    site: int
+    count: int
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkBag:
+    """Take processors `slots` (ids from the view's bag slots) of site `site` back from bag `job_id`:
+    a task running on one goes back to the bag's queue, its work lost, and the processor is free
+    once the preemption time has passed (KOALA-CS thesis §3.5.3, job shrinking). `for_job` names the
+    waiting rigid job the processors are given back for (-1: another bag, rebalancing), so that the
+    wait bags cause each job is read from the log."""
+
+    job_id: int
+    site: int
+    slots: tuple[int, ...]
+    by: str = ""
+    for_job: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AbortJob:
+    """Abort queued job `job_id`: it leaves the queue unrun, as cancelled, with `reason` (KOALA's
+    abort after too many placement tries, KOALA-CS thesis §2.2.3)."""
+
+    job_id: int
+    reason: str
+    by: str = ""
+
+
+Decision = (
+    StartJob
+    | KillJob
+    | LeaseVms
+    | ReleaseVms
+    | RetireVms
+    | ReserveVms
+    | HoldJob
+    | WakeUp
+    | ForwardJob
+    | GrowBag
+    | ShrinkBag
+    | AbortJob
+)

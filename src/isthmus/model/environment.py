@@ -28,7 +28,8 @@ class Environment:
 
     `sets` are the sets of sites that set-aware policies (TAGS-sets) read; other policies use
     all sites in the order given and ignore them. `allocation` and
-    `provisioning` name the default policies; a command line may override them.
+    `provisioning` name the default policies; a command line may override them. `fairshare`
+    names an optional fair-share policy (vm-share: per-user VM shares, Cloud Scheduler §3.3).
     `round_interval` is the scheduling period in seconds (KOALA-C: 30 s); None makes rounds
     event-triggered (a round after every batch of simultaneous events). `budgets` are hard caps
     on the charged cost of cloud leases (isthmus.model.budget), in simulation and live alike.
@@ -43,6 +44,7 @@ class Environment:
     round_interval: float | None = 30.0
     description: str = ""
     budgets: tuple[BudgetCap, ...] = ()
+    fairshare: PolicyChoice | None = None
     #: peer managers (live federation, docs/federation.md) and the site-selection policy that
     #: forwards jobs to them (None: jobs stay here)
     peers: tuple[PeerSettings, ...] = ()

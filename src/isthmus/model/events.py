@@ -27,7 +27,7 @@ class EventKind(IntEnum):
     CANCEL = 5  # job cancelled by its user while queued or running
     FAIL = 6  # job run failed on site; value = exit code
     REJECT = 7  # job can never run here (too large, ...); reason in `reasons`
-    VM_LEASE = 8  # VM leased (billing starts) on site; vm = id; policy set
+    VM_LEASE = 8  # VM leased (billing starts) on site; vm = id; value = instance type index; policy set
     VM_READY = 9  # VM booted and usable
     VM_RELEASE = 10  # VM release requested (billing stops); policy set
     VM_GONE = 11  # VM shut down
@@ -37,6 +37,17 @@ class EventKind(IntEnum):
     SHARED = 15  # the run ending now shared processors (FCFS-NW); value = its runtime at full speed (simulation)
     FORWARD = 16  # queued job sent to a peer manager; value = peer index; origin = the peer's name; policy set
     RETURN = 17  # a job received from a peer handed back to it unstarted (IBM: FAILED); origin = that peer
+    VM_USER = 18  # VM `vm` of site serves one user (named in `notes`), logged right after its VM_LEASE
+    VM_RETIRE = 19  # VM `vm` of site retired: takes no new job, released when its runs end; policy set
+    # Bags of tasks (malleable jobs, isthmus.engine.bags): `vm` holds the processor (slot) id
+    BAG_SUBMIT = 20  # bag `job` arrived; value = its number of tasks
+    GROW = 21  # bag given processors on site; value = how many; policy set
+    SHRINK = 22  # bag ordered to give back processors on site; value = how many; task = the rigid job (-1); policy
+    BAG_RELEASE = 23  # one processor (slot `vm`) of the bag given back on site (after its preemption time)
+    TASK_START = 24  # task `task` of bag `job` started on slot `vm` of site
+    TASK_END = 25  # task `task` completed; value = its runtime
+    TASK_PREEMPT = 26  # task `task` preempted on slot `vm` (back in the bag's queue); value = seconds of work lost
+    BAG_END = 27  # every task of bag `job` completed
 
 
 class KillCause(IntEnum):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from isthmus.model.cloud import ProviderSettings
+from isthmus.model.vmtypes import InstanceType, VmImage
 
 
 class SiteKind(StrEnum):
@@ -61,6 +62,11 @@ class Site:
     On-Demand releases it. `available_from`/`available_until` bound when the site can be used
     (the IBM seed's cloud available during a time window); None means always. `lrm` puts a live
     cluster site behind a batch system (None: the manager's own pilot processes).
+
+    A cloud may offer several `instance_types` and `images` and name the `networks` its VMs
+    can join (Cloud Scheduler, Appendix I; `isthmus.model.vmtypes`); without declared types it
+    offers one implicit type (`types`), `cores_per_node` at `price_per_hour`. With declared
+    types, `cores_per_node` and `price_per_hour` are those of the first (the default type).
     """
 
     name: str
@@ -78,6 +84,26 @@ class Site:
     available_until: float | None = None
     lrm: LrmSettings | None = None
     provider: ProviderSettings | None = None
+    instance_types: tuple[InstanceType, ...] = ()
+    images: tuple[VmImage, ...] = ()
+    networks: tuple[str, ...] = ()
+
+    @property
+    def types(self) -> tuple[InstanceType, ...]:
+        """The instance types VMs are leased as: the declared ones, or the implicit one."""
+        if self.instance_types:
+            return self.instance_types
+        size = self.provider.instance_type if self.provider is not None and self.provider.instance_type else ""
+        return (InstanceType(size or "default", self.cores_per_node, self.price_per_hour, provider_size=size),)
+
+    @property
+    def vm_images(self) -> tuple[VmImage, ...]:
+        """The images VMs may boot: the declared ones, or the provider's one image."""
+        if self.images:
+            return self.images
+        if self.provider is not None and self.provider.image:
+            return (VmImage(self.provider.image, self.provider.image),)
+        return ()
 
     @property
     def is_cloud(self) -> bool:
@@ -87,28 +113,41 @@ class Site:
     @property
     def is_paid(self) -> bool:
         """True when leasing a VM here costs money."""
+        if self.instance_types:
+            return self.is_cloud and any(t.price_per_hour > 0 for t in self.instance_types)
         return self.is_cloud and self.price_per_hour > 0
 
     @property
     def max_processors(self) -> int:
         """The most processors the site can ever offer at once."""
-        units = self.max_vms if self.is_cloud else self.nodes
-        return units * self.cores_per_node
+        if self.is_cloud:
+            cores = max((t.cores for t in self.instance_types), default=self.cores_per_node)
+            return self.max_vms * cores
+        return self.nodes * self.cores_per_node
 
     @property
     def price_per_increment(self) -> float:
         """What one started billing increment of one VM costs."""
         return self.price_per_hour * self.billing_increment / 3600.0
 
-    def charged_cost(self, lease_seconds: float) -> float:
-        """Charged cost of one VM lease of `lease_seconds`: each started increment is paid in full."""
+    def type_price_per_increment(self, vm_type: int) -> float:
+        """What one started billing increment of one VM of type index `vm_type` costs."""
+        if not self.instance_types:
+            return self.price_per_increment
+        return self.instance_types[vm_type].price_per_hour * self.billing_increment / 3600.0
+
+    def charged_cost(self, lease_seconds: float, vm_type: int = 0) -> float:
+        """Charged cost of one VM lease of `lease_seconds` (of type index `vm_type`): each started
+        increment is paid in full."""
         if not self.is_paid or lease_seconds <= 0:
             return 0.0
-        return math.ceil(lease_seconds / self.billing_increment - 1e-9) * self.price_per_increment
+        return math.ceil(lease_seconds / self.billing_increment - 1e-9) * self.type_price_per_increment(vm_type)
 
-    def actual_cost(self, lease_seconds: float) -> float:
-        """Cost of `lease_seconds` of one VM at the hourly price, without rounding to increments."""
-        return max(0.0, lease_seconds) * self.price_per_hour / 3600.0
+    def actual_cost(self, lease_seconds: float, vm_type: int = 0) -> float:
+        """Cost of `lease_seconds` of one VM (of type index `vm_type`) at the hourly price,
+        without rounding to increments."""
+        price = self.instance_types[vm_type].price_per_hour if self.instance_types else self.price_per_hour
+        return max(0.0, lease_seconds) * price / 3600.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ class StatusCode(IntEnum):
     UNKNOWN_TARGET = 8  # the job, site or VM does not exist
     INVALID = 9  # the decision is malformed (a negative count, ...)
     HELD = 10  # a policy explains why it did not start a job this round
+    NOT_MALLEABLE = 11  # a grow or shrink names a job that is not a bag of tasks
 
     @property
     def label(self) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -67,6 +67,10 @@ class JobInfo(Protocol):
     def chain(self) -> tuple[str, ...]: ...
     @property
     def failed(self) -> tuple[str, ...]: ...
+    @property
+    def alloc(self) -> tuple[tuple[int, int], ...]:
+        """(VM id, processors) of each VM a job running on a cloud occupies; empty otherwise."""
+        ...
 
 
 class PeerInfo(Protocol):
@@ -104,6 +108,16 @@ class VmInfo(Protocol):
     def idle(self) -> bool: ...
     @property
     def reserved_for(self) -> int: ...
+    @property
+    def type(self) -> int: ...
+    @property
+    def image(self) -> int: ...
+    @property
+    def owner(self) -> str | None: ...
+    @property
+    def retiring(self) -> bool: ...
+    @property
+    def ready(self) -> bool: ...
 
 
 class SiteInfo(Protocol):
@@ -139,6 +153,23 @@ class CloudInfo(SiteInfo, Protocol):
     @property
     def leased(self) -> int: ...
     def idle_vms(self) -> Sequence[VmInfo]: ...
+    def vms(self) -> Sequence[VmInfo]:
+        """The VMs leased and not being released (booting and ready), by id."""
+        ...
+
+    @property
+    def selective(self) -> bool:
+        """True when not every VM may take every job (types, images, per-user or retiring VMs)."""
+        ...
+
+    def vm_accepts(self, vm: VmInfo, job: Job) -> bool:
+        """Whether `vm` may take a run of `job` once ready (requirements, user, retiring)."""
+        ...
+
+    def free_matching(self, job: Job) -> int:
+        """Free processors on ready VMs that may take `job`."""
+        ...
+
     def idle_vm_times(self) -> Sequence[tuple[int, float, float, int]]:
         """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle
         first: what a release decision reads, as plain tuples (cheap to read every round)."""
@@ -158,6 +189,56 @@ class QueueColumnsView:
 
     def __len__(self) -> int:
         return int(self.ids.size)
+
+
+class SlotInfo(NamedTuple):
+    """One processor a bag of tasks holds (a launcher, KOALA-CS thesis §3.3): its id, site, the
+    task it runs (-1 between tasks: pulling the next one) and since when."""
+
+    id: int
+    site: int
+    task: int
+    since: float
+
+
+class BagInfo(Protocol):
+    """A bag of tasks (malleable job) in the engine, read-only. Counts of processors leave out
+    those being preempted (they are still held until the preemption time has passed)."""
+
+    @property
+    def job(self) -> Job: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def submitted(self) -> float: ...
+    @property
+    def done(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+    @property
+    def queued(self) -> int: ...
+    @property
+    def unclaimed(self) -> int:
+        """Queued tasks no processor of the bag is about to pull: what more processors could start."""
+        ...
+
+    @property
+    def total_held(self) -> int: ...
+    def held(self, site: int) -> int: ...
+    def held_sites(self) -> Mapping[int, int]: ...
+    def slots(self, site: int) -> Sequence[SlotInfo]: ...
+
+
+class BagsInfo(Protocol):
+    """The bags of tasks of an engine, read-only: the active ones in arrival order, the sites that
+    may hold bag processors, and per site the processors held by all bags and being preempted."""
+
+    @property
+    def active(self) -> Sequence[BagInfo]: ...
+    @property
+    def sites(self) -> Sequence[int]: ...
+    def held(self, site: int) -> int: ...
+    def leaving(self, site: int) -> int: ...
 
 
 def runtime_order(entry: JobInfo, key: RuntimeKey) -> tuple[float, int]:
@@ -186,6 +267,11 @@ class View(Protocol):
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobInfo]]: ...
     def queue_columns(self, stage: int = 0) -> QueueColumnsView: ...
     def stage_sites(self, stage: int) -> Sequence[int]: ...
+    @property
+    def vm_matching(self) -> bool:
+        """True when VMs are not interchangeable (VM requirements, types, per-user or retiring VMs)."""
+        ...
+
     def cloud(self, index: int) -> CloudInfo | None: ...
     def user_runtimes(self, user: str) -> Sequence[float]: ...
     @property
@@ -198,6 +284,8 @@ class View(Protocol):
     def peers(self) -> Sequence[PeerInfo]: ...
     def unrouted(self) -> Sequence[JobInfo]: ...
     def local_resources(self) -> ResourceData: ...
+    @property
+    def bags(self) -> BagsInfo: ...
 
 
 class DecidingPolicy(Protocol):
@@ -298,9 +386,11 @@ class SelectionPolicy(Protocol):
 
 
 class FairSharePolicy(Protocol):
-    """Splits idle nodes among malleable jobs (grow and shrink decisions)."""
+    """Splits resources fairly: idle processors among bags of tasks (grow and shrink decisions,
+    `shares = "bags"`) or each cloud's VMs among users (`shares = "vms"`)."""
 
     name: ClassVar[str]
+    shares: ClassVar[Literal["bags", "vms"]]
 
     def decide(self, view: View) -> Iterable[Decision]:
         """This round's decisions."""

@@ -69,4 +69,9 @@ def build_policies(
                 f"{family!r} is not a family of policies consulted each round besides allocation and provisioning"
             )
         built[family] = registry.create(family, choice.name, choice.params)
+        if getattr(built[family], "leases_vms", False) and prov.name != "none":
+            raise registry.PolicyError(
+                f"{family} policy {choice.name!r} leases and releases the clouds' VMs itself; it runs with "
+                f"provisioning 'none', not {prov.name!r}"
+            )
     return PolicySet(alloc, prov, pred, built)

@@ -48,6 +48,7 @@ _TABLE: dict[str, dict[str, str]] = {
         "fcbf-aggr": "isthmus.policies.allocation.fcbf_aggressive:FcbfAggressive",
         "fcbf-split": "isthmus.policies.allocation.fcbf_split:FcbfSplit",
         "fcbf-qwait": "isthmus.policies.allocation.fcbf_qwait:FcbfQWait",
+        "wrr": "isthmus.policies.allocation.koala_wrr:KoalaWrr",
     },
     "provisioning": {
         "on-demand": "isthmus.policies.provisioning.on_demand:OnDemand",
@@ -78,7 +79,11 @@ _TABLE: dict[str, dict[str, str]] = {
         "bf-idle": "isthmus.policies.selection.bf_idle:BestFitIdle",
         "ibm-matching": "isthmus.policies.selection.ibm_matching:IbmMatching",
     },
-    "fairshare": {},
+    "fairshare": {
+        "gep": "isthmus.policies.fairshare.gep:GridEquiPartition",
+        "sep": "isthmus.policies.fairshare.sep:SiteEquiPartition",
+        "vm-share": "isthmus.policies.fairshare.vm_share:VmShare",
+    },
 }
 
 

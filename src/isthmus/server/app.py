@@ -403,6 +403,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         specs = [r.model_dump(exclude_none=True) for r in reqs]
         for spec in specs:
             manager.check_size(int(spec["size"]))
+            manager.check_vm(p.user, spec)
         ids = [manager.submit(p.user, spec) for spec in specs]
         await manager.committed()
         return [SubmitResponse(id=i) for i in ids]
@@ -567,6 +568,16 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             pool_timeseries, manager.store, manager.env, now=time.time(), window=window, points=points
         )
 
+    def _vm_user(row: dict[str, Any], vm: Any, backend: Any) -> str | None:
+        """The user a VM serves: the one it was leased for (vm-share), else the users of the
+        jobs running on it now (comma-separated), else None."""
+        if row.get("owner"):
+            return str(row["owner"])
+        if vm is None:
+            return None
+        users = sorted({e.job.user for e in backend.running.values() if any(v == vm.id for v, _ in e.alloc)})
+        return ",".join(users) or None
+
     @app.get("/vms", tags=["resources"], responses=_errors(**_USER))
     async def vm_list(
         p: User, all_: Annotated[bool, Query(alias="all", description="include released VMs")] = False
@@ -585,14 +596,18 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 activity = "idle" if vm.free == vm.cores else "busy"
             end = row["released_at"] if row["released_at"] is not None else now
             lease = end - row["leased_at"]
+            vm_type = int(row.get("vm_type") or 0)
             out.append(
                 {
                     **row,
                     "site_name": site.name,
                     "activity": activity,
+                    "type_name": site.types[vm_type].name if vm_type < len(site.types) else None,
+                    "user": _vm_user(row, vm, backend),
+                    "retiring": bool(vm is not None and vm.retiring),
                     "lease_seconds": lease,
-                    "charged_cost": site.charged_cost(lease),
-                    "actual_cost": site.actual_cost(lease) if site.is_paid else 0.0,
+                    "charged_cost": site.charged_cost(lease, vm_type),
+                    "actual_cost": site.actual_cost(lease, vm_type) if site.is_paid else 0.0,
                 }
             )
         return out

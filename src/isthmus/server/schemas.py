@@ -72,16 +72,17 @@ def _env_schema(schema: dict[str, Any]) -> None:
 
 
 class VmRequest(BaseModel):
-    """VM requirements of a job (Cloud Scheduler job attributes); every field optional."""
+    """VM requirements of a job (Cloud Scheduler job attributes, Appendix I); every field
+    optional. A job no site can ever match is refused with 400 naming the field (docs/clouds.md)."""
 
     model_config = _STRICT
-    vm_type: CleanStr | None = Field(None, max_length=64)
-    image: CleanStr | None = Field(None, max_length=256)
-    cpu_arch: CleanStr | None = Field(None, max_length=32)
-    cores: Cores | None = None
-    memory_mb: MemoryMb | None = None
-    storage_gb: float | None = Field(None, gt=0, le=1e9)
-    network: CleanStr | None = Field(None, max_length=64)
+    vm_type: CleanStr | None = Field(None, min_length=1, max_length=64, description="instance type name (VMType)")
+    image: CleanStr | None = Field(None, min_length=1, max_length=256, description="image name or provider id (VMAMI)")
+    cpu_arch: CleanStr | None = Field(None, min_length=1, max_length=32, description="CPU architecture (VMCPUArch)")
+    cores: Cores | None = Field(None, description="cores per VM, at least (VMCPUCores)")
+    memory_mb: MemoryMb | None = Field(None, description="memory per VM in MB, at least (VMMem)")
+    storage_gb: float | None = Field(None, gt=0, le=1e9, description="disk per VM in GB, at least (VMStorage)")
+    network: CleanStr | None = Field(None, min_length=1, max_length=64, description="network (VMNetwork)")
 
 
 class SubmitRequest(BaseModel):

@@ -14,7 +14,10 @@ from isthmus.model.site import Site
 
 
 class SimCluster(SiteBackend):
-    """A cluster site: `nodes × cores_per_node` processors, always present."""
+    """A cluster site: `nodes × cores_per_node` processors, always present. Bags of tasks may
+    hold its free processors."""
+
+    holds_bags = True
 
     def __init__(self, index: int, site: Site, schedule: Schedule) -> None:
         super().__init__(index, site)
@@ -102,8 +105,9 @@ class SimCloud(CloudBackend):
 
     def finished(self, entry: JobEntry, now: float) -> None:
         """The run ended: forget its progress."""
-        self._work.pop(entry.job.id, None)
-        super().finished(entry, now)
+        if self._work:
+            self._work.pop(entry.job.id, None)
+        self._free_alloc(entry, now)
 
     def stop(self, entry: JobEntry, now: float) -> None:
         """Kill the run and forget its progress."""

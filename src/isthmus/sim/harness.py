@@ -18,7 +18,7 @@ from isthmus.engine.clock import SimClock
 from isthmus.engine.engine import Engine
 from isthmus.engine.peering import PeerState
 from isthmus.engine.state import JobEntry
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, GrowBag, StartJob
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData, SiteSummary
@@ -180,16 +180,45 @@ class Harness:
         backend._track_start(entry, started)
         return entry
 
-    def vms(self, site: int, count: int, *, leased_at: float | None = None, ready: bool = True) -> list[int]:
-        """Lease `count` VMs on cloud `site` (leased at `leased_at`, default now), ready unless told."""
+    def bag(self, job: Job, held: Mapping[int, int] | None = None) -> None:
+        """Let bag of tasks `job` arrive now, holding `held` processors per site (each running one
+        of its tasks since now, or pulling one with a pull latency)."""
+        engine = self.engine
+        engine.submit(job)
+        for site, count in (held or {}).items():
+            status = engine.apply(GrowBag(job.id, site, count), "harness")
+            if not status.accepted:
+                raise ValueError(f"bag {job.id} cannot hold {count} processors of site {site}: {status.reason}")
+
+    def vms(
+        self,
+        site: int,
+        count: int,
+        *,
+        leased_at: float | None = None,
+        ready: bool = True,
+        vm_type: str | None = None,
+        owner: str | None = None,
+    ) -> list[int]:
+        """Lease `count` VMs on cloud `site` (leased at `leased_at`, default now), ready unless
+        told, of instance type `vm_type` (default: the site's first), serving `owner` (None: anyone)."""
         backend = self.engine.backends[site]
         if not isinstance(backend, CloudBackend):
             raise ValueError(f"site {site} is not a cloud")
         t = self.clock.now if leased_at is None else leased_at
+        names = [x.name for x in backend.site.types]
+        type_index = names.index(vm_type) if vm_type is not None else 0
         ids = []
         for _ in range(count):
             vm = backend.restore_vm(
-                backend._next_vm, VmState.READY if ready else VmState.BOOTING, t, t if ready else None, None
+                backend._next_vm,
+                VmState.READY if ready else VmState.BOOTING,
+                t,
+                t if ready else None,
+                None,
+                type_index,
+                0,
+                owner,
             )
             ids.append(vm.id)
         return ids

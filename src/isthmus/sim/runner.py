@@ -6,15 +6,20 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from isthmus.engine.backend import SiteBackend
+from isthmus.engine.bags import BagSettings
 from isthmus.engine.clock import PRIO_ARRIVAL_FIRST, PRIO_SUBMIT, Schedule, SimClock
 from isthmus.engine.engine import Engine
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventLog
-from isthmus.model.job import Job
+from isthmus.model.job import Job, JobKind
 from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.sim.backends import SimCloud, SimCluster
+
+if TYPE_CHECKING:
+    from isthmus.policies.api import FairSharePolicy
 
 _UNSET = object()
 
@@ -37,6 +42,10 @@ class SimulationResult:
     refusals: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
     end_time: float = 0.0
+    #: the bags of tasks simulated beside the jobs, by id (not in `jobs`: rigid metrics leave them out)
+    bags: dict[int, Job] = field(default_factory=dict)
+    #: the fair-share policy that grew and shrank them (None without bags)
+    fairshare: PolicyChoice | None = None
 
 
 def _submit_time(job: Job) -> float:
@@ -72,6 +81,9 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     clock: SimClock | None = None,
     rounds: str = "batch",
+    bags: Sequence[Job] = (),
+    fairshare: str | PolicyChoice | None = None,
+    bag_settings: BagSettings | None = None,
 ) -> SimulationResult:
     """Simulate `jobs` (sorted by submit time) on `env` with the given policies.
 
@@ -86,11 +98,26 @@ def simulate(
     The run is driven by `clock` (a new simulated clock by default) through its `run()`.
     `rounds` is the same-instant rule: "batch" (completions, arrivals, then one round) or
     "per-event" (arrivals first, a round after each event; needs event-triggered rounds).
+    `fairshare` names a fair-share policy (default: the environment's, if any).
+    `bags` are bags of tasks (malleable jobs) arriving at their submit times beside `jobs`, grown
+    and shrunk by a fair-share policy that shares bags (required with bags), with the launchers'
+    preemption time and task pull latency of `bag_settings` (isthmus.engine.bags).
     """
     alloc = _choice(allocation) if allocation is not None else env.allocation
     prov = _choice(provisioning) if provisioning is not None else env.provisioning
     pred = _choice(predictor) if predictor is not None else None
-    policies = build_policies(alloc, prov, pred)
+    fair = _choice(fairshare) if fairshare is not None else env.fairshare
+    for bag in bags:
+        if bag.kind is not JobKind.MALLEABLE:
+            raise ValueError(f"job {bag.id} among the bags is not a bag of tasks (kind {bag.kind})")
+    policies = build_policies(alloc, prov, pred, {"fairshare": fair} if fair is not None else None)
+    sharing = cast("FairSharePolicy | None", policies.others.get("fairshare"))  # the family's protocol
+    shares = sharing.shares if sharing is not None else None
+    if bags and shares != "bags":
+        raise ValueError("bags of tasks need a fair-share policy that grows them (e.g. 'sep' or 'gep')")
+    if shares == "bags" and not bags:
+        assert fair is not None
+        raise ValueError(f"fair-share policy {fair.name!r} given without any bag of tasks to share processors among")
     interval = env.round_interval if round_interval is _UNSET else round_interval
     assert interval is None or isinstance(interval, (int, float))
 
@@ -106,13 +133,16 @@ def simulate(
         enforce_walltime=enforce_walltime,
         rounds=rounds,
     )
+    if bag_settings is not None:
+        engine.bags.settings = bag_settings
+    arrivals = sorted([*jobs, *bags], key=_submit_time) if bags else jobs
     t0 = time.perf_counter()
     if rounds == "per-event":  # arrivals before completions at equal times
-        clock.feed(jobs, _submit_time, engine.submit_then_round, PRIO_ARRIVAL_FIRST)
+        clock.feed(arrivals, _submit_time, engine.submit_then_round, PRIO_ARRIVAL_FIRST)
     else:
-        clock.feed(jobs, _submit_time, engine.submit, PRIO_SUBMIT)
+        clock.feed(arrivals, _submit_time, engine.submit, PRIO_SUBMIT)
     clock.run(until, engine.idle, progress)
-    n = len(jobs)
+    n = len(arrivals)
     wall = time.perf_counter() - t0
     if progress is not None:
         progress(n)
@@ -132,5 +162,7 @@ def simulate(
         refusals={code.label: n for code, n in sorted(engine.refusals.items())},
         wall_seconds=wall,
         end_time=clock.now,
+        bags={b.id: b for b in bags},
+        fairshare=fair,
     )
     return result

@@ -65,6 +65,11 @@ class Projector:
         self._ended: list[int] = []
         #: (job, run) killed at their requested runtime: their FAIL ends them TIMEOUT
         self._timed_out: set[tuple[int, int]] = set()
+        #: the image index of a leased VM (site, vm) -> index, set by the live manager (default 0)
+        self.vm_image: Callable[[int, int], int] | None = None
+
+    def _vm_image(self, site: int, vm: int) -> int:
+        return self.vm_image(site, vm) if self.vm_image is not None else 0
 
     def pending(self) -> bool:
         """True when events are waiting to be written."""
@@ -183,8 +188,17 @@ class Projector:
                 history.append({"job_id": job, "time": t, "state": "rejected", "run": max(run, 0), "detail": reason})
                 ended.append(job)
             elif kind == EventKind.VM_LEASE:
-                cores = self.env.sites[site].cores_per_node
-                conn.execute(insert(db.vms).values(site=site, vm=vm, state="booting", cores=cores, leased_at=t))
+                vm_type = int(value)  # the instance type's index
+                cores = self.env.sites[site].types[vm_type].cores
+                image = self._vm_image(site, vm)
+                conn.execute(
+                    insert(db.vms).values(
+                        site=site, vm=vm, state="booting", cores=cores, leased_at=t, vm_type=vm_type, image=image
+                    )
+                )
+            elif kind == EventKind.VM_USER:
+                owner = self.log.notes.get(i)
+                conn.execute(update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(owner=owner))
             elif kind == EventKind.VM_READY:
                 conn.execute(
                     update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(state="ready", ready_at=t)

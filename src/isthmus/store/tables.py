@@ -126,8 +126,14 @@ events = Table(
 TOKEN_COLUMNS_ADDED = {"expires": "FLOAT"}
 """Columns added to `tokens` since the first release: `Store.create` adds them to older databases."""
 
-VM_COLUMNS_ADDED = {"provider_id": "VARCHAR(128)"}
-"""Columns added to `vms` since the first release (real clouds' instance ids)."""
+VM_COLUMNS_ADDED = {
+    "provider_id": "VARCHAR(128)",
+    "vm_type": "INTEGER NOT NULL DEFAULT 0",
+    "image": "INTEGER NOT NULL DEFAULT 0",
+    "owner": "VARCHAR(64)",
+}
+"""Columns added to `vms` since the first release (real clouds' instance ids; instance type and
+image indices and the user a VM serves)."""
 
 EVENT_COLUMNS_ADDED = {
     "run": "INTEGER NOT NULL DEFAULT -1",
@@ -150,6 +156,9 @@ vms = Table(
     Column("released_at", Float, nullable=True),
     Column("gone_at", Float, nullable=True),
     Column("provider_id", String(128), nullable=True),  # the provider's instance id (real clouds)
+    Column("vm_type", Integer, nullable=False, default=0),  # index in the site's instance types
+    Column("image", Integer, nullable=False, default=0),  # index in the site's images
+    Column("owner", String(64), nullable=True),  # the user it serves (vm-share), None: anyone
 )
 
 pilots = Table(

@@ -47,5 +47,18 @@ def register(kind: DecisionKind) -> DecisionKind:
 def kinds() -> dict[type, DecisionKind]:
     """The registered kinds by decision class (the built-in ones are loaded on first call)."""
     if not _KINDS:
-        from isthmus.engine.kinds import forward, hold, kill, lease, release, reserve, start, wake  # noqa: F401
+        from isthmus.engine.kinds import (  # noqa: F401
+            abort,
+            forward,
+            grow,
+            hold,
+            kill,
+            lease,
+            release,
+            reserve,
+            retire,
+            shrink,
+            start,
+            wake,
+        )
     return _KINDS

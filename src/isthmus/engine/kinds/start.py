@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import SiteBackend
+from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.clock import EV_LIMIT, PRIO_LIMIT
 from isthmus.engine.kinds import register
 from isthmus.engine.state import JobEntry
 from isthmus.model.decisions import StartJob
 from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
+from isthmus.model.vmtypes import describe
 
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
@@ -53,6 +54,8 @@ class StartKind:
             )
         if not backend.available(engine.clock.now):
             raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
+        if entry.job.vm is not None or backend.selective:
+            check_vm_match(entry, backend, d.share)
         return entry, backend
 
     def apply(self, engine: Engine, d: StartJob, ctx: tuple[JobEntry, SiteBackend]) -> None:
@@ -79,6 +82,32 @@ class StartKind:
             engine.why_not.pop(entry.job.id, None)
         if entry.chain:
             engine.notify_origin(entry)
+
+
+def check_vm_match(entry: JobEntry, backend: SiteBackend, share: bool) -> None:
+    """Refused unless the site has enough free processors on VMs that may take the job (its VM
+    requirements, the user a VM serves, retiring VMs): Cloud Scheduler runs a job only on a VM
+    that matches it (cloud-scheduler-uvic.txt, Appendix I). A job with VM requirements runs on
+    no cluster."""
+    job = entry.job
+    if not isinstance(backend, CloudBackend):
+        raise Refused(
+            StatusCode.NOT_ALLOWED,
+            f"job {job.id} asks for a VM ({describe(job.vm) if job.vm else ''}); site {backend.name} is a cluster",
+        )
+    if share:
+        raise Refused(
+            StatusCode.NOT_ALLOWED,
+            f"site {backend.name} has VMs that not every job may use: a run cannot share processors there",
+        )
+    matching = backend.free_matching(job)
+    if job.size > matching:
+        what = f"VMs matching its requirements ({describe(job.vm)})" if job.vm is not None else "VMs it may use"
+        raise Refused(
+            StatusCode.NO_CAPACITY,
+            f"needs {job.size} processors; site {backend.name} has {matching} free on {what} "
+            f"({backend.free} free in all)",
+        )
 
 
 register(StartKind())

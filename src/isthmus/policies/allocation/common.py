@@ -8,7 +8,9 @@ from typing import Any
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
+from isthmus.model.job import Job
 from isthmus.policies.api import AllocationDefaults, JobInfo, NoParams, RuntimeKey, View, runtime_order
+from isthmus.policies.vmfit import PaperVms
 
 
 def all_sites(env: Environment) -> list[tuple[int, ...]]:
@@ -29,6 +31,38 @@ def first_fit(free: list[int], order: Sequence[int], size: int) -> int:
     return -1
 
 
+class Placer:
+    """First fit that respects VM matching (Cloud Scheduler, Appendix I): while the view says VMs
+    are not interchangeable (`View.vm_matching`), a cloud takes a job only if its ready VMs that
+    accept the job (requirements, the user a VM serves, retiring VMs) have the job's size free
+    on paper, and a job with VM requirements goes to no cluster. Otherwise it is `first_fit`."""
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.matching = view.vm_matching
+        self._papers: dict[int, PaperVms] = {}
+
+    def first_fit(self, free: list[int], order: Sequence[int], job: Job) -> int:
+        """Index of the first site of `order` that can take `job` now, or -1 (the caller counts
+        `free` down; the VMs taken on paper are counted here)."""
+        if not self.matching:
+            return first_fit(free, order, job.size)
+        for i in order:
+            if free[i] < job.size:
+                continue
+            cloud = self.view.cloud(i)
+            if cloud is None:
+                if job.vm is None:
+                    return i
+                continue
+            paper = self._papers.get(i)
+            if paper is None:
+                paper = self._papers[i] = PaperVms(cloud, ready_only=True)
+            if paper.place(job):
+                return i
+        return -1
+
+
 def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
     """Jobs of queue `stage`, in queue order, that fit on some site of the queue when reached.
 
@@ -39,7 +73,7 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
     bucket is dropped once its size no longer fits (free processors only decrease in a round).
     """
     order = view.stage_sites(stage)
-    bound = max((free[i] for i in order), default=0)
+    bound = max([free[i] for i in order]) if order else 0
     if bound <= 0:
         return
     by_size = view.queue_by_size(stage)
@@ -49,7 +83,7 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
         for entry in queue:
             if entry.job.size <= bound:
                 yield entry
-                bound = max(free[i] for i in order)
+                bound = max([free[i] for i in order])
                 if bound <= 0:
                     return
         return
@@ -63,7 +97,7 @@ def queue_fitting_by_runtime(view: View, stage: int, free: list[int], key: Runti
     counted down by the caller as it places jobs.
     """
     order = view.stage_sites(stage)
-    bound = max((free[i] for i in order), default=0)
+    bound = max([free[i] for i in order]) if order else 0
     if bound > 0:
         yield from _merge_fitting(view.queue_by_runtime(stage), lambda e: runtime_order(e, key), order, free, bound)
 
@@ -88,7 +122,7 @@ def _merge_fitting(
     heapq.heapify(heap)
     while heap:
         _, size, entry, jobs = heap[0]
-        bound = max(free[i] for i in order)
+        bound = max([free[i] for i in order])
         if size > bound:
             heapq.heappop(heap)
             continue
@@ -109,8 +143,9 @@ def first_fit_in_order(
     if free is None:
         free = free_processors(view)
     out: list[Decision] = []
+    placer = Placer(view) if view.vm_matching else None  # None: every free processor fits any job
     for e in queue_fitting(view, stage, free):
-        i = first_fit(free, order, e.job.size)
+        i = placer.first_fit(free, order, e.job) if placer else first_fit(free, order, e.job.size)
         if i >= 0:
             free[i] -= e.job.size
             out.append(StartJob(e.job.id, i, limit, by=name))
@@ -141,15 +176,16 @@ def list_schedule(
     order = view.stage_sites(stage)
     if free is None:
         free = free_processors(view)
-    total = sum(free[i] for i in order)
+    total = sum([free[i] for i in order])
     out: list[Decision] = []
+    placer = Placer(view) if view.vm_matching else None  # None: every free processor fits any job
     for e in jobs:
         if total <= 0:
             break
         size = e.job.size
         if size > total:
             continue
-        i = first_fit(free, order, size)
+        i = placer.first_fit(free, order, e.job) if placer else first_fit(free, order, size)
         if i >= 0:
             free[i] -= size
             total -= size
@@ -173,4 +209,7 @@ class SingleSetPolicy(AllocationDefaults):
 def any_free(view: View, stage: int = 0) -> bool:
     """True when some site of queue `stage` has a free processor (else no job can start)."""
     sites = view.sites
-    return any(sites[i].free > 0 for i in view.stage_sites(stage))
+    for i in view.stage_sites(stage):  # noqa: SIM110 (a loop: no generator frame, every round)
+        if sites[i].free > 0:
+            return True
+    return False

@@ -1,0 +1,66 @@
+"""GrowBag: give a bag of tasks more free processors of a cluster site (KOALA-CS thesis §3.5.2)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from isthmus.engine.bags import Bag
+from isthmus.engine.kinds import register
+from isthmus.model.decisions import GrowBag, ShrinkBag
+from isthmus.model.status import Refused, StatusCode
+
+if TYPE_CHECKING:
+    from isthmus.engine.engine import Engine
+
+
+def bag_of(engine: Engine, d: GrowBag | ShrinkBag) -> Bag:
+    """The active bag a grow or shrink names, or Refused (NOT_MALLEABLE for a rigid job,
+    UNKNOWN_TARGET for no job, WRONG_STATE for a bag whose tasks are all done)."""
+    bag = engine.bags.get(d.job_id)
+    if bag is None:
+        if d.job_id in engine.entries:
+            raise Refused(
+                StatusCode.NOT_MALLEABLE, f"job {d.job_id} is a rigid job: only a bag of tasks grows and shrinks"
+            )
+        raise Refused(StatusCode.UNKNOWN_TARGET, f"bag {d.job_id} does not exist")
+    if bag.finished:
+        raise Refused(StatusCode.WRONG_STATE, f"bag {d.job_id} has completed all its tasks")
+    return bag
+
+
+class GrowKind:
+    """Valid when the bag is active, the count is at least 1 and at most its queued tasks that no
+    processor is about to pull, and the site exists, may hold bags, is in its availability window
+    and has that many free processors."""
+
+    decision = GrowBag
+
+    def validate(self, engine: Engine, d: GrowBag) -> Bag:
+        """The bag, or Refused."""
+        bag = bag_of(engine, d)
+        if d.count < 1:
+            raise Refused(StatusCode.INVALID, f"a bag grows by at least 1 processor, not {d.count}")
+        if not 0 <= d.site < len(engine.backends):
+            raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {d.site} does not exist")
+        backend = engine.backends[d.site]
+        if not backend.holds_bags:
+            raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} cannot hold bags of tasks (clusters only)")
+        if not backend.available(engine.clock.now):
+            raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
+        if d.count > bag.unclaimed:
+            raise Refused(
+                StatusCode.OVER_LIMIT,
+                f"bag {d.job_id} has {bag.unclaimed} tasks waiting for a processor; it cannot use {d.count} more",
+            )
+        if d.count > backend.free:
+            raise Refused(
+                StatusCode.NO_CAPACITY, f"needs {d.count} processors; site {backend.name} has {backend.free} free"
+            )
+        return bag
+
+    def apply(self, engine: Engine, d: GrowBag, ctx: Bag) -> None:
+        """Take the processors; each starts pulling tasks."""
+        engine.bags.grow(ctx, d.site, d.count, d.by or engine.deciding)
+
+
+register(GrowKind())

@@ -1,0 +1,272 @@
+"""What the EquiPartition fair-share policies share: the split, the shrink schedule, the claims
+of waiting rigid jobs (KOALA-CS thesis §3.1, §3.7).
+
+Units are processors (a "node" of the seed is a processor of a site with one core per node).
+A site's *idle* processors are those no job runs on; the processors bags hold count as idle to
+the rigid jobs (§3.1: "resources usable by CS jobs are those ... not required by other, higher
+priority, jobs, i.e., idle resources"), so the *load* that stops growth is that of the other
+jobs: processors busy with them over the site's processors.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from isthmus.model.decisions import Decision, GrowBag, ShrinkBag
+from isthmus.policies.api import BagInfo, SlotInfo, View
+
+
+class FairShareParams(BaseModel):
+    """Parameters of the EquiPartition policies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_load: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="no growth where the load of other jobs is at or above this fraction (§3.7.1: 80%)",
+    )
+    rebalance: bool = Field(
+        True,
+        description="shrink bags above their equal share so that bags below it can grow (EquiPartition); "
+        "false: only idle processors are divided",
+    )
+    prefer_between_tasks: bool = Field(
+        False, description="preempt processors between two tasks first (else the seed's random choice, §3.7.2)"
+    )
+    seed: int = Field(0, description="seed of the random choice of the processors to preempt")
+    blocking: bool = Field(
+        False,
+        description="the allocation starts jobs strictly in queue order (fcfs): no job past the first one that "
+        "could not start even with the bags' processors claims any",
+    )
+
+
+def equipartition(pool: int, wants: Sequence[int], order: Sequence[int]) -> list[int]:
+    """Split `pool` processors among claimants that can use at most `wants[i]` each: every
+    claimant gets min(want, level), the processors left over by the level go one each to the
+    claimants first in `order` (indices). Shares of claimants that get less than they want
+    differ by at most one; the shares sum to min(pool, sum(wants))."""
+    shares = [0] * len(wants)
+    active = [i for i in order if wants[i] > 0]
+    left = max(0, pool)
+    while active and left > 0:
+        per = left // len(active)
+        if per == 0:
+            for i in active[:left]:
+                shares[i] += 1
+            break
+        still = []
+        for i in active:
+            give = min(per, wants[i] - shares[i])
+            shares[i] += give
+            left -= give
+            if shares[i] < wants[i]:
+                still.append(i)
+        active = still
+    return shares
+
+
+def level_up(units: int, current: Sequence[int], caps: Sequence[int]) -> list[int]:
+    """Give `units` processors to claimants holding `current`, the lowest first (water filling),
+    none beyond `caps[i]`; returns what each gets (ties: the lower index first)."""
+    got = [0] * len(current)
+    level = list(current)
+    while units > 0:
+        open_ = [i for i in range(len(level)) if level[i] < caps[i]]
+        if not open_:
+            break
+        low = min(level[i] for i in open_)
+        for i in open_:
+            if level[i] == low and units > 0:
+                level[i] += 1
+                got[i] += 1
+                units -= 1
+    return got
+
+
+def take_evenly(need: int, holdings: Sequence[int]) -> list[int]:
+    """Take `need` processors from holders of `holdings`, the largest first so that each gives an
+    equal amount where they hold alike (§3.7.1: "orders each to shrink an equal amount"); returns
+    what each gives (ties: the later index first, the later arrival), never more than it holds."""
+    took = [0] * len(holdings)
+    level = list(holdings)
+    while need > 0:
+        high = max(level, default=0)
+        if high <= 0:
+            break
+        for i in range(len(level) - 1, -1, -1):
+            if level[i] == high and need > 0:
+                level[i] -= 1
+                took[i] += 1
+                need -= 1
+    return took
+
+
+def shrink_schedule(slots: Sequence[SlotInfo], count: int, rng: random.Random, prefer_between: bool) -> tuple[int, ...]:
+    """The processors to preempt (the Launcher Preemption Policy, KOALA-CS thesis §3.7.2): `count`
+    of `slots` chosen at random with `rng` (the seed's LPP), or with `prefer_between` the ones
+    between two tasks first (no work is lost on them), then at random among the others. All of
+    them when `count` is at least their number."""
+    if count >= len(slots):
+        return tuple(s.id for s in slots)
+    if not prefer_between:
+        return tuple(s.id for s in rng.sample(list(slots), count))
+    between = [s for s in slots if s.task < 0]
+    if len(between) >= count:
+        return tuple(s.id for s in rng.sample(between, count))
+    busy = [s for s in slots if s.task >= 0]
+    return tuple(s.id for s in between) + tuple(s.id for s in rng.sample(busy, count - len(between)))
+
+
+@dataclass
+class SiteRoom:
+    """One round's picture of a site that may hold bags: processors free and not claimed by a
+    waiting rigid job (`growable`), free or being preempted and not claimed (`room`), processors
+    bags must give back for waiting rigid jobs (`need`), and the load of the other jobs."""
+
+    growable: int
+    room: int
+    need: int
+    load: float
+    #: (rigid job id, processors bags must give back for it), in queue order
+    claims: tuple[tuple[int, int], ...] = ()
+
+
+def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict[int, SiteRoom]:
+    """Walk the waiting rigid jobs in queue order (queue 0 first) and claim processors for each,
+    as if the allocation policy started them on the first of their sites where they fit (free or
+    being preempted). A job that fits nowhere, but would on a site if bags gave back processors
+    there, claims that site (the one needing the fewest back; §3.1.3: "it determines how many
+    nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
+    claims nothing: bags may use the processors until it could start; with `blocking` (strict
+    FCFS allocation) neither does any job after it."""
+    bags = view.bags
+    now = view.now
+    avail = {}
+    release = {}
+    for i, s in enumerate(view.sites):
+        if s.available(now):
+            avail[i] = s.free + bags.leaving(i)
+            release[i] = bags.held(i) - bags.leaving(i)
+    watched = set(sites)
+    need = dict.fromkeys(sites, 0)
+    claims: dict[int, list[tuple[int, int]]] = {i: [] for i in sites}
+    for stage in range(view.stages):
+        choices = [i for i in view.stage_sites(stage) if i in avail]
+        for entry in view.queue(stage):
+            if not any(avail[i] for i in watched if i in avail) and not any(
+                release[i] for i in watched if i in release
+            ):
+                break
+            size = entry.job.size
+            fit = next((i for i in choices if avail[i] >= size), None)
+            if fit is not None:
+                avail[fit] -= size
+                continue
+            best = None
+            for i in choices:
+                missing = size - avail[i]
+                if release.get(i, 0) >= missing and (best is None or missing < size - avail[best]):
+                    best = i
+            if best is not None:
+                missing = size - avail[best]
+                avail[best] = 0
+                release[best] -= missing
+                need[best] += missing
+                claims[best].append((entry.job.id, missing))
+            elif blocking:
+                break
+    rooms = {}
+    for i in sites:
+        s = view.sites[i]
+        if i not in avail:
+            rooms[i] = SiteRoom(0, 0, 0, 1.0)
+            continue
+        other = s.online - s.free - bags.held(i)
+        load = other / s.online if s.online else 1.0
+        rooms[i] = SiteRoom(min(s.free, avail[i]), avail[i], need[i], load, tuple(claims[i]))
+    return rooms
+
+
+class EquiPartitionBase:
+    """The round of both EquiPartition policies: shrink bags for waiting rigid jobs, then divide
+    the idle processors (`share`, per grid or per site)."""
+
+    name = ""
+    Params = FairShareParams
+    #: what it splits: idle processors among bags of tasks
+    shares: ClassVar[Literal["bags", "vms"]] = "bags"
+
+    def __init__(self, params: FairShareParams | None = None) -> None:
+        self.params = params or FairShareParams()
+        self._rng = random.Random(self.params.seed)
+        #: processors chosen for preemption in the current round
+        self._taken: set[int] = set()
+
+    def decide(self, view: View) -> Iterable[Decision]:
+        """Shrinks for waiting rigid jobs (site-based, an equal amount from each bag there), then
+        growth (and rebalancing shrinks) by the policy's equal split."""
+        active = list(view.bags.active)
+        if not active:
+            return []
+        sites = [i for i in view.bags.sites if view.sites[i].available(view.now)]
+        rooms = site_rooms(view, sites, self.params.blocking)
+        held = [{i: b.held(i) for i in sites} for b in active]
+        self._taken = set()
+        out: list[Decision] = []
+        for i in sites:
+            for job_id, need in rooms[i].claims:
+                holders = [k for k in range(len(active)) if held[k][i] > 0]
+                amounts = take_evenly(need, [held[k][i] for k in holders])
+                for k, n in zip(holders, amounts, strict=True):
+                    if n:
+                        out.append(self.shrink(active[k], i, n, job_id))
+                        held[k][i] -= n
+        out.extend(self.share(view, active, sites, rooms, held))
+        return out
+
+    def share(
+        self,
+        view: View,
+        active: list[BagInfo],
+        sites: list[int],
+        rooms: dict[int, SiteRoom],
+        held: list[dict[int, int]],
+    ) -> list[Decision]:
+        """Growth and rebalancing shrinks; `held[k][site]` is what bag k holds after this round's
+        shrinks so far (updated here)."""
+        raise NotImplementedError
+
+    def shrink(self, bag: BagInfo, site: int, count: int, for_job: int = -1) -> ShrinkBag:
+        """A shrink of `count` processors of `bag` on `site` (for rigid job `for_job`, -1: to
+        rebalance), the processors chosen by the shrink schedule."""
+        slots = [s for s in bag.slots(site) if s.id not in self._taken]
+        chosen = shrink_schedule(slots, count, self._rng, self.params.prefer_between_tasks)
+        self._taken.update(chosen)
+        return ShrinkBag(bag.id, site, chosen, by=self.name, for_job=for_job)
+
+    def grow(self, bag: BagInfo, site: int, count: int) -> GrowBag:
+        """A growth of `bag` by `count` processors of `site`."""
+        return GrowBag(bag.id, site, count, by=self.name)
+
+    def split(self, pool: int, current: list[int], wants: list[int], units: int) -> tuple[list[int], list[int]]:
+        """Equal targets of `pool` for holders of `current` wanting at most `wants`; returns (growth
+        from the `units` idle processors, lowest first; shrink of the holders above their target
+        as far as others stay below theirs after the growth, when rebalancing)."""
+        order = sorted(range(len(current)), key=lambda k: (-current[k], k))
+        targets = equipartition(pool, wants, order)
+        grow = level_up(units, current, targets)
+        shrink = [0] * len(current)
+        if self.params.rebalance:
+            short = sum(max(0, t - c - g) for t, c, g in zip(targets, current, grow, strict=True))
+            excess = [max(0, c - t) for c, t in zip(current, targets, strict=True)]
+            if short and any(excess):
+                shrink = take_evenly(min(short, sum(excess)), excess)
+        return grow, shrink

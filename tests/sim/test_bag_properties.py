@@ -1,0 +1,218 @@
+"""Property tests of bags of tasks over random clusters, rigid jobs and bags (hypothesis).
+
+Invariants, all read from the event log: every task of every bag completes exactly once, and
+each task run ends once (completed or preempted); no site holds more than its processors (rigid
+runs plus bag processors, those being preempted included); under strict FCFS no bag delays a
+rigid job by more than the preemption time past the moment the rigid jobs alone would let it
+start; with SEP the bags with tasks waiting hold shares that differ by at most one processor
+per site (with GEP: over the grid) whenever no rigid job waits and the load allows growth.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import clusters
+from isthmus.engine.bags import BagSettings
+from isthmus.model.environment import PolicyChoice
+from isthmus.model.events import Event, EventKind
+from isthmus.model.job import Job, JobKind, PriorityClass
+from isthmus.sim.runner import SimulationResult, simulate
+
+K = EventKind
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple:
+    sites = draw(st.lists(st.integers(2, 8), min_size=1, max_size=3))
+    n_jobs = draw(st.integers(0, 8))
+    submits = sorted(draw(st.lists(st.integers(0, 120), min_size=n_jobs, max_size=n_jobs)))
+    jobs = [
+        Job(i + 1, float(t), draw(st.integers(1, max(sites))), float(draw(st.integers(1, 60))))
+        for i, t in enumerate(submits)
+    ]
+    n_bags = draw(st.integers(1, 3))
+    bags = [
+        Job(
+            100 + k,
+            float(draw(st.integers(0, 120))),
+            1,
+            float(draw(st.integers(1, 30))),
+            user=f"u{k}",
+            kind=JobKind.MALLEABLE,
+            tasks=draw(st.integers(1, 25)),
+            priority=PriorityClass.SUPER_LOW,
+        )
+        for k in range(n_bags)
+    ]
+    bags.sort(key=lambda b: b.submit)
+    return sites, jobs, bags
+
+
+def run(sites, jobs, bags, policy: str, params: dict, preemption: float, pull: float) -> SimulationResult:
+    return simulate(
+        clusters(*sites),
+        jobs,
+        "fcfs",
+        "none",
+        bags=bags,
+        fairshare=PolicyChoice(policy, params),
+        bag_settings=BagSettings(preemption_time=preemption, pull_latency=pull),
+        check_purity=True,
+    )
+
+
+def tasks_complete_exactly_once(result: SimulationResult, log: list[Event]) -> None:
+    ends = defaultdict(Counter)
+    open_runs: dict[tuple[int, int], int] = {}
+    for e in log:
+        if e.kind is K.TASK_START:
+            assert (e.job, e.vm) not in open_runs, "a processor runs two tasks at once"
+            open_runs[(e.job, e.vm)] = e.task
+        elif e.kind in (K.TASK_END, K.TASK_PREEMPT):
+            assert open_runs.pop((e.job, e.vm)) == e.task
+            if e.kind is K.TASK_END:
+                ends[e.job][e.task] += 1
+    assert not open_runs
+    for b in result.bags.values():
+        assert ends[b.id] == Counter(range(b.tasks)), f"bag {b.id}: {ends[b.id]}"
+    assert sum(e.kind is K.BAG_END for e in log) == len(result.bags)
+
+
+def no_site_over_capacity(sites: list[int], jobs: dict[int, Job], log: list[Event]) -> None:
+    used = [0] * len(sites)
+    for e in log:
+        if e.kind is K.START:
+            used[e.site] += jobs[e.job].size
+        elif e.kind is K.END:
+            used[e.site] -= jobs[e.job].size
+        elif e.kind is K.GROW:
+            used[e.site] += int(e.value)
+        elif e.kind is K.BAG_RELEASE:
+            used[e.site] -= 1
+        assert all(0 <= u <= cap for u, cap in zip(used, sites, strict=True)), (e, used)
+    assert used == [0] * len(sites)
+
+
+def rigid_jobs_wait_at_most_the_preemption_time(
+    sites: list[int], jobs: list[Job], log: list[Event], preemption: float
+) -> None:
+    """Strict FCFS: job J may start once its predecessors have started and some site has room
+    for it among the rigid runs alone (T_J); it starts in [T_J, T_J + preemption]."""
+    start = {e.job: e.time for e in log if e.kind is K.START}
+    end = {e.job: e.time for e in log if e.kind is K.END}
+    prev_start = 0.0
+    for n, j in enumerate(jobs):
+        before = jobs[:n]
+        earliest = max(j.submit, prev_start)
+        candidates = sorted({earliest, *(end[p.id] for p in before if end[p.id] > earliest)})
+
+        def room(t: float, before: list[Job] = before, size: int = j.size) -> bool:
+            used = [0] * len(sites)
+            for p in before:
+                if start[p.id] <= t < end[p.id]:
+                    used[_site(log, p.id)] += p.size
+            return any(cap - u >= size for cap, u in zip(sites, used, strict=True))
+
+        t_j = next(t for t in candidates if room(t))
+        assert t_j - 1e-9 <= start[j.id] <= t_j + preemption + 1e-9, (j, t_j, start[j.id])
+        prev_start = start[j.id]
+
+
+def shrinks_make_room_within_the_preemption_time(log: list[Event], preemption: float) -> None:
+    """Each rigid job bags shrink for (SHRINK naming it) starts within the preemption time of the
+    first such shrink (strict FCFS with the `blocking` walk: no job claims past one that cannot
+    start)."""
+    start = {e.job: e.time for e in log if e.kind is K.START}
+    first: dict[int, float] = {}
+    for e in log:
+        if e.kind is K.SHRINK and e.task >= 0:
+            first.setdefault(e.task, e.time)
+    for j, t in first.items():
+        assert t - 1e-9 <= start[j] <= t + preemption + 1e-9, (j, t, start[j])
+
+
+def _site(log: list[Event], job_id: int) -> int:
+    return next(e.site for e in log if e.kind is K.START and e.job == job_id)
+
+
+def equal_shares(
+    sites: list[int], jobs: dict[int, Job], bags: dict[int, Job], log: list[Event], per_site: bool
+) -> None:
+    """After all events of an instant (preemption time 0, so held = what the policy decided):
+    where no rigid job waits and the load of rigid jobs is below 80%, the bags with queued tasks
+    hold shares that differ by at most one (per site for SEP, over the grid for GEP)."""
+    held: dict[int, list[int]] = {b: [0] * len(sites) for b in bags}
+    queued = {b.id: 0 for b in bags.values()}
+    rigid = [0] * len(sites)
+    waiting: set[int] = set()
+    arrived: set[int] = set()
+    i = 0
+    while i < len(log):
+        t = log[i].time
+        while i < len(log) and log[i].time == t:
+            e = log[i]
+            if e.kind is K.BAG_SUBMIT:
+                queued[e.job] = int(e.value)
+                arrived.add(e.job)
+            elif e.kind is K.GROW:
+                held[e.job][e.site] += int(e.value)
+            elif e.kind is K.BAG_RELEASE:
+                held[e.job][e.site] -= 1
+            elif e.kind is K.TASK_START:
+                queued[e.job] -= 1
+            elif e.kind is K.TASK_PREEMPT:
+                queued[e.job] += 1
+            elif e.kind is K.SUBMIT:
+                waiting.add(e.job)
+            elif e.kind is K.START:
+                waiting.discard(e.job)
+                rigid[e.site] += jobs[e.job].size
+            elif e.kind is K.END:
+                rigid[e.site] -= jobs[e.job].size
+            i += 1
+        if waiting:
+            continue
+        busy = [b for b in arrived if queued[b] > 0]
+        if len(busy) < 2:
+            continue
+        if per_site:
+            for s, cap in enumerate(sites):
+                if rigid[s] / cap < 0.8:
+                    shares = [held[b][s] for b in busy]
+                    assert max(shares) - min(shares) <= 1, (t, s, {b: held[b] for b in busy})
+        elif sum(rigid) / sum(sites) < 0.8:
+            shares = [sum(held[b]) for b in busy]
+            assert max(shares) - min(shares) <= 1, (t, {b: held[b] for b in busy})
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    scenarios(),
+    st.sampled_from(["sep", "gep"]),
+    st.booleans(),
+    st.sampled_from([0.0, 2.5, 7.0]),
+    st.sampled_from([0.0, 1.0]),
+    st.booleans(),
+)
+def test_tasks_once_capacity_and_unobtrusiveness(scenario, policy, prefer, preemption, pull, blocking):
+    sites, jobs, bags = scenario
+    params = {"prefer_between_tasks": prefer, "blocking": blocking}
+    result = run(sites, jobs, bags, policy, params, preemption, pull)
+    log = list(result.log)
+    tasks_complete_exactly_once(result, log)
+    no_site_over_capacity(sites, {j.id: j for j in jobs}, log)
+    rigid_jobs_wait_at_most_the_preemption_time(sites, jobs, log, preemption)
+    if blocking:
+        shrinks_make_room_within_the_preemption_time(log, preemption)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(["sep", "gep"]))
+def test_bags_with_work_hold_equal_shares(scenario, policy):
+    sites, jobs, bags = scenario
+    result = run(sites, jobs, bags, policy, {}, 0.0, 0.0)
+    equal_shares(sites, {j.id: j for j in jobs}, result.bags, list(result.log), per_site=policy == "sep")

@@ -1,0 +1,172 @@
+"""Bags of tasks in simulation: hand-computed schedules (grow, task pulls, a shrink for a rigid
+job with its preemption time, pull latency) and the bag metrics computed from the log."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from helpers import clusters, job
+from isthmus.engine.bags import BagSettings
+from isthmus.metrics.bags import bag_records, rigid_delay, shrink_waits
+from isthmus.model.events import EventKind
+from isthmus.model.job import Job, JobKind, PriorityClass
+from isthmus.sim.runner import simulate
+
+BAG_KINDS = {
+    EventKind.BAG_SUBMIT,
+    EventKind.GROW,
+    EventKind.SHRINK,
+    EventKind.BAG_RELEASE,
+    EventKind.TASK_START,
+    EventKind.TASK_END,
+    EventKind.TASK_PREEMPT,
+    EventKind.BAG_END,
+    EventKind.SUBMIT,
+    EventKind.START,
+    EventKind.END,
+}
+
+
+def bag(jid: int, tasks: int, runtime: float, submit: float = 0.0, user: str = "u") -> Job:
+    """A bag of `tasks` tasks of `runtime` seconds."""
+    return Job(
+        jid, submit, 1, runtime, user=user, kind=JobKind.MALLEABLE, tasks=tasks, priority=PriorityClass.SUPER_LOW
+    )
+
+
+def rows(result) -> list[tuple]:
+    return [
+        (e.time, e.kind.name, e.job, e.vm, e.value, e.task)
+        if e.kind.name.startswith(("TASK", "BAG"))
+        else (e.time, e.kind.name, e.job, e.value)
+        for e in result.log
+        if e.kind in BAG_KINDS
+    ]
+
+
+def test_a_rigid_job_arriving_mid_bag_waits_only_the_preemption_time():
+    # 4 processors; a bag of 8 tasks of 10 s at 0; a rigid job of 2 processors (20 s) at 15;
+    # preemption time 5 s. The bag takes the 4 processors and runs tasks 0-3, then 4-7 at 10.
+    # At 15 SEP shrinks it by 2 for the rigid job: two running tasks (the seeded random choice:
+    # those on processors 3 and 1, tasks 7 and 5) go back to the queue with 5 s of work lost;
+    # the processors are free at 20, when the rigid job starts (5 s later than alone) and the
+    # bag's two other processors, done with tasks 4 and 6, pull tasks 5 and 7. Those end at 30,
+    # the bag's last processors find no task and are given back.
+    result = simulate(
+        clusters(4),
+        [job(1, 15, 2, 20)],
+        "fcfs",
+        "none",
+        bags=[bag(10, 8, 10.0)],
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=5.0),
+        check_purity=True,
+    )
+    assert rows(result) == [
+        (0.0, "BAG_SUBMIT", 10, -1, 8.0, -1),
+        (0.0, "GROW", 10, 4.0),
+        *[(0.0, "TASK_START", 10, k, 0.0, k) for k in range(4)],
+        *[r for k in range(4) for r in ((10.0, "TASK_END", 10, k, 10.0, k), (10.0, "TASK_START", 10, k, 0.0, k + 4))],
+        (15.0, "SUBMIT", 1, 2.0),
+        (15.0, "SHRINK", 10, 2.0),
+        (15.0, "TASK_PREEMPT", 10, 3, 5.0, 7),
+        (15.0, "TASK_PREEMPT", 10, 1, 5.0, 5),
+        (20.0, "TASK_END", 10, 0, 10.0, 4),
+        (20.0, "TASK_START", 10, 0, 0.0, 5),
+        (20.0, "TASK_END", 10, 2, 10.0, 6),
+        (20.0, "TASK_START", 10, 2, 0.0, 7),
+        (20.0, "BAG_RELEASE", 10, 3, 1.0, -1),
+        (20.0, "BAG_RELEASE", 10, 1, 1.0, -1),
+        (20.0, "START", 1, 2.0),
+        (30.0, "TASK_END", 10, 0, 10.0, 5),
+        (30.0, "BAG_RELEASE", 10, 0, 1.0, -1),
+        (30.0, "TASK_END", 10, 2, 10.0, 7),
+        (30.0, "BAG_END", 10, -1, 8.0, -1),
+        (30.0, "BAG_RELEASE", 10, 2, 1.0, -1),
+        (40.0, "END", 1, 0.0),
+    ]
+    (rec,) = bag_records(result.log, result.bags, result.end_time)
+    assert (rec.tasks, rec.done, rec.repeated, rec.makespan, rec.preemptions) == (8, 8, 0, 30.0, 2)
+    assert rec.throughput == pytest.approx(8 / 30)
+    assert rec.wasted_seconds == 10.0
+    assert rec.processor_seconds == 2 * 20 + 2 * 30
+    assert rec.peak_processors == 4
+    alone = simulate(clusters(4), [job(1, 15, 2, 20)], "fcfs", "none")
+    delay = rigid_delay(alone.log, result.log, result.jobs)
+    assert (delay["jobs"], delay["delay_max"], delay["jobs_delayed"]) == (1, 5.0, 1)
+    assert (delay["wait_mean_without_bags"], delay["wait_mean_with_bags"]) == (0.0, 5.0)
+    assert shrink_waits(result.log) == {"jobs": 1, "wait_mean": 5.0, "wait_max": 5.0, "not_started": []}
+    # the rigid job's own records do not see the bag
+    assert set(result.jobs) == {1}
+
+
+def test_the_pull_latency_delays_each_task_and_an_idle_processor_is_given_back():
+    # 2 processors, 4 tasks of 10 s, pull latency 1 s: tasks start at 1 and 12, end at 11 and 22;
+    # at 23 the processors find the queue empty and are given back
+    result = simulate(
+        clusters(2),
+        [],
+        "fcfs",
+        "none",
+        bags=[bag(10, 4, 10.0)],
+        fairshare="gep",
+        bag_settings=BagSettings(preemption_time=5.0, pull_latency=1.0),
+    )
+    starts = [(e.time, e.task) for e in result.log if e.kind is EventKind.TASK_START]
+    assert starts == [(1.0, 0), (1.0, 1), (12.0, 2), (12.0, 3)]
+    releases = [e.time for e in result.log if e.kind is EventKind.BAG_RELEASE]
+    assert releases == [23.0, 23.0]
+    (rec,) = bag_records(result.log, result.bags)
+    assert (rec.end, rec.makespan, rec.processor_seconds) == (22.0, 22.0, 46.0)
+
+
+def test_two_bags_share_a_cluster_and_the_second_gets_its_half_after_a_rebalance():
+    # 4 processors; bag 10 (12 tasks of 10 s) takes all 4 at 0; bag 11 (4 tasks of 10 s) arrives
+    # at 5: SEP rebalances: bag 10 gives back 2 (running tasks, 5 s lost each) freed at 7
+    # (preemption time 2 s), where bag 11 grows by 2.
+    result = simulate(
+        clusters(4),
+        [],
+        "fcfs",
+        "none",
+        bags=[bag(10, 12, 10.0), bag(11, 4, 10.0, submit=5.0)],
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=2.0),
+    )
+    grows = [(e.time, e.job, e.value) for e in result.log if e.kind is EventKind.GROW]
+    assert grows[:2] == [(0.0, 10, 4.0), (7.0, 11, 2.0)]
+    shrinks = [(e.time, e.job, e.value) for e in result.log if e.kind is EventKind.SHRINK]
+    assert shrinks[0] == (5.0, 10, 2.0)
+    recs = {r.bag: r for r in bag_records(result.log, result.bags)}
+    assert recs[10].done == 12 and recs[11].done == 4
+    assert recs[10].wasted_seconds == 10.0
+    # bag 11: tasks at 7 and 17 on its two processors: done at 27, 22 s after it arrived
+    assert recs[11].end == 27.0 and recs[11].makespan == 22.0
+
+
+def test_bags_run_with_per_event_rounds_and_periodic_rounds():
+    for kwargs in ({"rounds": "per-event", "round_interval": None}, {"round_interval": 30.0}):
+        result = simulate(
+            clusters(4),
+            [job(1, 15, 2, 20)],
+            "fcfs",
+            "none",
+            bags=[bag(10, 8, 10.0)],
+            fairshare="sep",
+            bag_settings=BagSettings(preemption_time=5.0),
+            **kwargs,
+        )
+        (rec,) = bag_records(result.log, result.bags)
+        assert rec.done == 8 and rec.repeated == 0 and not math.isnan(rec.makespan)
+        assert [e.kind for e in result.log].count(EventKind.END) == 1
+
+
+def test_bags_need_a_fair_share_policy_and_a_policy_needs_bags():
+    with pytest.raises(ValueError, match="need a fair-share policy"):
+        simulate(clusters(4), [], "fcfs", "none", bags=[bag(10, 2, 1.0)])
+    with pytest.raises(ValueError, match="without any bag"):
+        simulate(clusters(4), [job(1, 0, 1, 1)], "fcfs", "none", fairshare="sep")
+    with pytest.raises(ValueError, match="not a bag of tasks"):
+        simulate(clusters(4), [], "fcfs", "none", bags=[job(3, 0, 1, 1)], fairshare="sep")
