@@ -514,6 +514,14 @@ def register(app: typer.Typer) -> None:
         if spec.get("output") or spec.get("error"):
             lines.append(("StdOut", spec.get("output") or "- (spool)"))
             lines.append(("StdErr", spec.get("error") or spec.get("output") or "- (spool)"))
+        fwd = j.get("forwarded")
+        if fwd:
+            there = f"job {fwd['remote_id']}" if fwd.get("remote_id") is not None else "not yet acknowledged"
+            where = f" at {fwd['where']}" if fwd.get("where") else ""
+            lines.append(("Forwarded", f"to peer {fwd['peer']} ({there}), {fwd['state']}{where}"))
+        got = j.get("received")
+        if got:
+            lines.append(("ReceivedFrom", f"{got['sender']} (origin {got['origin']}, job {got['origin_id']} there)"))
         if j.get("reason"):
             by = ", ".join(x for x in (j.get("reason_code"), j.get("reason_policy")) if x)
             lines.append(("Reason", f"{j['reason']} [{by}]" if by else j["reason"]))
@@ -598,6 +606,39 @@ def register(app: typer.Typer) -> None:
                 ]
             )
         _table(["#", "SITE", "KIND", "ONLINE", "FREE", "JOBS", "MAXPROC", "VMS", "STATUS"], table)
+
+    @app.command("peers")
+    def peers(url: str | None = URL_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT) -> None:
+        """Peer managers (docs/federation.md): role, up or down, last heard, their latest
+        resource data (idle processors, capacity, queued jobs)."""
+        rows = _call(url, token, lambda c: c.peers())
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = []
+        for p in rows:
+            data = p.get("resources")
+            if data:
+                idle = sum(s["idle"] for s in data["sites"] if s["available"])
+                procs = sum(s["processors"] for s in data["sites"])
+                res = f"{idle}/{procs} idle, {data['queued_jobs']} queued"
+            else:
+                res = "-"
+            heard = "-" if p["last_heard"] is None else f"{max(0.0, time.time() - p['last_heard']):.1f}s ago"
+            table.append(
+                [
+                    p["name"],
+                    p["role"],
+                    "up" if p["up"] else "down",
+                    heard,
+                    f"{p['distance'] * 1000:.1f}ms",
+                    str(p["forwarded_open"]),
+                    str(p["received_active"]),
+                    res,
+                    p["address"] + (f" ({p['error']})" if p["error"] and not p["up"] else ""),
+                ]
+            )
+        _table(["PEER", "ROLE", "STATE", "HEARD", "DISTANCE", "SENT", "RECEIVED", "RESOURCES", "ADDRESS"], table)
 
     @app.command("vms")
     def vms(

@@ -31,6 +31,7 @@ from isthmus.config.errors import ConfigError, Problem, format_path, show_value
 from isthmus.model.budget import BudgetCap
 from isthmus.model.cloud import ProviderSettings
 from isthmus.model.environment import Environment, PolicyChoice
+from isthmus.model.peers import FederationSettings, PeerRole, PeerSettings
 from isthmus.model.site import LrmSettings, Site, SiteKind, SiteSet
 from isthmus.model.vmtypes import InstanceType, VmImage
 
@@ -313,8 +314,11 @@ class PoliciesSpec(BaseModel):
         description="Provisioning policy (default on-demand).",
     )
     fairshare: PolicySpec | None = Field(None, description="Fair-share policy (default none), e.g. vm-share.")
+    selection: PolicySpec | None = Field(
+        None, description="Site-selection (forwarding) policy of a manager with [[peers]] (default: none)."
+    )
 
-    @field_validator("allocation", "provisioning", "fairshare", mode="before")
+    @field_validator("allocation", "provisioning", "fairshare", "selection", mode="before")
     @classmethod
     def _name_or_table(cls, value: Any) -> Any:
         return None if value is None else _policy_before(value)
@@ -329,6 +333,54 @@ class BudgetSpec(BaseModel):
     limit: float = Field(ge=0, description="Dollars the leases it covers may cost (per period, if one is given).")
     sites: list[ItemName] = Field(default_factory=list, description="Cloud sites it covers (default: every cloud).")
     period: Literal["day", "month"] | None = Field(None, description='"day" or "month" (UTC); default: in total.')
+
+
+class PeerSpec(BaseModel):
+    """One ``[[peers]]`` entry: a peer manager (docs/federation.md).
+
+    The shared secret is named, never given: ``token_env`` (an environment variable) or
+    ``token_file`` (a file holding it), exactly one of them.
+    """
+
+    model_config = _MODEL_CONFIG
+
+    name: ItemName = Field(description="The peer's environment name (how it introduces itself).")
+    address: str = Field(
+        min_length=1,
+        max_length=512,
+        pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+        description="Base URL of the peer's API, e.g. http://10.0.0.2:8750.",
+    )
+    role: Literal["provider", "consumer", "both"] = Field(
+        "both", description="What the peer is to this manager: provider (runs our jobs), consumer, both."
+    )
+    token_env: str = Field(
+        "", max_length=128, pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$", description="Variable holding the shared secret."
+    )
+    token_file: str = Field("", max_length=4096, description="File holding the shared secret.")
+    heartbeat: float | None = Field(None, gt=0, le=3600, description="Heartbeat interval proposed, seconds.")
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> PeerSpec:
+        if bool(self.token_env) == bool(self.token_file):
+            raise PydanticCustomError(
+                "credentials",
+                "a peer needs exactly one of token_env (an environment variable) or token_file (a file) "
+                "naming the secret shared with it",
+            )
+        return self
+
+
+class FederationSpec(BaseModel):
+    """The ``[federation]`` table: forwarding limits, resource-data pushes and heartbeats."""
+
+    model_config = _MODEL_CONFIG
+
+    max_hops: int = Field(1, ge=1, le=16, description="Managers a job may pass through (1: runs where received).")
+    push_threshold: int = Field(1, ge=1, description="Push resource data when it changed by this much.")
+    heartbeat: float = Field(2.0, gt=0, le=3600, description="Default heartbeat interval, seconds.")
+    missed_heartbeats: int = Field(3, ge=1, le=100, description="A peer silent this many intervals is down.")
+    timeout: float = Field(5.0, gt=0, le=600, description="Seconds one protocol request may take.")
 
 
 class EnvironmentSpec(BaseModel):
@@ -347,6 +399,8 @@ class EnvironmentSpec(BaseModel):
     sets: list[SiteSetSpec] = Field(default_factory=list, description="Optional sets of sites.")
     policies: PoliciesSpec = Field(default_factory=PoliciesSpec, description="Default policies.")
     budgets: list[BudgetSpec] = Field(default_factory=list, description="Hard caps on the cost of cloud leases.")
+    peers: list[PeerSpec] = Field(default_factory=list, description="Peer managers (live federation).")
+    federation: FederationSpec = Field(default_factory=FederationSpec, description="Forwarding settings.")
 
     @field_validator("round_interval", mode="before")
     @classmethod
@@ -377,7 +431,17 @@ class EnvironmentSpec(BaseModel):
 
 _TOP_ORDER = list(EnvironmentSpec.model_fields)
 _FIELD_ORDER: dict[str, int] = {}
-for _model in (EnvironmentSpec, SiteSpec, SiteSetSpec, PoliciesSpec, PolicySpec, InstanceTypeSpec, ImageSpec):
+for _model in (
+    EnvironmentSpec,
+    SiteSpec,
+    SiteSetSpec,
+    PoliciesSpec,
+    PolicySpec,
+    InstanceTypeSpec,
+    ImageSpec,
+    PeerSpec,
+    FederationSpec,
+):
     for _key in _model.model_fields:
         _FIELD_ORDER.setdefault(_key, len(_FIELD_ORDER))
 
@@ -458,6 +522,11 @@ def _describe_pydantic_error(err: Mapping[str, Any]) -> str:
         what = "an integer" if _is_int_field(loc) else "a number"
         return f"expected {what} {op} {limit}{got}"
     if kind == "string_pattern_mismatch":
+        key = loc[-1] if loc else None
+        if key == "address":
+            return f"expected an http:// or https:// URL (scheme, host[:port], optional path){got}"
+        if key == "token_env":
+            return f"expected the name of an environment variable (letters, digits, '_'){got}"
         return f"expected {NAME_RULE}{got}"
     if kind == "literal_error":
         expected = (err.get("ctx") or {}).get("expected", "")
@@ -699,9 +768,27 @@ def _semantic_problems(data: Mapping[str, Any], check_policy: PolicyChecker) -> 
                         message += f"; did you mean {close[0]!r}?"
                     out.append((("sets", j, "sites", k), message))
 
+    peers = data.get("peers")
+    if isinstance(peers, list):
+        peer_at: dict[str, int] = {}
+        for j, raw in enumerate(peers):
+            if not isinstance(raw, Mapping):
+                continue
+            name = raw.get("name")
+            if not isinstance(name, str):
+                continue
+            if name == data.get("name"):
+                out.append(
+                    (("peers", j, "name"), f"{name!r} is this manager's own name: a manager is not its own peer")
+                )
+            if name in peer_at:
+                out.append((("peers", j, "name"), f"duplicate peer name {name!r} (also peers[{peer_at[name]}])"))
+            else:
+                peer_at[name] = j
+
     policies = data.get("policies", {})
     if isinstance(policies, Mapping):
-        for family in ("allocation", "provisioning", "fairshare"):
+        for family in ("allocation", "provisioning", "fairshare", "selection"):
             if family not in policies or policies[family] is None:
                 continue
             out.extend(_policy_problems(family, policies[family], check_policy))
@@ -954,6 +1041,25 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
         round_interval=None if spec.round_interval is None else float(spec.round_interval),
         description=spec.description,
         budgets=tuple(BudgetCap(b.name, float(b.limit), tuple(b.sites), b.period) for b in spec.budgets),
+        peers=tuple(
+            PeerSettings(
+                name=p.name,
+                address=p.address.rstrip("/"),
+                role=PeerRole(p.role),
+                token_env=p.token_env,
+                token_file=p.token_file,
+                heartbeat=None if p.heartbeat is None else float(p.heartbeat),
+            )
+            for p in spec.peers
+        ),
+        federation=FederationSettings(
+            max_hops=spec.federation.max_hops,
+            push_threshold=spec.federation.push_threshold,
+            heartbeat=float(spec.federation.heartbeat),
+            missed_heartbeats=spec.federation.missed_heartbeats,
+            timeout=float(spec.federation.timeout),
+        ),
+        selection=None if spec.policies.selection is None else _choice(spec.policies.selection),
     )
 
 
@@ -1070,6 +1176,17 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
     }
     if sets:
         doc["sets"] = sets
+    if env.selection is not None:
+        doc["policies"]["selection"] = _policy_doc(env.selection)
+    if env.peers:
+        doc["peers"] = [
+            {"name": p.name, "address": p.address, "role": p.role.value}
+            | ({"token_env": p.token_env} if p.token_env else {"token_file": p.token_file})
+            | ({"heartbeat": _number(p.heartbeat)} if p.heartbeat is not None else {})
+            for p in env.peers
+        ]
+    if env.federation != FederationSettings():
+        doc["federation"] = {k: _number(v) for k, v in dataclasses.asdict(env.federation).items()}
     if env.budgets:
         doc["budgets"] = [
             {"name": b.name, "limit": _number(b.limit), "sites": list(b.sites)}

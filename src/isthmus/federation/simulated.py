@@ -22,9 +22,11 @@ from isthmus.engine.state import JobEntry
 from isthmus.model.peers import PeerRole, ResourceData, differs
 from isthmus.model.states import JobState
 
-#: One-way delay of a message between two managers on one host, seconds: an assumption (a
-#: loopback HTTP request of this project's API takes a few milliseconds, docs/live.md) until the
-#: live peer protocol measures its own.
+#: One-way delay of a message between two managers on one host, seconds, from this project's
+#: live peer protocol on loopback (benchmarks/bench_peers.py, docs/federation.md "Measured"):
+#: a submitJob, which stores the job before it answers, took 5.2-9.0 ms round trip (median, on a
+#: loaded 2-core machine), so 2.6-4.5 ms one way; small messages (heartbeat, resource data,
+#: notifyJob) 0.5-1 ms one way. 5 ms keeps the job messages' order and errs on the slow side.
 DEFAULT_LATENCY = 0.005
 
 _EV_MESSAGE = 0

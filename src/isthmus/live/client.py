@@ -129,6 +129,10 @@ class Client:
         """Sites and their capacity."""
         return list(self.request("GET", "/sites"))
 
+    def peers(self) -> list[dict[str, Any]]:
+        """Peer managers: role, up or down, last heard, latest resource data."""
+        return list(self.request("GET", "/peers"))
+
     def vms(self, all_: bool = False) -> list[dict[str, Any]]:
         """VM leases."""
         return list(self.request("GET", "/vms", params={"all": all_}))

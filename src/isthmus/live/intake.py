@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,24 @@ class Intake:
         `committed()` before acknowledging it). PersistError, before anything changes, while
         the database refuses writes.
         """
+        job_id, job = self._new_job(user, spec, "submitted")
+        self.m.engine.submit(job)
+        self.m.clock.wake()
+        return job_id
+
+    def receive(self, user: str, spec: dict[str, Any], chain: tuple[str, ...], before: Callable[[int], None]) -> int:
+        """A job forwarded by peer `chain[-1]` (submitJob, origin `chain[0]`) enters this
+        manager as `user`: like `submit`, but the engine receives it with its chain (it is
+        offered to the selection policy only while the chain is shorter than max_hops, and its
+        origin is notified of its state). `before(job_id)` runs before the engine sees it (the
+        federation records where it came from). Returns the local job id."""
+        job_id, job = self._new_job(user, spec, f"received from peer {chain[-1]} (origin {chain[0]})")
+        before(job_id)
+        self.m.engine.receive(job, chain)
+        self.m.clock.wake()
+        return job_id
+
+    def _new_job(self, user: str, spec: dict[str, Any], detail: str) -> tuple[int, Job]:
         m = self.m
         if m.persist_error is not None:
             raise PersistError(m.persist_error)
@@ -82,13 +101,11 @@ class Intake:
             }
         )
         self._new_history.append(
-            {"job_id": job_id, "time": now, "state": JobState.QUEUED.value, "run": 0, "detail": "submitted"}
+            {"job_id": job_id, "time": now, "state": JobState.QUEUED.value, "run": 0, "detail": detail}
         )
         self.specs[job_id] = spec
         self.users[job_id] = user
-        m.engine.submit(self.job_of(job_id, user, spec, now))
-        m.clock.wake()
-        return job_id
+        return job_id, self.job_of(job_id, user, spec, now)
 
     def pending(self) -> bool:
         """True when submitted job rows wait to be written."""
@@ -146,8 +163,13 @@ class Intake:
                 fut.set_exception(exc)
 
     def check_size(self, size: int) -> None:
-        """RequestError (400) when no site can ever offer `size` processors."""
+        """RequestError (400) when no site can ever offer `size` processors (here, or at a
+        provider peer: a manager with a selection policy and provider peers lets its policy
+        forward a job no local site can run, and rejects it at the round's end otherwise)."""
         env = self.m.env
+        fed = self.m.federation
+        if fed is not None and fed.may_forward:
+            return
         if size > env.max_processors:
             largest = max(env.sites, key=lambda s: s.max_processors)
             raise RequestError(

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 
@@ -42,7 +42,7 @@ from isthmus.live.intake import Intake
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
-from isthmus.model.environment import Environment
+from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.status import Status
 from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.store import tables as db
@@ -55,6 +55,43 @@ log = logging.getLogger("isthmus.live")
 
 DEFAULT_ESTIMATE = 3600.0
 """Runtime assumed for a job submitted without a requested runtime (for backfilling and predictions)."""
+
+
+class PeerHooks(Protocol):
+    """What the manager asks of its peer managers (isthmus.federation.live.LiveFederation)."""
+
+    @property
+    def may_forward(self) -> bool:
+        """True when a selection policy may forward jobs to a provider peer."""
+        ...
+
+    def pending(self) -> bool:
+        """True when records or messages wait for the next transaction."""
+        ...
+
+    def write(self, conn: Any) -> None:
+        """Write the pending records in transaction `conn`."""
+        ...
+
+    def committed(self) -> None:
+        """The records were committed: send what depended on them."""
+        ...
+
+    def held_elsewhere(self) -> set[int]:
+        """Ids of jobs forwarded to peers and not ended (recovery leaves them out of the queues)."""
+        ...
+
+    def restore(self) -> None:
+        """After recovery: the forwarded and received jobs; attach to the engine."""
+        ...
+
+    async def start(self) -> None:
+        """Open the connections to the peers."""
+        ...
+
+    async def stop(self) -> None:
+        """Close the connections."""
+        ...
 
 
 @dataclass
@@ -119,6 +156,8 @@ class Manager:
         self._timers: list[asyncio.TimerHandle] = []
         self.hub = PilotHub(self)
         self.intake = Intake(self)
+        #: the peer managers (None without [[peers]]; set by the server: docs/federation.md)
+        self.federation: PeerHooks | None = None
         self.engine = self._build_engine()
         self.projector = Projector(self.engine.log, self.env, self.hub, self._forget)
         self.projector.vm_image = self._vm_image
@@ -131,9 +170,13 @@ class Manager:
 
     def _build_engine(self) -> Engine:
         env = self.env
-        others = {"fairshare": env.fairshare} if env.fairshare is not None else None
+        others: dict[str, PolicyChoice] = {}
+        if env.fairshare is not None:
+            others["fairshare"] = env.fairshare
+        if env.selection is not None and env.peers:
+            others["selection"] = env.selection
         policies = build_policies(
-            env.allocation, env.provisioning, DEFAULT_PREDICTOR, others, true_runtimes_known=False
+            env.allocation, env.provisioning, DEFAULT_PREDICTOR, others or None, true_runtimes_known=False
         )
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
@@ -223,11 +266,15 @@ class Manager:
             if value is not None:
                 cap.limit = float(value)
         recover(self)
+        if self.federation is not None:
+            self.federation.restore()  # forwarded and received jobs; attaches to the engine
         self.persist()
         manager_id = self.manager_id = self.store.get_meta("manager_id") or ""
         for b in self.engine.backends:
             b.begin(manager_id)  # sites behind external systems reconcile with them
         self._driver_task = asyncio.create_task(self._driver(), name="isthmus-driver")
+        if self.federation is not None:
+            await self.federation.start()
 
     def begin_shutdown(self, mode: str | None = None) -> None:
         """Stop (a signal, or `isthmus stop`): stop scheduling, and
@@ -271,6 +318,8 @@ class Manager:
     async def stop(self) -> None:
         """Stop the clock's loop; unless configured otherwise, tell pilots to exit and kill them."""
         self.stopping = True
+        if self.federation is not None:
+            await self.federation.stop()
         for t in self._timers:
             t.cancel()
         self.clock.stop()
@@ -397,7 +446,8 @@ class Manager:
         write succeeds; commands that depend on unwritten events are not handed to pilots.
         """
         n = len(self.engine.log)
-        if n == self.projector.persisted and not self.intake.pending():
+        fed = self.federation
+        if n == self.projector.persisted and not self.intake.pending() and not (fed is not None and fed.pending()):
             return
         if self.persist_error is not None and time.monotonic() < self._persist_retry_at:
             raise PersistError(self.persist_error)
@@ -405,6 +455,8 @@ class Manager:
             with self.store.begin() as conn:
                 self.intake.write_new(conn)  # before the events: their updates need the job rows
                 self.projector.project(conn, n)
+                if fed is not None:
+                    fed.write(conn)  # forwarded and received jobs (after the job rows)
         except Exception as exc:
             first = self.persist_error is None
             self.persist_error = f"cannot write the database: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
@@ -414,6 +466,8 @@ class Manager:
             raise PersistError(self.persist_error) from exc
         self.intake.written()
         self.projector.committed(n)
+        if fed is not None:
+            fed.committed()  # peer messages that depended on what was just stored
         if self.persist_error is not None:
             log.warning("database writes work again")
             self.persist_error = None

@@ -73,7 +73,10 @@ def recover(m: Manager) -> None:
         if isinstance(b, CloudBackend):  # VM ids are never reused (they key VM rows and pilots)
             b.reserve_vm_ids(max_vm.get(i, -1) + 1)
     # jobs: back in their queues with their recorded times
-    active = store.active_jobs()
+    # jobs forwarded to a peer manager and not ended there stay out of the queues (the
+    # federation restores them as forwarded: isthmus.federation.live)
+    elsewhere = m.federation.held_elsewhere() if m.federation is not None else set()
+    active = [r for r in store.active_jobs() if r["id"] not in elsewhere]
     for row in active:
         job_id = row["id"]
         m.intake.specs[job_id] = row["spec"]

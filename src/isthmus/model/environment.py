@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from isthmus.model.budget import BudgetCap
+from isthmus.model.peers import FederationSettings, PeerSettings
 from isthmus.model.site import Site, SiteSet
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -32,6 +33,7 @@ class Environment:
     `round_interval` is the scheduling period in seconds (KOALA-C: 30 s); None makes rounds
     event-triggered (a round after every batch of simultaneous events). `budgets` are hard caps
     on the charged cost of cloud leases (isthmus.model.budget), in simulation and live alike.
+    `peers`, `federation` and `selection` configure a live manager's peer managers.
     """
 
     name: str
@@ -43,6 +45,11 @@ class Environment:
     description: str = ""
     budgets: tuple[BudgetCap, ...] = ()
     fairshare: PolicyChoice | None = None
+    #: peer managers (live federation, docs/federation.md) and the site-selection policy that
+    #: forwards jobs to them (None: jobs stay here)
+    peers: tuple[PeerSettings, ...] = ()
+    federation: FederationSettings = field(default_factory=FederationSettings)
+    selection: PolicyChoice | None = None
 
     def site(self, name: str) -> Site:
         """Return the site called `name`; KeyError naming the known sites otherwise."""

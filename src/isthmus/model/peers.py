@@ -144,3 +144,40 @@ def differs(a: ResourceData | None, b: ResourceData, threshold: int) -> bool:
         or abs(a.capacity - b.capacity) >= threshold
         or abs(a.queued_jobs - b.queued_jobs) >= threshold
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSettings:
+    """One ``[[peers]]`` entry of an environment file: a peer manager this one talks to.
+
+    `name` is the peer's environment name (how it introduces itself), `address` its API's base
+    URL, `role` what it is to this manager. The shared secret authenticating both directions is
+    named, never given: `token_env` (an environment variable) or `token_file` (a file holding
+    it). `heartbeat` is the interval, seconds, this manager proposes in openConn (None: the
+    ``[federation]`` default).
+    """
+
+    name: str
+    address: str
+    role: PeerRole = PeerRole.BOTH
+    token_env: str = ""
+    token_file: str = ""
+    heartbeat: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FederationSettings:
+    """The ``[federation]`` table: how this manager takes part in forwarding.
+
+    `max_hops`: how many managers a job may pass through (1: a forwarded job runs where it is
+    received); `push_threshold`: resource data is pushed when it changed by at least this many
+    processors or jobs (Villegas §4.2.1); `heartbeat`: the default heartbeat interval, seconds;
+    `missed_heartbeats`: a peer silent this many intervals is down and gets no jobs; `timeout`:
+    seconds one protocol request may take before it counts as failed.
+    """
+
+    max_hops: int = 1
+    push_threshold: int = 1
+    heartbeat: float = 2.0
+    missed_heartbeats: int = 3
+    timeout: float = 5.0

@@ -36,6 +36,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from isthmus.config.errors import ConfigError
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import period_key
+from isthmus.federation.links import InvalidFieldError
+from isthmus.federation.live import LiveFederation
 from isthmus.live.accounting import account
 from isthmus.live.batch import BatchCluster
 from isthmus.live.forecast import run_forecast, snapshot, what_if_environment
@@ -48,6 +50,7 @@ from isthmus.model.environment import PolicyChoice
 from isthmus.policies.registry import PolicyError
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.limits import BodyLimitMiddleware, json_safe
+from isthmus.server.peer_routes import peer_router
 from isthmus.server.prometheus import LatencyMiddleware, Metrics
 from isthmus.server.schemas import (
     INT64_MAX,
@@ -135,6 +138,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             if manage_lifecycle:
                 await manager.stop()
 
+    # peer managers ([[peers]]): PeerConfigError (a ValueError) when a secret cannot be read
+    federation = LiveFederation(manager) if manager.env.peers else None
+    manager.federation = federation
     app = FastAPI(
         title="isthmus",
         description="Resource manager joining clusters and clouds: jobs, sites, VMs, pilots.",
@@ -159,13 +165,21 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     generic_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
-        """The OpenAPI document, with the largest `size` this manager's environment can ever offer."""
+        """The OpenAPI document, with the largest `size` this manager's environment can ever offer
+        (not for a manager that may forward jobs to peers: a peer may offer more)."""
         if app.openapi_schema is None:
             size = generic_openapi()["components"]["schemas"]["SubmitRequest"]["properties"]["size"]
-            size["maximum"] = min(int(size["maximum"]), manager.env.max_processors)
+            if federation is None or not federation.may_forward:
+                size["maximum"] = min(int(size["maximum"]), manager.env.max_processors)
         return app.openapi_schema or generic_openapi()
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    @app.exception_handler(InvalidFieldError)
+    async def _invalid_peer_field(_req: Request, exc: InvalidFieldError) -> JSONResponse:
+        # the shape of a schema violation (documented for every route with a body)
+        detail = [{"type": "value_error", "loc": list(exc.loc), "msg": exc.message, "input": None}]
+        return JSONResponse(status_code=422, content={"detail": detail})
 
     @app.exception_handler(RequestError)
     async def _request_error(_req: Request, exc: RequestError) -> JSONResponse:
@@ -276,6 +290,9 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         )
         if history:
             info.history = [HistoryItem(**h) for h in manager.store.history(row["id"])]
+            if federation is not None:
+                info.forwarded = federation.forwarded_info(row["id"])
+                info.received = federation.received_info(row["id"])
             status = manager.why(row["id"]) if row["state"] == "queued" else None
             if status is not None:
                 info.reason = status.reason
@@ -411,8 +428,13 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         responses=_errors(**_USER, e404="no such job (or another user's)"),
     )
     async def show_job(job_id: JobId, p: User) -> JobInfo:
-        """A job with its state history (and, while queued, why it waits)."""
-        return job_info(own_job(job_id, p), history=True)
+        """A job with its state history (and, while queued, why it waits). A job forwarded to a
+        peer manager is queried there first (queryJob): its state is the one where it runs."""
+        row = own_job(job_id, p)
+        if federation is not None and federation.holds(job_id):
+            await federation.refresh(job_id)
+            row = own_job(job_id, p)
+        return job_info(row, history=True)
 
     @app.post(
         "/jobs/{job_id}/cancel",
@@ -424,6 +446,8 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         row = own_job(job_id, p)
         if row["state"] in db.TERMINAL:
             raise HTTPException(409, f"job {job_id} already ended ({row['state']})")
+        if federation is not None and federation.holds(job_id):  # forwarded: cancelJob along its chain
+            return {"id": job_id, "state": await federation.cancel_forwarded(job_id)}
         ok = manager.cancel(job_id)
         if not ok:
             raise HTTPException(409, f"job {job_id} is not active")
@@ -823,6 +847,8 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         return JSONResponse({"ok": True, "commands": cmds})
 
     # ------------------------------------------------------------------------- dashboard
+
+    app.include_router(peer_router(manager, federation, user_of))
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:

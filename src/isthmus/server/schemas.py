@@ -217,6 +217,12 @@ class JobInfo(BaseModel):
     )
     reason_policy: str | None = Field(None, description="while queued: the policy whose decision or rule holds it")
     history: list[HistoryItem] | None = None
+    forwarded: dict[str, Any] | None = Field(
+        None, description="a job forwarded to a peer manager: peer, its id there, state and site there, chain"
+    )
+    received: dict[str, Any] | None = Field(
+        None, description="a job a peer manager forwarded here: origin, its id there, sender, chain"
+    )
 
 
 class TokenRequest(BaseModel):

@@ -174,6 +174,38 @@ pilots = Table(
     Column("last_seen", Float, nullable=True),
 )
 
+forwarded_jobs = Table(
+    "forwarded_jobs",
+    metadata,
+    # a job forwarded from here to a peer (docs/federation.md): its id here, where it went, the
+    # peer's id for it once the peer answered submitJob, its last known state there
+    Column("job_id", Integer, primary_key=True, autoincrement=False),
+    Column("peer", String(128), nullable=False),
+    Column("remote_id", Integer, nullable=True),
+    Column("chain", Text, nullable=False),  # JSON list of the managers it visited, its origin first
+    Column("state", String(16), nullable=False),  # sending | a JobState value | returned
+    Column("site", String(256), nullable=True),  # where it runs, as the peer says ("B/c1")
+    Column("sent_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("open", Boolean, nullable=False),  # False once it ended, was handed back or cancelled
+)
+
+received_jobs = Table(
+    "received_jobs",
+    metadata,
+    # a job a peer forwarded here: its local id, its origin and the origin's id (unique: a
+    # repeated submitJob answers the same local id), who sent it, the chain it came through
+    Column("local_id", Integer, primary_key=True, autoincrement=False),
+    Column("origin", String(128), nullable=False),
+    Column("origin_id", Integer, nullable=False),
+    Column("sender", String(128), nullable=False),
+    Column("sender_id", Integer, nullable=False),
+    Column("chain", Text, nullable=False),
+    Column("received_at", Float, nullable=False),
+    Index("ux_received_origin", "origin", "origin_id", unique=True),
+    Index("ix_received_sender", "sender", "sender_id"),
+)
+
 TERMINAL = TERMINAL_NAMES
 """Job states stored for jobs that ended (the one vocabulary: isthmus.model.states)."""
 

@@ -1,0 +1,111 @@
+"""What a live manager keeps per peer and per forwarded or received job, and the small rules
+of the peer protocol's connection: reading a peer's secret, granting a role at openConn
+(Villegas dissertation Table 4.1). Used by `isthmus.federation.live`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from isthmus.engine.peering import PeerState
+from isthmus.live.errors import RequestError
+from isthmus.model.peers import PeerRole, PeerSettings, ResourceData
+
+MIRROR = {PeerRole.PROVIDER: PeerRole.CONSUMER, PeerRole.CONSUMER: PeerRole.PROVIDER, PeerRole.BOTH: PeerRole.BOTH}
+"""What a role is seen from the other side (a provider's peer is its consumer)."""
+
+
+class InvalidFieldError(RequestError):
+    """A field of a peer's message that is well-formed but wrong (the chain does not end with its
+    sender, the body names another manager): answered 422 naming the field, like a schema error."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(422, message)
+        self.loc = loc
+
+
+class PeerConfigError(ValueError):
+    """A peer's secret cannot be read (its variable is unset, its file missing or empty)."""
+
+
+def load_secret(peer: PeerSettings) -> str:
+    """The secret shared with `peer`, from its environment variable or file (never logged)."""
+    if peer.token_env:
+        value = os.environ.get(peer.token_env, "").strip()
+        if not value:
+            raise PeerConfigError(
+                f"peer {peer.name!r}: environment variable {peer.token_env} (its token_env) is unset or empty"
+            )
+        return value
+    try:
+        value = Path(peer.token_file).expanduser().read_text().strip()
+    except OSError as exc:
+        raise PeerConfigError(
+            f"peer {peer.name!r}: cannot read its token_file {peer.token_file}: {exc.strerror}"
+        ) from None
+    if not value:
+        raise PeerConfigError(f"peer {peer.name!r}: its token_file {peer.token_file} is empty")
+    return value
+
+
+def grant(proposed: PeerRole, allowed: PeerRole) -> PeerRole | None:
+    """The role a peer gets: what it proposed narrowed to what this manager's configuration
+    allows it (None: nothing in common, e.g. it wants to consume from a manager that only
+    consumes from it)."""
+    if proposed is allowed or allowed is PeerRole.BOTH:
+        return proposed
+    if proposed is PeerRole.BOTH:
+        return allowed
+    return None
+
+
+@dataclass
+class PeerLink:
+    """This manager's connection to one peer: the engine-visible `PeerState` (up, role, data,
+    distance) and what the protocol needs (secret, agreed heartbeat, last heard, last error)."""
+
+    settings: PeerSettings
+    state: PeerState
+    secret: str
+    heartbeat: float
+    opened: bool = False
+    last_heard: float = -1.0
+    error: str = ""
+    sent: ResourceData | None = None
+    beats: int = 0
+    reconciling: bool = False
+
+    @property
+    def name(self) -> str:
+        """The peer's manager name."""
+        return self.settings.name
+
+
+@dataclass
+class Forwarded:
+    """A job sent from here to a peer and not yet ended there (a row of `forwarded_jobs`)."""
+
+    job_id: int
+    peer: str
+    chain: tuple[str, ...]
+    spec: dict[str, Any]
+    user: str
+    submit: float
+    remote_id: int | None = None
+    state: str = "sending"
+    site: str = ""
+    sending: bool = False
+
+
+@dataclass
+class Received:
+    """A job a peer forwarded here (a row of `received_jobs`)."""
+
+    local_id: int
+    origin: str
+    origin_id: int
+    sender: str
+    sender_id: int
+    chain: tuple[str, ...]
