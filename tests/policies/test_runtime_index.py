@@ -8,10 +8,13 @@ then start each on the first site where it still fits.
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import isthmus.engine.engine as engine_module
 from helpers import clusters, job
 from isthmus.model.decisions import StartJob
 from isthmus.model.environment import PolicyChoice
@@ -39,15 +42,26 @@ STATES = st.tuples(
     st.lists(st.integers(1, 6), min_size=1, max_size=3),  # processors per cluster
     # queued: up to 60 jobs, so that both the short-queue sort (at most 4 jobs per size group)
     # and the merge of the size groups are taken
-    st.lists(st.tuples(st.integers(1, 6), st.sampled_from([5.0, 10.0, 10.0, 30.0])), max_size=60),
+    st.integers(0, 60).flatmap(  # a length drawn evenly: long queues are as likely as short ones
+        lambda n: st.lists(
+            st.tuples(st.integers(1, 6), st.sampled_from([5.0, 10.0, 10.0, 30.0])), min_size=n, max_size=n
+        )
+    ),
     st.lists(st.integers(1, 4), max_size=4),  # running jobs' sizes (placed where they fit)
     st.lists(st.integers(0, 59), max_size=6),  # queued jobs removed before the round (started/cancelled)
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(STATES, st.sampled_from(["sjf", "sjf-ideal"]))
-def test_sjf_via_the_index_equals_sorting_the_queue(state, policy):
+@given(STATES, st.sampled_from(["sjf", "sjf-ideal"]), st.sampled_from([2, 256]))
+def test_sjf_via_the_index_equals_sorting_the_queue(state, policy, plain_max):
+    # plain_max: how long a size group may grow as a plain sorted list before it becomes a
+    # SortedList (2 takes the SortedList path with these short queues)
+    with patch.object(engine_module, "_PLAIN_GROUP_MAX", plain_max):
+        _check_sjf_index(state, policy)
+
+
+def _check_sjf_index(state, policy):  # type: ignore[no-untyped-def]
     procs, queued, running, removed = state
     h = Harness(clusters(*procs), policy, predictor=PolicyChoice("requested"), now=100.0)
     jid = 0

@@ -18,6 +18,7 @@ module per kind holding its validation and its application.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections import OrderedDict, deque
@@ -69,6 +70,8 @@ _DECISION = int(EventKind.DECISION)
 _RUNNING = JobState.RUNNING
 _QUEUED = JobState.QUEUED
 _MALLEABLE = JobKind.MALLEABLE
+#: a runtime-index group longer than this becomes a SortedList (see _enqueue)
+_PLAIN_GROUP_MAX = 256
 
 ROUND_RULES: tuple[str, ...] = ("batch", "per-event")
 """How events at one instant lead to rounds (docs/simulation.md, "Same-instant rules")."""
@@ -151,7 +154,7 @@ class Engine:
         self.runtime_key = allocation.runtime_index
         if self.runtime_key is not None and not self.size_index:
             raise ValueError(f"policy {allocation.name!r} declares runtime_index without uses_size_index")
-        self.sorted_buckets: list[dict[int, SortedList]] = [{} for _ in self.stage_sites]
+        self.sorted_buckets: list[dict[int, list[tuple[float, int, int]] | SortedList]] = [{} for _ in self.stage_sites]
         # the queues as NumPy columns, for policies that declare `uses_queue_columns` (HSDF)
         self.columns: list[QueueColumns] | None = None
         if allocation.uses_queue_columns:
@@ -302,10 +305,19 @@ class Engine:
             bucket = self.buckets[stage][entry.job.size] = OrderedDict()
         bucket[job_id] = entry
         if self.runtime_key is not None:
-            ordered = self.sorted_buckets[stage].get(entry.job.size)
-            if ordered is None:
-                ordered = self.sorted_buckets[stage][entry.job.size] = SortedList()
-            ordered.add(self._runtime_item(entry))
+            groups = self.sorted_buckets[stage]
+            group = groups.get(entry.job.size)
+            item = self._runtime_item(entry)
+            if group is None:
+                groups[entry.job.size] = [item]
+            elif isinstance(group, list):
+                # a short group is a plain list kept sorted (C-level insort beats SortedList's
+                # constant); a long one becomes a SortedList (insort would move O(n) items)
+                bisect.insort(group, item)
+                if len(group) > _PLAIN_GROUP_MAX:
+                    groups[entry.job.size] = SortedList(group)
+            else:
+                group.add(item)
         if self.columns is not None:
             self.columns[stage].add(entry)
 
@@ -329,8 +341,16 @@ class Engine:
         if not bucket:
             del buckets[entry.job.size]
         if self.runtime_key is not None:
-            # an emptied group stays (a SortedList costs more to make than to keep: sizes recur)
-            self.sorted_buckets[entry.stage][entry.job.size].remove(self._runtime_item(entry))
+            # an emptied group stays (it costs more to make than to keep: sizes recur)
+            group = self.sorted_buckets[entry.stage][entry.job.size]
+            item = self._runtime_item(entry)
+            if isinstance(group, list):
+                i = bisect.bisect_left(group, item)
+                if i == len(group) or group[i] != item:
+                    raise AssertionError(f"job {entry.job.id} is missing from the runtime index")
+                del group[i]
+            else:
+                group.remove(item)
         if self.columns is not None:
             self.columns[entry.stage].remove(job_id)
 

@@ -210,7 +210,7 @@ class _SortedGroup(Iterable["JobEntry"]):
 
     __slots__ = ("_entries", "_items")
 
-    def __init__(self, items: SortedList, entries: Mapping[int, JobEntry]) -> None:
+    def __init__(self, items: Iterable[tuple[float, int, int]], entries: Mapping[int, JobEntry]) -> None:
         self._items = items
         self._entries = entries
 
@@ -224,7 +224,9 @@ class _SortedBucketsView(Mapping[int, Iterable["JobEntry"]]):
 
     __slots__ = ("_d", "_entries")
 
-    def __init__(self, d: Mapping[int, SortedList], entries: Mapping[int, JobEntry]) -> None:
+    def __init__(
+        self, d: Mapping[int, list[tuple[float, int, int]] | SortedList], entries: Mapping[int, JobEntry]
+    ) -> None:
         self._d = d
         self._entries = entries
 
