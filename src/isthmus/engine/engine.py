@@ -857,13 +857,24 @@ class Engine:
         view = self.view
         observe = self.round_observer
         began = time.perf_counter() if observe is not None else 0.0
-        for policy in self._deciders:
-            before = self.fingerprint() if self.check_purity else None
-            decisions = list(policy.decide(view))
-            if before is not None and self.fingerprint() != before:
-                raise AssertionError(f"policy {policy.name!r} changed the engine state while deciding")
-            for d in decisions:
-                self.apply(d, policy.name)
+        if self.check_purity:
+            for policy in self._deciders:
+                before = self.fingerprint()
+                decisions = list(policy.decide(view))
+                if self.fingerprint() != before:
+                    raise AssertionError(f"policy {policy.name!r} changed the engine state while deciding")
+                for d in decisions:
+                    self.apply(d, policy.name)
+        else:
+            apply = self.apply
+            for policy in self._deciders:
+                decided = policy.decide(view)
+                if not isinstance(decided, list):
+                    decided = list(decided)  # a generator: decide fully before anything is applied
+                if decided:
+                    name = policy.name
+                    for d in decided:
+                        apply(d, name)
         if self.federation is not None:
             if self.outsized:
                 self._reject_outsized()
