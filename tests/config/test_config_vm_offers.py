@@ -137,3 +137,23 @@ def test_the_examples_of_docs_clouds_load() -> None:
         re.sub(r"\[policies\]\n.*?\n\n", lambda _m: policies + "\n", typed, flags=re.S), "toml"
     )
     assert shared.fairshare is not None and shared.fairshare.name == "vm-share"
+
+
+def test_an_environment_refuses_a_bags_fair_share_policy(tmp_path: Path) -> None:
+    path = tmp_path / "env.toml"
+    path.write_text(
+        'name = "x"\n[[sites]]\nname = "c1"\nnodes = 2\n'
+        '[policies]\nallocation = "fcfs"\nprovisioning = "none"\nfairshare = "sep"\n'
+    )
+    with pytest.raises(ConfigError) as err:
+        load_file(path)
+    text = str(err.value)
+    assert "env.toml:8" in text and "policies.fairshare" in text and "simulated only" in text
+
+
+def test_the_bags_fair_share_names_are_the_registry_policies_that_share_bags() -> None:
+    from isthmus.config.schema import BAG_FAIRSHARE
+    from isthmus.policies import registry
+
+    bags = {n for n in registry.names("fairshare") if registry.create("fairshare", n).shares == "bags"}
+    assert bags == set(BAG_FAIRSHARE)
