@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from livekit import LiveServer, wait_for, wait_state, write_env
+from peerkit import federation
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -71,6 +72,7 @@ def test_dashboard_login_jobs_cancel_and_own_jobs_only(tmp_path: Path, tag: str,
         row.locator("td:nth-child(4):has-text('completed')").wait_for()
         queue = page.locator("#queues tbody tr td:first-child").all_inner_texts()
         assert queue == ["all sites"], queue
+        assert page.is_visible("#no-peers") and not page.is_visible("#peers")
         # both charts drawn from GET /timeseries (the event log), not from samples of this page
         for chart in ("#chart", "#spend-chart"):
             page.wait_for_selector(f"{chart}[data-points]")
@@ -105,3 +107,33 @@ def test_dashboard_login_jobs_cancel_and_own_jobs_only(tmp_path: Path, tag: str,
     finally:
         live.stop()
     assert (shots / "admin.png").stat().st_size > 0 and (shots / "user.png").stat().st_size > 0
+
+
+def test_dashboard_shows_peers_up_with_their_resources_then_down(tmp_path: Path, tag: str, browser: Any) -> None:
+    # A, B and C connected as peers (issue 17: the peers panel): A's page shows B and C up with
+    # the resource data they sent, and B down once it is stopped
+    shots = _artifacts(tmp_path)
+    with federation(tmp_path, tag, names=("A", "B", "C"), nodes=(1, 2, 3)) as fed:
+        page = browser.new_page()
+        page.goto(fed["A"].url + "/ui/")
+        page.fill("#token", fed["A"].admin_token)
+        page.click("#login-form button")
+        page.wait_for_selector("#peers tbody tr[data-peer='C'] td:nth-child(4):has-text('up')")
+        rows = page.locator("#peers tbody tr").evaluate_all(
+            "rows => rows.map(r => Array.from(r.children).map(td => td.textContent))"
+        )
+        by_name = {r[0]: r for r in rows}
+        assert sorted(by_name) == ["B", "C"]
+        assert by_name["B"][2] == "both" and by_name["B"][3] == "up"
+        # idle / processors from each peer's resource data: B has 2 one-core nodes, C has 3
+        wait_for(
+            lambda: page.inner_text("#peers tbody tr[data-peer='C'] td:nth-child(8)") == "3 / 3",
+            timeout=20,
+            what="C's resource data on the page",
+        )
+        assert page.inner_text("#peers tbody tr[data-peer='B'] td:nth-child(8)") == "2 / 2"
+        assert not page.is_visible("#no-peers")
+        page.screenshot(path=str(shots / "peers.png"), full_page=True)
+        fed["B"].stop()
+        page.wait_for_selector("#peers tbody tr[data-peer='B'] td:nth-child(4):has-text('down')", timeout=30_000)
+    assert (shots / "peers.png").stat().st_size > 0

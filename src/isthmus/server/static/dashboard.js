@@ -41,8 +41,8 @@ function money(x) { return x === null || x === undefined ? "" : "$" + Number(x).
 
 async function refresh() {
   try {
-    const [sites, budgets, queues, vms] = await Promise.all([api("GET", "/sites"), api("GET", "/budgets"),
-      api("GET", "/queues"), api("GET", "/vms")]);
+    const [sites, budgets, queues, vms, peers] = await Promise.all([api("GET", "/sites"), api("GET", "/budgets"),
+      api("GET", "/queues"), api("GET", "/vms"), api("GET", "/peers")]);
     fill($("#sites tbody"), sites.map((s) => {
       const vms = s.kind === "cloud" ? `${s.booting} / ${s.leased} / ${s.max_vms}` : "";
       const cost = s.kind === "cloud" ? money(s.charged_cost) : "";
@@ -57,8 +57,22 @@ async function refresh() {
       cell(q.processors, "num"), cell(q.oldest_wait === null ? "" : duration(q.oldest_wait), "num")]));
     const now = Date.now() / 1000;
     fill($("#vms tbody"), vms.map((v) => [cell(v.site_name), cell(v.vm, "num"), cell(v.activity || v.state, "vm-" + (v.activity || v.state)),
+      cell(v.type_name || ""), cell((v.user || "") + (v.retiring ? " (retiring)" : "")),
       cell(new Date(v.leased_at * 1000).toLocaleTimeString()), cell(duration(v.lease_seconds), "num"),
       cell(money(v.charged_cost), "num")]));
+    $("#no-peers").hidden = peers.length > 0;
+    $("#peers").hidden = peers.length === 0;
+    fill($("#peers tbody"), peers.map((p) => {
+      const sitesOf = (p.resources && p.resources.sites) || [];
+      const idle = sitesOf.reduce((n, s) => n + s.idle, 0);
+      const procs = sitesOf.reduce((n, s) => n + s.processors, 0);
+      const state = p.up ? "up" : "down" + (p.error ? ": " + p.error : "");
+      return [cell(p.name), cell(p.address), cell(p.role), cell(state, p.up ? "peer-up" : "peer-down"),
+        cell(p.last_heard ? new Date(p.last_heard * 1000).toLocaleTimeString() : "never"),
+        cell(p.forwarded_open, "num"), cell(p.received_active, "num"),
+        cell(p.resources ? `${idle} / ${procs}` : "", "num"), cell(p.resources ? p.resources.queued_jobs : "", "num")];
+    }));
+    for (const tr of $("#peers tbody").children) tr.dataset.peer = tr.firstChild.textContent;
     for (const tr of $("#vms tbody").children) tr.dataset.state = tr.children[2].textContent;
     fill($("#budgets tbody"), budgets.map((b) => [cell(b.name), cell(b.sites.join(", ")),
       cell(b.current || "total"), cell(money(b.limit), "num"), cell(money(b.spent), "num"), cell(money(b.left), "num")]));
