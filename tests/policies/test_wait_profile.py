@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from isthmus.policies.prediction.wait import earliest_fit, profile_steps
+from isthmus.policies.prediction.wait import earliest_fit, earliest_fit_on, profile_steps
 
 
 @dataclass
@@ -67,3 +67,6 @@ def test_profile_is_the_step_function_of_free_processors(runs, started, free, no
     else:
         expected = min(t for t, f in steps if f >= size)
         assert fit == expected and extra == dict(steps)[fit] - size
+    # EASY's one-loop form gives the same answer
+    one_loop = earliest_fit_on(site(*((float(e), s) for e, s in runs)), free, float(now), size, started)
+    assert one_loop == (fit, extra)

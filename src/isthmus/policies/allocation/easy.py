@@ -9,7 +9,7 @@ from typing import ClassVar
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, free_processors
 from isthmus.policies.api import View
-from isthmus.policies.prediction.wait import earliest_fit, profile_steps
+from isthmus.policies.prediction.wait import earliest_fit_on
 
 
 class EasyBackfilling(SingleSetPolicy):
@@ -52,7 +52,7 @@ class EasyBackfilling(SingleSetPolicy):
         res_site, res_time, extra = -1, math.inf, 0
         sites = view.sites
         for i in order:
-            t, x = earliest_fit(profile_steps(sites[i], free[i], now, started.get(i, ())), head.job.size)
+            t, x = earliest_fit_on(sites[i], free[i], now, head.job.size, started.get(i, ()))
             if t < res_time:
                 res_site, res_time, extra = i, t, x
         for e in queue:
