@@ -80,12 +80,7 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
     queue = view.queue(stage)
     if len(queue) <= 4 * len(by_size):
         # A short queue: scanning it is cheaper than merging its size buckets.
-        for entry in queue:
-            if entry.job.size <= bound:
-                yield entry
-                bound = max([free[i] for i in order])
-                if bound <= 0:
-                    return
+        yield from _while_fitting(queue, order, free, bound)
         return
     yield from _merge_fitting({s: b.values() for s, b in by_size.items()}, lambda e: e.seq, order, free, bound)
 
@@ -105,14 +100,21 @@ def queue_fitting_by_runtime(view: View, stage: int, free: list[int], key: Runti
     if len(queue) <= 4 * len(groups):
         # A short queue: sorting the jobs that fit now is cheaper than merging the groups (the
         # same order: runtime, then queue sequence, both unique together)
-        for entry in sorted([e for e in queue if e.job.size <= bound], key=lambda e: runtime_order(e, key)):
-            if entry.job.size <= bound:
-                yield entry
-                bound = max([free[i] for i in order])
-                if bound <= 0:
-                    return
+        fitting = sorted([e for e in queue if e.job.size <= bound], key=lambda e: runtime_order(e, key))
+        yield from _while_fitting(fitting, order, free, bound)
         return
     yield from _merge_fitting(groups, lambda e: runtime_order(e, key), order, free, bound)
+
+
+def _while_fitting(jobs: Iterable[JobInfo], order: Sequence[int], free: list[int], bound: int) -> Iterator[JobInfo]:
+    """The jobs of `jobs`, in their order, no larger than the most free processors on a site of
+    `order` when reached (`free` is counted down by the caller between jobs)."""
+    for entry in jobs:
+        if entry.job.size <= bound:
+            yield entry
+            bound = max([free[i] for i in order])
+            if bound <= 0:
+                return
 
 
 def _merge_fitting(
