@@ -77,7 +77,8 @@ class StartKind:
         engine.log_start(entry, d.site, d.by or engine.deciding)
         if d.limit is not None:
             engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
-        engine.schedule_walltime(entry, now)
+        if engine.enforce_walltime:
+            engine.schedule_walltime(entry, now)
         if engine.why_not:
             engine.why_not.pop(entry.job.id, None)
         if entry.chain:
