@@ -256,7 +256,7 @@ class BagBook:
         self.held: dict[int, int] = {}
         #: site -> processors being preempted
         self.leaving: dict[int, int] = {}
-        self.sites: tuple[int, ...] = tuple(b.index for b in engine.backends if getattr(b, "holds_bags", False))
+        self.sites: tuple[int, ...] = tuple(b.index for b in engine.backends if b.holds_bags)
         self.view = BagsView(self)
         self._schedule: Schedule | None = None
         self._next_slot = 0
