@@ -461,6 +461,8 @@ class Engine:
             if full is not None:  # its runtime alone, for the slowdown (metrics/records.py)
                 self.log.append(now, int(EventKind.SHARED), job_id, entry.site, -1, full, run)
         backend.finished(entry, now)
+        if self.ledger.commits:
+            self.ledger.stopped(job_id)
         if exit_code == 0:
             entry.state = JobState.COMPLETED
             self.log.append(now, _END, job_id, entry.site, -1, 0, run)
@@ -506,6 +508,8 @@ class Engine:
         site = entry.site
         run = entry.run
         self.backends[site].stop(entry, now)
+        if self.ledger.commits:
+            self.ledger.stopped(entry.job.id)
         self.log.append(now, _KILL, entry.job.id, site, -1, int(cause), run)
         if requeue:
             entry.restarts += 1
@@ -544,6 +548,8 @@ class Engine:
         now = self.clock.now
         if entry.state is _RUNNING:
             self.backends[entry.site].stop(entry, now)
+            if self.ledger.commits:
+                self.ledger.stopped(job_id)
             self.log.append(now, _KILL, job_id, entry.site, -1, int(KillCause.CANCEL), entry.run)
         else:
             self.dequeue(entry)
@@ -811,6 +817,11 @@ class Engine:
             return self._refused(d, r, getattr(d, "by", "") or policy)
         return ACCEPTED
 
+    def refuse(self, d: object, r: Refused, by: str = "") -> Status:
+        """Record decision `d` as refused for `r` (a decision kind refusing part of what it was
+        asked while applying the rest); `by` defaults to the deciding policy."""
+        return self._refused(d, r, by or self.deciding)
+
     def _refused(self, d: object, r: Refused, by: str) -> Status:
         status = Status(r.code, r.reason, by)
         self.refusals[r.code] = self.refusals.get(r.code, 0) + 1
@@ -831,17 +842,22 @@ class Engine:
             return  # released meanwhile
         price = backend.site.price_per_increment
         now = self.clock.now
-        cap = self.ledger.refusal(site, price, now)
-        if (self.budget is None or self.spent + price <= self.budget + 1e-9) and cap is None:
-            self.spent += price
-            self.ledger.pay(site, price, now)
-            self.schedule_billing(now + backend.site.billing_increment, site, vm_id)
-            return
+        ledger = self.ledger
+        if self.budget is None or self.spent + price <= self.budget + 1e-9:
+            cap = ledger.pay_boundary(site, vm_id, price, now, backend.site.billing_increment)
+            if cap is None:
+                self.spent += price
+                self.schedule_billing(now + backend.site.billing_increment, site, vm_id)
+                return
+            cap.released_vms += 1
+            who = f" for {u}" if (u := ledger.vm_user.get((site, vm_id), "")) and cap.users else ""
+            why = f"its VM on {backend.name} was released: budget {cap.cap.name} cannot pay its next increment{who}"
+        else:
+            why = f"its VM on {backend.name} was released: the budget is spent"
         for entry in [e for e in backend.running.values() if any(v == vm_id for v, _ in e.alloc)]:
             self.kill(entry, KillCause.BUDGET, requeue=True)
-            self.why_not[entry.job.id] = Status(
-                StatusCode.OVER_BUDGET, f"its VM on {backend.name} was released: the budget is spent", "budget"
-            )
+            self.why_not[entry.job.id] = Status(StatusCode.OVER_BUDGET, why, "budget")
+        ledger.released(site, vm_id)
         if vm.state is VmState.BOOTING:
             backend.booting -= 1
             vm.state = VmState.READY  # release() expects a ready VM; it never became usable

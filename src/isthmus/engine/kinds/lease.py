@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from isthmus.engine.backend import CloudBackend
+from isthmus.engine.budgets import CapState, lease_users
 from isthmus.engine.kinds import register
 from isthmus.model.decisions import LeaseVms
 from isthmus.model.events import EventKind
@@ -19,8 +20,9 @@ class LeaseKind:
 
     decision = LeaseVms
 
-    def validate(self, engine: Engine, d: LeaseVms) -> CloudBackend:
-        """The cloud's backend, or Refused."""
+    def validate(self, engine: Engine, d: LeaseVms) -> tuple[CloudBackend, list[str], CapState | None]:
+        """The cloud's backend, the user each VM is leased for (fewer than asked when a per-user
+        cap refuses the rest: that cap is third), or Refused."""
         backend = engine.cloud_backend(d.site)
         if d.count <= 0:
             raise Refused(StatusCode.INVALID, f"lease of {d.count} VMs")
@@ -43,30 +45,54 @@ class LeaseKind:
                 f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
                 f"exceeds the budget: ${engine.spent:.4f} of ${engine.budget:.4f} committed",
             )
-        cap = engine.ledger.refusal(d.site, d.count * price, engine.clock.now) if price else None
+        ledger = engine.ledger
+        now = engine.clock.now
+        if price and ledger.per_user and any(c.users for c in ledger.covering(d.site)):
+            users, cap = lease_users(engine, d.site, d.count)
+            if not users and cap is not None:
+                cap.refused_leases += d.count
+                raise Refused(StatusCode.OVER_BUDGET, _over(engine, d, backend.name, price, cap))
+            return backend, users, cap
+        cap = ledger.refusal(d.site, d.count * price, now) if price else None
         if cap is not None:
-            period = f" this {cap.cap.period}" if cap.cap.period else ""
-            raise Refused(
-                StatusCode.OVER_BUDGET,
-                f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
-                f"exceeds budget {cap.cap.name}: ${cap.spent(engine.clock.now):.4f} of ${cap.limit:.4f}{period} "
-                "committed",
-            )
-        return backend
+            cap.refused_leases += d.count
+            raise Refused(StatusCode.OVER_BUDGET, _over(engine, d, backend.name, price, cap))
+        return backend, [""] * d.count, None
 
-    def apply(self, engine: Engine, d: LeaseVms, backend: CloudBackend) -> None:
-        """Lease the VMs, pay their first billing increment, schedule the next boundary."""
+    def apply(self, engine: Engine, d: LeaseVms, ctx: tuple[CloudBackend, list[str], CapState | None]) -> None:
+        """Lease the VMs (for their users), pay their first billing increment, schedule the next
+        boundary; the VMs a per-user cap refused are recorded as a refused lease."""
+        backend, users, cap = ctx
         now = engine.clock.now
         price = backend.site.price_per_increment if backend.site.is_paid else 0.0
         policy = engine.log.policy_index(d.by or engine.deciding)
-        for vm_id in backend.lease(d.count, now):
+        ledger = engine.ledger
+        for vm_id, user in zip(backend.lease(len(users), now), users, strict=True):
             engine.log.append(
                 now, int(EventKind.VM_LEASE), -1, d.site, vm_id, 0.0, -1, policy, slots=backend.site.cores_per_node
             )
             engine.spent += price
-            engine.ledger.pay(d.site, price, now)
-            if price and (engine.budget is not None or engine.ledger.covering(d.site)):
+            ledger.pay(d.site, price, now, user)
+            ledger.leased(d.site, vm_id, user)
+            if price and (engine.budget is not None or ledger.covering(d.site)):
                 engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
+        if cap is not None and len(users) < d.count:
+            rest = LeaseVms(d.site, d.count - len(users), d.by)
+            cap.refused_leases += rest.count
+            engine.refuse(rest, Refused(StatusCode.OVER_BUDGET, _over(engine, rest, backend.name, price, cap)), d.by)
+
+
+def _over(engine: Engine, d: LeaseVms, site: str, price: float, cap: CapState) -> str:
+    """The reason a lease is over budget `cap`."""
+    now = engine.clock.now
+    period = f" this {cap.cap.period}" if cap.cap.period else ""
+    users = f" (users {', '.join(sorted(cap.users))})" if cap.users else ""
+    committed = engine.ledger.committed(cap, now)
+    extra = f" + ${committed:.4f} reserved" if committed else ""
+    return (
+        f"lease of {d.count} VMs on {site} (${d.count * price:.4f} for the first increment) "
+        f"exceeds budget {cap.cap.name}{users}: ${cap.spent(now):.4f}{extra} of ${cap.limit:.4f}{period} committed"
+    )
 
 
 register(LeaseKind())
