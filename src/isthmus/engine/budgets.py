@@ -150,6 +150,8 @@ class Ledger:
         self.fresh: set[tuple[int, int]] = set()
         #: commitments by (site, vm id)
         self.commits: dict[tuple[int, int], Commitment] = {}
+        #: the next boundary not yet paid of each paid VM under a cap, by (site, vm id)
+        self.next_due: dict[tuple[int, int], float] = {}
 
     def __bool__(self) -> bool:
         return bool(self.caps)
@@ -172,7 +174,7 @@ class Ledger:
     def committed_at(self, site: int, vm_id: int, t: float) -> bool:
         """True when the boundary of VM `vm_id` at `t` is committed."""
         m = self.commits.get((site, vm_id))
-        return m is not None and m.count(t - _EPS, t + _EPS) > 0
+        return m is not None and m.count(t - m.increment / 2, t + m.increment / 2) > 0
 
     def refusal(self, site: int, amount: float, t: float, user: str = "") -> CapState | None:
         """The first cap booking increments of `site` charged to `user` that cannot pay `amount`
@@ -197,11 +199,13 @@ class Ledger:
         cap that cannot (a boundary it committed is paid out of that commitment)."""
         user = self.vm_user.get((site, vm_id), "")
         m = self.commits.get((site, vm_id))
-        reserved = m is not None and m.count(t - _EPS, t + _EPS) > 0
+        reserved = self.committed_at(site, vm_id, t)
         cap = self.refusal(site, 0.0 if reserved else price, t, user)
         if cap is not None:
             return cap
         self.pay(site, price, t, user)
+        if self.finishing:
+            self.next_due[(site, vm_id)] = t + increment
         if m is not None:
             m.next_boundary = t + increment
         return None
@@ -224,8 +228,10 @@ class Ledger:
 
     # ---------------------------------------------------------------- VMs and their users
 
-    def leased(self, site: int, vm_id: int, user: str) -> None:
-        """VM `vm_id` was leased for `user` ("" none)."""
+    def leased(self, site: int, vm_id: int, user: str, next_due: float) -> None:
+        """VM `vm_id` was leased for `user` ("" none); its next boundary is at `next_due`."""
+        if self.finishing:
+            self.next_due[(site, vm_id)] = next_due
         if user:
             self.vm_user[(site, vm_id)] = user
             self.fresh.add((site, vm_id))
@@ -235,6 +241,7 @@ class Ledger:
         self.vm_user.pop((site, vm_id), None)
         self.fresh.discard((site, vm_id))
         self.commits.pop((site, vm_id), None)
+        self.next_due.pop((site, vm_id), None)
 
     def started(self, engine: Engine, job_id: int, site: int) -> None:
         """Job `job_id` started now on VMs of cloud `site`: each VM it took idle is now charged to
@@ -266,8 +273,10 @@ class Ledger:
             old = self.commits.get((site, vm_id))
             if old is not None:
                 nb = old.next_boundary
-            else:  # the first boundary after now (the current increment is paid)
-                nb = vm.leased_at + inc * math.floor((now - vm.leased_at) / inc + 1 + _EPS)
+            else:  # the next boundary not paid yet (recorded; else the first one after now)
+                nb = self.next_due.get((site, vm_id), math.nan)
+                if math.isnan(nb):
+                    nb = vm.leased_at + inc * math.floor((now - vm.leased_at) / inc + 1 + _EPS)
             m = Commitment(site, self.vm_user.get((site, vm_id), ""), price, inc, nb, dict(old.until) if old else {})
             m.until[job_id] = end
             planned[(site, vm_id)] = m
@@ -365,3 +374,31 @@ def lease_users(engine: Engine, site: int, count: int) -> tuple[list[str], CapSt
 
 def _queued(engine: Engine, stage: int) -> Iterable[JobEntry]:
     return list(engine.queues[stage].values())
+
+
+def cap_rows(ledger: Ledger, site_names: list[str], now: float) -> list[dict[str, object]]:
+    """Each cap now, as a row: what it covers, its limit, and in its current period what it
+    spent (charged increments), committed (reserved for running jobs by finish caps, not yet
+    charged) and has left (limit - spent - committed); its charges by period and refusals."""
+    rows: list[dict[str, object]] = []
+    for c in ledger.caps:
+        spent = c.spent(now)
+        committed = ledger.committed(c, now)
+        rows.append(
+            {
+                "name": c.cap.name,
+                "sites": sorted(site_names[i] for i in c.sites),
+                "users": sorted(c.users),
+                "period": c.cap.period,
+                "on_limit": c.cap.on_limit,
+                "current": period_key(c.cap.period, now),
+                "limit": c.limit,
+                "spent": spent,
+                "committed": committed,
+                "left": max(0.0, c.limit - spent - committed),
+                "charged": dict(sorted(c.charged.items())),
+                "refused_leases": c.refused_leases,
+                "released_vms": c.released_vms,
+            }
+        )
+    return rows

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from isthmus.engine.backend import SiteBackend
+from isthmus.engine.budgets import cap_rows
 from isthmus.engine.clock import PRIO_ARRIVAL_FIRST, PRIO_SUBMIT, Schedule, SimClock
 from isthmus.engine.engine import Engine
 from isthmus.model.environment import Environment, PolicyChoice
@@ -37,6 +38,9 @@ class SimulationResult:
     refusals: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
     end_time: float = 0.0
+    #: each budget cap at the end (isthmus.engine.budgets.cap_rows): spent, committed, left,
+    #: charged by period, leases refused and VMs released
+    budgets: list[dict[str, object]] = field(default_factory=list)
 
 
 def _submit_time(job: Job) -> float:
@@ -132,5 +136,6 @@ def simulate(
         refusals={code.label: n for code, n in sorted(engine.refusals.items())},
         wall_seconds=wall,
         end_time=clock.now,
+        budgets=cap_rows(engine.ledger, [s.name for s in env.sites], clock.now),
     )
     return result

@@ -73,7 +73,7 @@ class LeaseKind:
             )
             engine.spent += price
             ledger.pay(d.site, price, now, user)
-            ledger.leased(d.site, vm_id, user)
+            ledger.leased(d.site, vm_id, user, now + backend.site.billing_increment)
             if price and (engine.budget is not None or ledger.covering(d.site)):
                 engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
         if cap is not None and len(users) < d.count:
@@ -88,10 +88,14 @@ def _over(engine: Engine, d: LeaseVms, site: str, price: float, cap: CapState) -
     period = f" this {cap.cap.period}" if cap.cap.period else ""
     users = f" (users {', '.join(sorted(cap.users))})" if cap.users else ""
     committed = engine.ledger.committed(cap, now)
-    extra = f" + ${committed:.4f} reserved" if committed else ""
+    spent = (
+        f"${cap.spent(now):.4f} spent + ${committed:.4f} reserved for running jobs"
+        if committed
+        else (f"${cap.spent(now):.4f}")
+    )
     return (
         f"lease of {d.count} VMs on {site} (${d.count * price:.4f} for the first increment) "
-        f"exceeds budget {cap.cap.name}{users}: ${cap.spent(now):.4f}{extra} of ${cap.limit:.4f}{period} committed"
+        f"exceeds budget {cap.cap.name}{users}: {spent} of ${cap.limit:.4f}{period} committed"
     )
 
 
