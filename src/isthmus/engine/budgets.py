@@ -152,6 +152,9 @@ class Ledger:
         self.commits: dict[tuple[int, int], Commitment] = {}
         #: the next boundary not yet paid of each paid VM under a cap, by (site, vm id)
         self.next_due: dict[tuple[int, int], float] = {}
+        #: VMs of capped sites whose boundaries are not followed: no cap covers their user
+        #: (per-user caps only); a job of a covered user starting on one follows them again
+        self.unbilled: set[tuple[int, int]] = set()
 
     def __bool__(self) -> bool:
         return bool(self.caps)
@@ -204,7 +207,7 @@ class Ledger:
         if cap is not None:
             return cap
         self.pay(site, price, t, user)
-        if self.finishing:
+        if self.per_user or self.finishing:
             self.next_due[(site, vm_id)] = t + increment
         if m is not None:
             m.next_boundary = t + increment
@@ -230,7 +233,7 @@ class Ledger:
 
     def leased(self, site: int, vm_id: int, user: str, next_due: float) -> None:
         """VM `vm_id` was leased for `user` ("" none); its next boundary is at `next_due`."""
-        if self.finishing:
+        if self.per_user or self.finishing:
             self.next_due[(site, vm_id)] = next_due
         if user:
             self.vm_user[(site, vm_id)] = user
@@ -242,20 +245,39 @@ class Ledger:
         self.fresh.discard((site, vm_id))
         self.commits.pop((site, vm_id), None)
         self.next_due.pop((site, vm_id), None)
+        self.unbilled.discard((site, vm_id))
 
-    def started(self, engine: Engine, job_id: int, site: int) -> None:
+    def bills(self, site: int, user: str) -> bool:
+        """True when some cap covers increments of `site` charged to `user` (its boundaries
+        must be followed)."""
+        return any(c.covers(site, user) for c in self.caps)
+
+    def started(self, engine: Engine, job_id: int, site: int) -> list[tuple[int, float]]:
         """Job `job_id` started now on VMs of cloud `site`: each VM it took idle is now charged to
-        its user; with a finish cap, commit the increments its requested runtime needs."""
+        its user; with a finish cap, commit the increments its requested runtime needs. Returns
+        the VMs whose boundaries must be followed again (vm id, next boundary)."""
         entry = engine.entries[job_id]
         backend = engine.cloud_backend(site)
         user = entry.job.user
+        now = engine.clock.now
+        follow: list[tuple[int, float]] = []
         for vm_id, cores in entry.alloc:
             vm = backend.vms[vm_id]
+            key = (site, vm_id)
             if vm.free + cores >= vm.cores:  # it ran nothing else: the job takes it
-                self.vm_user[(site, vm_id)] = user
-            self.fresh.discard((site, vm_id))
+                self.vm_user[key] = user
+                if key in self.unbilled and self.bills(site, user):
+                    self.unbilled.discard(key)
+                    inc = backend.site.billing_increment
+                    nb = self.next_due.get(key, vm.leased_at + inc)
+                    if nb < now - _EPS:  # increments started meanwhile were charged to no cap
+                        nb += inc * math.ceil((now - nb) / inc - _EPS)
+                    self.next_due[key] = nb
+                    follow.append((vm_id, nb))
+            self.fresh.discard(key)
         if self.finishing and any(c.cap.on_limit == "finish" for c in self.covering(site)):
             self._commit(engine, entry.job.id, entry.job.requested_runtime, site, entry.alloc)
+        return follow
 
     def _commit(
         self, engine: Engine, job_id: int, runtime: float | None, site: int, alloc: tuple[tuple[int, int], ...]

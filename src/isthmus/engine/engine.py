@@ -847,7 +847,14 @@ class Engine:
             cap = ledger.pay_boundary(site, vm_id, price, now, backend.site.billing_increment)
             if cap is None:
                 self.spent += price
-                self.schedule_billing(now + backend.site.billing_increment, site, vm_id)
+                if (
+                    self.budget is None
+                    and ledger.per_user
+                    and not ledger.bills(site, ledger.vm_user.get((site, vm_id), ""))
+                ):
+                    ledger.unbilled.add((site, vm_id))  # no cap covers its user: not followed
+                else:
+                    self.schedule_billing(now + backend.site.billing_increment, site, vm_id)
                 return
             cap.released_vms += 1
             who = f" for {u}" if (u := ledger.vm_user.get((site, vm_id), "")) and cap.users else ""

@@ -75,7 +75,10 @@ class LeaseKind:
             ledger.pay(d.site, price, now, user)
             ledger.leased(d.site, vm_id, user, now + backend.site.billing_increment)
             if price and (engine.budget is not None or ledger.covering(d.site)):
-                engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
+                if engine.budget is None and ledger.per_user and not ledger.bills(d.site, user):
+                    ledger.unbilled.add((d.site, vm_id))  # no cap covers its user (yet)
+                else:
+                    engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
         if cap is not None and len(users) < d.count:
             rest = LeaseVms(d.site, d.count - len(users), d.by)
             cap.refused_leases += rest.count
