@@ -30,6 +30,7 @@ boundaries must fit in limit - spent - committed, so a committed boundary is alw
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -424,3 +425,34 @@ def cap_rows(ledger: Ledger, site_names: list[str], now: float) -> list[dict[str
             }
         )
     return rows
+
+
+def ledger_snapshot(ledger: Ledger) -> str:
+    """What a restart cannot rebuild from the leases alone, as JSON: the user each VM is charged
+    to and each per-user cap's charges by period (a live manager keeps it in its database)."""
+    return json.dumps(
+        {
+            "vm_users": sorted([s, v, u] for (s, v), u in ledger.vm_user.items() if u),
+            "charged": {c.cap.name: c.charged for c in ledger.caps if c.users},
+        },
+        sort_keys=True,
+    )
+
+
+def restore_vm_users(ledger: Ledger, doc: str | None) -> dict[str, dict[str, float]]:
+    """Put back the VM users of a snapshot (before the leases are replayed, so that they are
+    booked to those users); returns the per-user caps' charges it recorded, for `merge_charged`."""
+    if not doc:
+        return {}
+    data = json.loads(doc)
+    for s, v, u in data.get("vm_users", []):
+        ledger.vm_user[(int(s), int(v))] = str(u)
+    return {str(k): {str(p): float(x) for p, x in d.items()} for k, d in data.get("charged", {}).items()}
+
+
+def merge_charged(ledger: Ledger, saved: dict[str, dict[str, float]]) -> None:
+    """After the replay: each per-user cap keeps, per period, the larger of what the replay
+    booked and what was recorded (a replay books a VM's every increment to its last user)."""
+    for c in ledger.caps:
+        for period, amount in saved.get(c.cap.name, {}).items():
+            c.charged[period] = max(c.charged.get(period, 0.0), amount)

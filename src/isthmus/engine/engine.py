@@ -436,17 +436,21 @@ class Engine:
             return
         inc = backend.site.billing_increment
         started = max(1, math.ceil((self.clock.now - leased_at) / inc - 1e-9))
-        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, backend.site.price_per_increment)
+        user = self.ledger.vm_user.get((site, vm_id), "")
+        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, backend.site.price_per_increment, user)
+        if self.ledger.per_user or self.ledger.finishing:
+            self.ledger.next_due[(site, vm_id)] = leased_at + started * inc
         if self.budget is not None or self.ledger.covering(site):
             self.schedule_billing(leased_at + started * inc, site, vm_id)
 
-    def book_past_lease(self, site: int, leased_at: float, released_at: float) -> None:
-        """Count the increments of a lease that ended (or is ending) before a restart: the
-        budget and the caps keep what it cost."""
+    def book_past_lease(self, site: int, leased_at: float, released_at: float, user: str = "") -> None:
+        """Count the increments of a lease that ended (or is ending) before a restart, charged to
+        `user`: the budget and the caps keep what it cost."""
         backend = self.cloud_backend(site)
         if backend.site.is_paid:
             price = backend.site.price_per_increment
-            self.spent += self.ledger.replay(site, leased_at, released_at, backend.site.billing_increment, price)
+            inc = backend.site.billing_increment
+            self.spent += self.ledger.replay(site, leased_at, released_at, inc, price, user)
 
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         entry = self.entries.get(job_id)

@@ -33,6 +33,7 @@ from sqlalchemy import select
 
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, kill_group, pilot_alive, still_pilot
 from isthmus.engine.backend import SiteBackend
+from isthmus.engine.budgets import ledger_snapshot
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.batch import BatchCluster, batch_system
@@ -104,6 +105,8 @@ class Manager:
         #: why the last write failed, while writes fail (the manager is unhealthy); None when they work
         self.persist_error: str | None = None
         self._persist_retry_at = 0.0
+        #: the per-user budget ledger snapshot last written (isthmus.engine.budgets.ledger_snapshot)
+        self._ledger_written: str | None = None
         self.state_dir = Path(config.state_dir)
         self.spool = self.state_dir / "spool"
         self.clock = RealtimeClock()
@@ -383,7 +386,8 @@ class Manager:
         write succeeds; commands that depend on unwritten events are not handed to pilots.
         """
         n = len(self.engine.log)
-        if n == self.projector.persisted and not self.intake.pending():
+        ledger = ledger_snapshot(self.engine.ledger) if self.engine.ledger.per_user else None
+        if n == self.projector.persisted and not self.intake.pending() and ledger == self._ledger_written:
             return
         if self.persist_error is not None and time.monotonic() < self._persist_retry_at:
             raise PersistError(self.persist_error)
@@ -391,6 +395,8 @@ class Manager:
             with self.store.begin() as conn:
                 self.intake.write_new(conn)  # before the events: their updates need the job rows
                 self.projector.project(conn, n)
+                if ledger is not None and ledger != self._ledger_written:
+                    self.store.set_meta(conn, "budget-ledger", ledger)
         except Exception as exc:
             first = self.persist_error is None
             self.persist_error = f"cannot write the database: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
@@ -400,6 +406,7 @@ class Manager:
             raise PersistError(self.persist_error) from exc
         self.intake.written()
         self.projector.committed(n)
+        self._ledger_written = ledger
         if self.persist_error is not None:
             log.warning("database writes work again")
             self.persist_error = None
