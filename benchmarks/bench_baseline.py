@@ -3,7 +3,8 @@
 Issue 9 asks that reshaping the core keep `bench_sim.py`'s figures within 10% of the engine
 before the reshape. This runs the same cases with both trees' source (PYTHONPATH), each case in
 a fresh child process, the two trees alternating (A B A B ...) so that the machine's load drifts
-over both alike, and prints median simulation times and their ratio.
+over both alike, and prints median simulation times and their ratio: wall time, and the child's CPU time (on a loaded
+machine wall time stretches with the other processes; CPU time much less).
 
 Run (make the old tree once; the commit before the reshape is f572705^):
 
@@ -36,11 +37,11 @@ jobs = resolve_workload(case["workload"]).jobs
 if case.get("max_size"):
     jobs = [j for j in jobs if j.size <= case["max_size"]]
 env = single_cluster(case["cluster"]) if case.get("cluster") else load_environment(case["env"])
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 result = simulate(env, jobs, case["policy"], "none" if case.get("cluster") else None)
-sim = time.perf_counter() - t
+sim, cpu = time.perf_counter() - t, time.process_time() - c
 ends = sorted(result.log.columns()["time"])[-1:]
-print(json.dumps({"sim_s": sim, "jobs": len(jobs), "unfinished": len(result.unfinished), "last": ends}))
+print(json.dumps({"sim_s": sim, "cpu_s": cpu, "jobs": len(jobs), "unfinished": len(result.unfinished), "last": ends}))
 """
 
 
@@ -76,27 +77,41 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("baseline", type=Path, help="the older isthmus tree (a git worktree)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each case with each tree (default 3)")
+    ap.add_argument("--tree", type=Path, default=ROOT, help="the tree measured against the baseline (default: this)")
+    ap.add_argument("--only", default="", help="comma-separated policies to run (default: every case)")
     args = ap.parse_args()
     if not (args.baseline / "src" / "isthmus").is_dir():
         raise SystemExit(f"{args.baseline} holds no isthmus source (src/isthmus)")
     todo = cases()
+    if args.only:
+        todo = [c for c in todo if c["policy"] in args.only.split(",")]
     if not todo:
         raise SystemExit(f"no workload found under {SHARED} (peers/workloads, traces)")
-    print(f"{'case':<28} {'jobs':>6} {'baseline s':>11} {'now s':>8} {'now/baseline':>13}")
+    print(
+        f"{'case':<28} {'jobs':>6} {'baseline s':>11} {'now s':>8} {'ratio':>6}"
+        f" {'baseline cpu s':>15} {'now cpu s':>10} {'ratio':>6}"
+    )
     for case in todo:
-        base: list[float] = []
-        now: list[float] = []
-        figures: dict[str, object] = {}
+        base: list[dict[str, object]] = []
+        now: list[dict[str, object]] = []
         for _ in range(args.repeat):
             b = run(args.baseline, case)
-            figures = run(ROOT, case)
-            base.append(float(b["sim_s"]))  # type: ignore[arg-type]
-            now.append(float(figures["sim_s"]))  # type: ignore[arg-type]
+            figures = run(args.tree, case)
+            base.append(b)
+            now.append(figures)
             if (b["jobs"], b["unfinished"]) != (figures["jobs"], figures["unfinished"]):
                 raise SystemExit(f"the trees disagree on case {case}: {b} vs {figures}")
+
+        def med(runs: list[dict[str, object]], key: str) -> float:
+            return statistics.median(float(r[key]) for r in runs)  # type: ignore[arg-type]
+
         name = f"{case['policy']} {'cluster 128' if case.get('cluster') else case['env']}"
-        mb, mn = statistics.median(base), statistics.median(now)
-        print(f"{name:<28} {figures['jobs']:>6} {mb:>11.2f} {mn:>8.2f} {mn / mb:>12.2f}x")
+        mb, mn, cb, cn = med(base, "sim_s"), med(now, "sim_s"), med(base, "cpu_s"), med(now, "cpu_s")
+        print(
+            f"{name:<28} {now[0]['jobs']:>6} {mb:>11.2f} {mn:>8.2f} {mn / mb:>5.2f}x"
+            f" {cb:>15.2f} {cn:>10.2f} {cn / cb:>5.2f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

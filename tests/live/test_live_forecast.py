@@ -8,6 +8,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ from isthmus.live.client import ApiError
 
 TERMINAL = ("completed", "failed", "cancelled", "timeout")
 SLACK = 0.15  # each job sleeps this much less than it requests (the walltime kills at the request)
-# (size, requested runtime) of the queued jobs, behind a 4-processor job of 3 s on 4 processors
+# the running job the others wait for: long enough that every what-if below is asked while it runs,
+# even on a loaded machine
+HOLD = 6.0
+# (size, requested runtime) of the queued jobs, behind a 4-processor job of HOLD s on 4 processors
 QUEUED = [(2, 2.0), (2, 3.0), (4, 2.0), (1, 1.5), (3, 2.0), (2, 1.0)]
 # strict FCFS by hand, relative to the end H of the running job: (start, end)
 FCFS = [(0, 2), (0, 3), (3, 5), (5, 6.5), (5, 7), (7, 8)]
@@ -36,7 +40,7 @@ def test_forecast_by_hand_what_if_and_accuracy(tmp_path: Path, db_url: str, tag:
     live = LiveServer(env, tmp_path / "state", db_url, tag).start()
     try:
         c = live.client()
-        hold = c.submit(**_job(4, 3.0))
+        hold = c.submit(**_job(4, HOLD))
         h = wait_state(c, hold, ("running",))
         queued = [c.submit(**_job(size, req)) for size, req in QUEUED]
         f = c.forecast()
@@ -46,7 +50,7 @@ def test_forecast_by_hand_what_if_and_accuracy(tmp_path: Path, db_url: str, tag:
         running = by_id[hold]
         assert running["state"] == "running" and running["runtime_basis"] == "requested runtime"
         end_of_hold = running["end"]
-        assert end_of_hold == pytest.approx(running["start"] + 3.0)
+        assert end_of_hold == pytest.approx(running["start"] + HOLD)
         for jid, (start, end) in zip(queued, FCFS, strict=True):
             j = by_id[jid]
             assert (j["state"], j["site"]) == ("queued", "c1")
@@ -79,9 +83,15 @@ def test_forecast_by_hand_what_if_and_accuracy(tmp_path: Path, db_url: str, tag:
         # what if a second cluster were added: the first two queued jobs (2 processors each)
         # start at once on it instead of after the running job
         c2 = '[[sites]]\nname = "c2"\nnodes = 2\ncores_per_node = 2\n'
+        asked = time.time()
         added = {j["job"]: j for j in c.forecast(add_sites=c2)["jobs"]}
+        assert asked < end_of_hold, "the running job ended before the what-if was asked: the machine is too slow"
         for jid in queued[:2]:
-            assert added[jid]["site"] == "c2" and added[jid]["start"] < end_of_hold - 1, added[jid]
+            start = added[jid]["start"]
+            assert added[jid]["site"] == "c2" and start < end_of_hold and start <= time.time(), (
+                added[jid],
+                end_of_hold,
+            )
         # ... or the whole environment of a file, which must keep the site running a job now
         whole = env.read_text().replace('name = "c1"', 'name = "big"').replace("nodes = 2", "nodes = 8", 1)
         with pytest.raises(ApiError) as lost:

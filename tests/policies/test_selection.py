@@ -7,7 +7,7 @@ import pytest
 
 from helpers import job
 from isthmus.model import Environment, PolicyChoice, Site
-from isthmus.model.decisions import ForwardJob
+from isthmus.model.decisions import ForwardJob, HoldJob
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole
 from isthmus.model.status import StatusCode
@@ -175,6 +175,27 @@ def test_ibm_cloud_short_filter_keeps_very_short_jobs_off_clouds():
     h.queue(job(1, 0, 1, 2, req=2))  # expected 2 s < 3 s: not to a cloud
     h.queue(job(2, 0, 1, 2, req=3))  # 3 s is not "less than 3 seconds"
     assert forwards(h) == [(2, "B", StatusCode.ACCEPTED)]
+
+
+def test_ibm_filtered_job_is_held_with_the_filter_and_the_sites_it_excluded():
+    h = harness("ibm-matching")
+    h.peer("B", peer_data("B", idle=5, processors=5, is_cloud=True))
+    fill_local(h, (4,))
+    h.queue(job(1, 0, 1, 2, req=2))  # expected 2 s < 3 s: cloud-short keeps it off B's cloud
+    out = h.decide("selection")
+    holds = [o for o in out if isinstance(o.decision, HoldJob)]
+    assert [(o.decision.job_id, o.status.code, o.status.policy) for o in holds] == [
+        (1, StatusCode.HELD, "ibm-matching")
+    ]
+    assert h.engine.why(1) == "kept at A by the forwarding policy: filter cloud-short excluded B/B"
+    assert h.engine.why_status(1).code is StatusCode.HELD
+
+
+def test_ibm_job_matched_here_by_sorting_is_not_held():
+    h = harness("ibm-matching", nodes=8)
+    h.peer("B", peer_data("B", idle=5, processors=5, is_cloud=True))
+    h.queue(job(1, 0, 1, 100, req=100))  # here: 8 free, no queue, before B's 5
+    assert [o for o in h.decide("selection") if isinstance(o.decision, HoldJob)] == []
 
 
 def test_ibm_failed_resource_and_parallel_filters():

@@ -408,14 +408,24 @@ class CloudBackend(SiteBackend):
         chosen = []
         job_id = entry.job.id
         candidates: Iterable[tuple[Vm, int]]
-        if alloc is not None:
+        if alloc is None and not self.reserved_cores:
+            # the common case, without a generator per start (the simulator's hot path)
+            ready = VmState.READY
+            for vm in self.vms.values():
+                free = vm.free
+                if free and vm.state is ready:
+                    take = free if free < need else need
+                    chosen.append((vm.id, take))
+                    need -= take
+                    if not need:
+                        break
+            candidates = ()
+        elif alloc is not None:
             candidates = ((self.vms[v], c) for v, c in alloc)
-        elif self.reserved_cores:
+        else:
             own = [self.vms[v] for v in self.reservations.get(job_id, ())]
             others = (vm for vm in self.vms.values() if vm.reserved_for < 0)
             candidates = ((vm, vm.free) for vm in itertools.chain(own, others))
-        else:
-            candidates = ((vm, vm.free) for vm in self.vms.values())
         for vm, cores in candidates:
             if vm.state is VmState.READY and vm.free:
                 take = min(vm.free, need, cores)

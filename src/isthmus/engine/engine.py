@@ -109,6 +109,8 @@ class Engine:
         self.target = clock.register(self.handle if rounds == "batch" else self._handle_then_round)
         self.schedule: Schedule = clock.scheduler(self.target)
         self.backends: list[SiteBackend] = list(backends(self.schedule))
+        #: the cloud backend at each site index, None for a cluster (no ABC isinstance per call)
+        self._clouds: list[CloudBackend | None] = [b if isinstance(b, CloudBackend) else None for b in self.backends]
         self.round_interval = round_interval
         self.log = log if log is not None else EventLog()
         self.check_purity = check_purity
@@ -305,10 +307,8 @@ class Engine:
         if not bucket:
             del buckets[entry.job.size]
         if self.runtime_key is not None:
-            ordered = self.sorted_buckets[entry.stage][entry.job.size]
-            ordered.remove(self._runtime_item(entry))
-            if not ordered:
-                del self.sorted_buckets[entry.stage][entry.job.size]
+            # an emptied group stays (a SortedList costs more to make than to keep: sizes recur)
+            self.sorted_buckets[entry.stage][entry.job.size].remove(self._runtime_item(entry))
         if self.columns is not None:
             self.columns[entry.stage].remove(job_id)
 
@@ -728,11 +728,11 @@ class Engine:
 
     def cloud_backend(self, index: int) -> CloudBackend:
         """The cloud backend at `index`; Refused (UNKNOWN_TARGET / INVALID) otherwise."""
-        if not 0 <= index < len(self.backends):
+        if not 0 <= index < len(self._clouds):
             raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {index} does not exist")
-        backend = self.backends[index]
-        if not isinstance(backend, CloudBackend):
-            raise Refused(StatusCode.INVALID, f"site {backend.name} is not a cloud")
+        backend = self._clouds[index]
+        if backend is None:
+            raise Refused(StatusCode.INVALID, f"site {self.backends[index].name} is not a cloud")
         return backend
 
     def schedule_billing(self, time: float, site: int, vm_id: int) -> None:
@@ -744,7 +744,10 @@ class Engine:
 
     def _changed(self) -> None:
         """Something changed now: make sure a round follows."""
-        self.request_round(self.clock.now)
+        now = self.clock.now
+        if self._round_at <= now and self.round_rule != "per-event":
+            return  # a round is already due now (request_round would schedule nothing)
+        self.request_round(now)
 
     def _handle_then_round(self, kind: int, a: int, b: int) -> None:
         """Per-event rounds: one clock event, then the round it asked for, at once."""

@@ -92,20 +92,15 @@ class SiteView:
         #: (estimated end, job id) of running jobs, in order
         self.by_estimated_end: Sequence[tuple[float, int]] = ReadOnlyList(backend.by_estimated_end)
 
-    @property
-    def free(self) -> int:
-        """Processors usable now and running nothing."""
-        return self._b.free
-
-    @property
-    def online(self) -> int:
-        """Processors usable now (busy or not)."""
-        return self._b.online
-
-    @property
-    def reserved(self) -> int:
-        """Free processors held by reservations for queued jobs (part of `free`)."""
-        return self._b.reserved_cores
+    # C-level getters (`attrgetter`) for the fields policies read several times a round.
+    #: Processors usable now and running nothing.
+    free = property(attrgetter("_b.free"), doc="Processors usable now and running nothing.")
+    #: Processors usable now (busy or not).
+    online = property(attrgetter("_b.online"), doc="Processors usable now (busy or not).")
+    #: Free processors held by reservations for queued jobs (part of `free`).
+    reserved = property(
+        attrgetter("_b.reserved_cores"), doc="Free processors held by reservations for queued jobs (part of `free`)."
+    )
 
     def free_for(self, job_id: int) -> int:
         """Free processors job `job_id` may use: `free` less those reserved for other jobs."""
@@ -132,15 +127,10 @@ class CloudView(SiteView):
         #: one proxy per VM, made once (provisioning policies read the idle VMs every round)
         self._vm_views: dict[int, VmView] = {}
 
-    @property
-    def booting(self) -> int:
-        """VMs leased and still booting."""
-        return self._b.booting
-
-    @property
-    def leased(self) -> int:
-        """VMs leased and not being released (booting or ready)."""
-        return self._b.leased
+    #: VMs leased and still booting.
+    booting = property(attrgetter("_b.booting"), doc="VMs leased and still booting.")
+    #: VMs leased and not being released (booting or ready).
+    leased = property(attrgetter("_b.leased"), doc="VMs leased and not being released (booting or ready).")
 
     def idle_vm_times(self) -> Sequence[tuple[int, float, float, int]]:
         """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle first."""
@@ -310,6 +300,7 @@ class EngineView:
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobEntry]]:
         """Jobs waiting in queue `stage` grouped by size, each group shortest runtime first (then
         queue order): the allocation policy's `runtime_index` says whether by prediction or actual runtime.
+        A size whose jobs have all left maps to an empty group.
         """
         if self._e.runtime_key is None:
             raise RuntimeError(

@@ -102,8 +102,9 @@ class SimCloud(CloudBackend):
 
     def finished(self, entry: JobEntry, now: float) -> None:
         """The run ended: forget its progress."""
-        self._work.pop(entry.job.id, None)
-        super().finished(entry, now)
+        if self._work:
+            self._work.pop(entry.job.id, None)
+        self._free_alloc(entry, now)
 
     def stop(self, entry: JobEntry, now: float) -> None:
         """Kill the run and forget its progress."""

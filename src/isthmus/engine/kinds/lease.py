@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
 
 
+_VM_LEASE = int(EventKind.VM_LEASE)
+
+
 class LeaseKind:
     """Valid for a positive count on a cloud in its window, within its maximum and the budget."""
 
@@ -65,16 +68,19 @@ class LeaseKind:
         backend, users, cap = ctx
         now = engine.clock.now
         price = backend.site.price_per_increment if backend.site.is_paid else 0.0
-        policy = engine.log.policy_index(d.by or engine.deciding)
+        log = engine.log
+        policy = log.policy_index(d.by or engine.deciding)
         ledger = engine.ledger
+        capped = bool(ledger.caps)
+        bill = bool(price) and (engine.budget is not None or (capped and bool(ledger.covering(d.site))))
+        cores = backend.site.cores_per_node
         for vm_id, user in zip(backend.lease(len(users), now), users, strict=True):
-            engine.log.append(
-                now, int(EventKind.VM_LEASE), -1, d.site, vm_id, 0.0, -1, policy, slots=backend.site.cores_per_node
-            )
+            log.append(now, _VM_LEASE, -1, d.site, vm_id, 0.0, -1, policy, slots=cores)
             engine.spent += price
-            ledger.pay(d.site, price, now, user)
-            ledger.leased(d.site, vm_id, user, now + backend.site.billing_increment)
-            if price and (engine.budget is not None or ledger.covering(d.site)):
+            if capped:
+                ledger.pay(d.site, price, now, user)
+                ledger.leased(d.site, vm_id, user, now + backend.site.billing_increment)
+            if bill:
                 if engine.budget is None and ledger.per_user and not ledger.bills(d.site, user):
                     ledger.unbilled.add((d.site, vm_id))  # no cap covers its user (yet)
                 else:

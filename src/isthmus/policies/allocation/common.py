@@ -39,7 +39,7 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
     bucket is dropped once its size no longer fits (free processors only decrease in a round).
     """
     order = view.stage_sites(stage)
-    bound = max((free[i] for i in order), default=0)
+    bound = max([free[i] for i in order]) if order else 0
     if bound <= 0:
         return
     by_size = view.queue_by_size(stage)
@@ -49,7 +49,7 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
         for entry in queue:
             if entry.job.size <= bound:
                 yield entry
-                bound = max(free[i] for i in order)
+                bound = max([free[i] for i in order])
                 if bound <= 0:
                     return
         return
@@ -63,7 +63,7 @@ def queue_fitting_by_runtime(view: View, stage: int, free: list[int], key: Runti
     counted down by the caller as it places jobs.
     """
     order = view.stage_sites(stage)
-    bound = max((free[i] for i in order), default=0)
+    bound = max([free[i] for i in order]) if order else 0
     if bound > 0:
         yield from _merge_fitting(view.queue_by_runtime(stage), lambda e: runtime_order(e, key), order, free, bound)
 
@@ -88,7 +88,7 @@ def _merge_fitting(
     heapq.heapify(heap)
     while heap:
         _, size, entry, jobs = heap[0]
-        bound = max(free[i] for i in order)
+        bound = max([free[i] for i in order])
         if size > bound:
             heapq.heappop(heap)
             continue
@@ -141,7 +141,7 @@ def list_schedule(
     order = view.stage_sites(stage)
     if free is None:
         free = free_processors(view)
-    total = sum(free[i] for i in order)
+    total = sum([free[i] for i in order])
     out: list[Decision] = []
     for e in jobs:
         if total <= 0:
@@ -173,4 +173,7 @@ class SingleSetPolicy(AllocationDefaults):
 def any_free(view: View, stage: int = 0) -> bool:
     """True when some site of queue `stage` has a free processor (else no job can start)."""
     sites = view.sites
-    return any(sites[i].free > 0 for i in view.stage_sites(stage))
+    for i in view.stage_sites(stage):  # noqa: SIM110 (a loop: no generator frame, every round)
+        if sites[i].free > 0:
+            return True
+    return False

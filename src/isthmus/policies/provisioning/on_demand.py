@@ -54,33 +54,41 @@ class OnDemand:
         now = view.now
         out: list[Decision] = []
         clouds: dict[int, CloudInfo] = {}
+        # per-round copies of what the scan reads many times (plain dict reads)
+        leased: dict[int, int] = {}
+        max_vms: dict[int, int] = {}
+        cores: dict[int, int] = {}
+        planned: dict[int, int] = {}  # VMs to lease per cloud: its minimum first
         for s in view.sites:
             c = view.cloud(s.index)
             if c is None:
                 continue
-            opens, closes = c.site.available_from, c.site.available_until
+            site = c.site
+            opens, closes = site.available_from, site.available_until
             if opens is not None and now < opens:
                 out.append(WakeUp(opens, by=self.name))  # look again when the window opens
             elif closes is None or now < closes:
-                clouds[s.index] = c
+                i = s.index
+                clouds[i] = c
+                leased[i] = n = c.leased
+                max_vms[i] = site.max_vms
+                cores[i] = site.cores_per_node
+                planned[i] = max(0, site.min_vms - n)
         if not clouds:
             return out
-        planned = dict.fromkeys(clouds, 0)
+        free = view.free_processors()
         for i, c in clouds.items():
-            deficit = c.site.min_vms - c.leased
-            if deficit > 0:
-                planned[i] = deficit
-        free = [s.free for s in view.sites]
-        for i, c in clouds.items():
-            free[i] += (c.booting + planned[i]) * c.site.cores_per_node
+            free[i] += (c.booting + planned[i]) * cores[i]
         needed: set[int] = set()
         for stage in range(view.stages):
             order = view.stage_sites(stage)
+            if not order:
+                continue
             # Clouds of this queue that may still lease; once none may, a job larger than every
             # site's free processors on paper changes nothing, and once none is free the rest of
             # the queue changes nothing: the scan stops (rounds stay short with long queues).
-            growable = {i for i in order if i in clouds and clouds[i].leased + planned[i] < clouds[i].site.max_vms}
-            bound = max((free[i] for i in order), default=0)
+            growable = {i for i in order if i in clouds and leased[i] + planned[i] < max_vms[i]}
+            bound = max([free[i] for i in order])
             for e in view.queue(stage):
                 size = e.job.size
                 if not growable:
@@ -98,20 +106,20 @@ class OnDemand:
                         break
                 if placed:
                     if not growable:
-                        bound = max(free[i] for i in order)
+                        bound = max([free[i] for i in order])
                     continue
                 for i in order:
-                    c = clouds.get(i)
-                    if c is None:
+                    if i not in clouds:
                         continue
-                    vms = math.ceil((size - free[i]) / c.site.cores_per_node)
-                    if c.leased + planned[i] + vms <= c.site.max_vms:
+                    per_vm = cores[i]
+                    vms = math.ceil((size - free[i]) / per_vm)
+                    if leased[i] + planned[i] + vms <= max_vms[i]:
                         planned[i] += vms
-                        free[i] += vms * c.site.cores_per_node - size
+                        free[i] += vms * per_vm - size
                         needed.add(i)
-                        if c.leased + planned[i] >= c.site.max_vms:
+                        if leased[i] + planned[i] >= max_vms[i]:
                             growable.discard(i)
-                        bound = max(free[j] for j in order)
+                        bound = max([free[j] for j in order])
                         break
         for i, n in planned.items():
             if n > 0:
@@ -120,16 +128,29 @@ class OnDemand:
         for i, c in clouds.items():
             if i in needed:
                 continue
-            spare = c.leased - c.site.min_vms
+            spare = leased[i] - c.site.min_vms
             if spare <= 0:
                 continue
             release: list[int] = []
+            # when each idle VM may go (this loop visits every idle VM of every cloud each round)
+            site = c.site
+            paid = site.price_per_hour > 0
+            if paid:
+                inc = site.billing_increment
+                window = min(self.params.paid_release_window, inc)
+                edge = inc - window
+            else:
+                idle = self.params.idle_time if self.params.idle_time is not None else site.idle_release_time
             for vm_id, leased_at, idle_since, reserved_for in c.idle_vm_times():
                 if len(release) >= spare:
                     break
                 if reserved_for >= 0:
                     continue  # held for a queued job (ReserveVms): never released
-                at = self._release_time(c, leased_at, idle_since, now)
+                if paid:
+                    into = (now - leased_at) % inc
+                    at = now if into >= edge - 1e-9 else now + (edge - into)
+                else:
+                    at = idle_since + idle
                 if at <= now:
                     release.append(vm_id)
                 elif at < wake:
@@ -139,17 +160,3 @@ class OnDemand:
         if wake < math.inf:
             out.append(WakeUp(wake, by=self.name))
         return out
-
-    def _release_time(self, c: CloudInfo, leased_at: float, idle_since: float, now: float) -> float:
-        """Earliest time at or after now when an idle VM may be released."""
-        site = c.site
-        if site.price_per_hour <= 0:
-            idle = self.params.idle_time if self.params.idle_time is not None else site.idle_release_time
-            return idle_since + idle
-        inc = site.billing_increment
-        window = min(self.params.paid_release_window, inc)
-        age = now - leased_at
-        into = age % inc
-        if into >= inc - window - 1e-9:
-            return now
-        return now + (inc - window - into)

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, ForwardJob
+from isthmus.model.decisions import Decision, ForwardJob, HoldJob
 from isthmus.policies.api import View
 from isthmus.policies.selection.common import LOCAL
 from isthmus.policies.selection.ibm_filters import FILTERS, Resource
@@ -40,6 +40,9 @@ class IbmMatching:
     by priority, then queue length, then distance to this manager. *Match*: the first; a site
     here keeps the job here, a peer's site forwards it there. A job with no resource left
     stays here. Within a round the chosen resource's figures count the jobs just sent to it.
+
+    A job kept here while a filter excluded a peer's site is held with the filters' reasons
+    (`HoldJob`: "why is my job pending" names the filter and the sites it excluded).
     """
 
     name: ClassVar[str] = "ibm-matching"
@@ -48,7 +51,7 @@ class IbmMatching:
 
     def __init__(self, params: IbmMatchingParams | None = None) -> None:
         self.params = params or IbmMatchingParams()
-        self._filters = [FILTERS[f] for f in self.params.filters]
+        self._filters = [(f, FILTERS[f]) for f in self.params.filters]
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Match each new job to the best-sorted resource that passes the filters."""
@@ -68,11 +71,15 @@ class IbmMatching:
         for job in jobs:
             size = job.job.size
             best: tuple[tuple[int, int, int, float], int] | None = None
+            excluded: dict[str, list[str]] = {}  # filter -> the peers' sites it kept this job from
             for i, r in enumerate(resources):
                 s = r.site
                 if not s.available or s.max_processors < size:
                     continue  # find
-                if not all(f(job, r, limit) for f in self._filters):
+                failed = next((name for name, f in self._filters if not f(job, r, limit)), None)
+                if failed is not None:
+                    if r.peer != LOCAL:
+                        excluded.setdefault(failed, []).append(f"{r.manager}/{s.name}")
                     continue
                 free = s.idle - taken[i]
                 qlen = s.queued_jobs + queued[i]
@@ -80,8 +87,13 @@ class IbmMatching:
                 key = (0 if qlen == 0 else 1, -priority, qlen, r.distance)
                 if best is None or key < best[0]:
                     best = (key, i)
-            if best is None:
-                continue
+            if best is None or resources[best[1]].peer == LOCAL:
+                if excluded:
+                    why = "; ".join(f"filter {name} excluded {', '.join(sites)}" for name, sites in excluded.items())
+                    reason = f"kept at {view.manager} by the forwarding policy: {why}"
+                    out.append(HoldJob(job.job.id, reason, self.name))
+                if best is None:
+                    continue
             i = best[1]
             r = resources[i]
             if size <= resources[i].site.idle - taken[i]:
