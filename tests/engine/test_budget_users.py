@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from helpers import cloud_env, job
+from isthmus.engine.budgets import Ledger, ledger_snapshot, merge_charged, restore_vm_users
 from isthmus.model.budget import BudgetCap
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, KillCause
@@ -147,3 +150,23 @@ def test_a_users_cap_does_not_cover_other_users_vms() -> None:
     assert _ends(result) == [(6.0, 1, 1)]
     assert _cap(result, "alice-cap")["spent"] == 0.0
     assert _cap(result, "all")["spent"] == 1.0
+
+
+def test_a_restart_keeps_vm_users_and_per_user_charges() -> None:
+    # what a live manager records (ledger_snapshot) and rebuilds at its next start: vm 0 of
+    # site 1 is alice's, her cap charged $1.50; the replay of that VM's lease (3 increments of
+    # $0.60) books $1.80 to alice, vm 1's ($0.60) to no user; each cap keeps the larger figure
+    caps = (BudgetCap("alice-cap", 5.0, users=("alice",)), BudgetCap("all", 9.0))
+    before = Ledger(caps, {"c": 0, "cloud": 1}, frozenset({1}))
+    before.vm_user[(1, 0)] = "alice"
+    before.get("alice-cap").charged[""] = 1.5  # type: ignore[union-attr]
+    doc = ledger_snapshot(before)
+    after = Ledger(caps, {"c": 0, "cloud": 1}, frozenset({1}))
+    saved = restore_vm_users(after, doc)
+    assert after.vm_user == {(1, 0): "alice"}
+    after.replay(1, 0.0, 150.0, 60.0, 0.6, after.vm_user.get((1, 0), ""))
+    after.replay(1, 0.0, 30.0, 60.0, 0.6, after.vm_user.get((1, 1), ""))
+    merge_charged(after, saved)
+    assert after.get("alice-cap").charged == {"": pytest.approx(1.8)}  # type: ignore[union-attr]
+    assert after.get("all").charged == {"": pytest.approx(2.4)}  # type: ignore[union-attr]
+    assert restore_vm_users(Ledger(caps, {"cloud": 1}, frozenset({1})), None) == {}
