@@ -115,7 +115,8 @@ def _increments(env: Environment, log, horizon: float) -> Counter[tuple[int, flo
             leased[(e.site, e.vm)] = e.time
         elif e.kind is EventKind.VM_RELEASE:
             spans.append((e.site, leased.pop((e.site, e.vm)), e.time))
-    spans += [(s, t, horizon) for (s, _), t in leased.items()]
+    # a lease still open at the end has started every increment due up to the end, that one too
+    spans += [(s, t, horizon + 1e-6) for (s, _), t in leased.items()]
     out: Counter[tuple[int, float]] = Counter()
     for site, start, end in spans:
         s = env.sites[site]
