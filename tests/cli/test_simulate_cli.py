@@ -195,3 +195,25 @@ def test_rounds_per_event_reproduces_a_per_event_simulator(tmp_path):
     assert starts["per-event"] == {1: 0.0, 2: 0.0, 3: 110.0, 4: 10.0}
     bad = invoke("simulate", "-w", str(trace), "--cluster", "4", "--rounds", "sometimes", "--out", str(tmp_path / "x"))
     assert bad.exit_code != 0 and "--rounds: expected batch or per-event" in bad.output
+
+
+def test_the_run_summary_reports_each_budget_cap(tmp_path):
+    env = tmp_path / "env.toml"
+    env.write_text(
+        'name = "capped"\n[[sites]]\nname = "c"\nnodes = 1\n'
+        '[[sites]]\nname = "cloud"\nkind = "cloud"\nmax_vms = 4\nboot_time = 0\nprice_per_hour = 36\n'
+        "billing_increment = 60\nidle_release_time = 0\n"
+        '[[budgets]]\nname = "user1"\nlimit = 0.6\nusers = ["1"]\non_limit = "finish"\n'
+    )
+    # four jobs of user 1 and four of user 2 at once, 100 s each (requested 120 s)
+    trace = tmp_path / "two-users.swf"
+    trace.write_text("".join(f"{i} 0 -1 100 1 -1 -1 1 120 -1 1 {1 + i % 2} 1 1 1 1 -1 -1\n" for i in range(1, 9)))
+    result = invoke("simulate", "-e", str(env), "-w", str(trace), "-p", "ff", "--no-plots", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    # user 1's cap pays one $0.60 increment: its 100 s job would need two, so the finish cap
+    # cannot commit them; the VM is released at its first boundary and the job requeued
+    line = next(x for x in result.output.splitlines() if "budget user1" in x)
+    assert "users 1 ($0.60, finish): spent $0.6000" in line, line
+    report = json.loads((tmp_path / "comparison.json").read_text())
+    (cap,) = report["policies"][0]["budgets"]
+    assert cap["name"] == "user1" and cap["spent"] <= 0.6 and cap["refused_leases"] + cap["released_vms"] > 0

@@ -677,8 +677,9 @@ def register(app: typer.Typer) -> None:
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Budget caps: what each covers, its limit, spent (charged increments, committed) and
-        left in its current period; `isthmus budget NAME LIMIT` changes a limit now."""
+        """Budget caps: what each covers (sites, users), its limit, and in its current period
+        spent (charged increments), committed (reserved for running jobs by finish caps) and
+        left, with the VMs it refused or released; `isthmus budget NAME LIMIT` changes a limit."""
         if (name is None) != (limit is None):
             raise typer.BadParameter("give both NAME and LIMIT to change a budget, or neither to list them")
         if name is not None and limit is not None:
@@ -688,11 +689,14 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(rows, indent=1))
             return
         table = [
-            [r["name"], ",".join(r["sites"]), r["current"] or "total", f"{r['limit']:.2f}", f"{r['spent']:.4f}",
-             f"{r['left']:.4f}"]
+            [r["name"], ",".join(r["sites"]), ",".join(r.get("users", [])) or "all", r["current"] or "total",
+             r.get("on_limit", "requeue"), f"{r['limit']:.2f}", f"{r['spent']:.4f}", f"{r.get('committed', 0.0):.4f}",
+             f"{r['left']:.4f}", str(r.get("refused_leases", 0) + r.get("released_vms", 0))]
             for r in rows
         ]  # fmt: skip
-        _table(["BUDGET", "SITES", "PERIOD", "LIMIT", "SPENT", "LEFT"], table)
+        _table(
+            ["BUDGET", "SITES", "USERS", "PERIOD", "ON-LIMIT", "LIMIT", "SPENT", "COMMITTED", "LEFT", "REFUSED"], table
+        )
 
     @app.command("accounting")
     def accounting(

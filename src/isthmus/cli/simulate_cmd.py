@@ -414,6 +414,8 @@ def simulate_command(
         r = results[str(row["policy"])]
         row["simulated_seconds_per_run"] = round(r.wall_seconds, 3)
         row["rejected"] = rejected[str(row["policy"])]
+        if r.budgets:
+            row["budgets"] = r.budgets
     bag_report = {
         name: bag_summary(results[without], results[name], settings) for name, (without, _) in bag_runs.items()
     }
@@ -456,6 +458,19 @@ def simulate_command(
             shares = ", ".join(f"{site} mean {v['mean']:.2f} max {v['max']:g}" for site, v in spread.items())
             console.print(f"{label}: VM-hours per user: {users}; spread of shares (VMs): {shares}", highlight=False)
     for label, r in results.items():
+        for b in r.budgets:
+            users = f" users {','.join(b['users'])}" if b["users"] else ""  # type: ignore[arg-type]
+            charged = b["charged"]
+            assert isinstance(charged, dict)
+            worst = max(charged.values(), default=0.0)
+            per = f" per {b['period']}" if b["period"] else ""
+            console.print(
+                f"{label}: budget {b['name']}{users} (${b['limit']:.2f}{per},"
+                f" {b['on_limit']}): spent ${sum(charged.values()):.4f} (most in a period ${worst:.4f}),"
+                f" {b['refused_leases']} VM leases refused, {b['released_vms']} VMs released at a boundary",
+                highlight=False,
+                markup=False,
+            )
         if r.unfinished:
             first = next(iter(r.unfinished.items()))
             console.print(f"[yellow]{label}: {len(r.unfinished)} jobs unfinished[/] (e.g. job {first[0]}: {first[1]})")

@@ -333,6 +333,14 @@ class BudgetSpec(BaseModel):
     limit: float = Field(ge=0, description="Dollars the leases it covers may cost (per period, if one is given).")
     sites: list[ItemName] = Field(default_factory=list, description="Cloud sites it covers (default: every cloud).")
     period: Literal["day", "month"] | None = Field(None, description='"day" or "month" (UTC); default: in total.')
+    users: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Users whose increments it covers (default: everyone)."
+    )
+    on_limit: Literal["requeue", "finish"] = Field(
+        "requeue",
+        description='"requeue": a job still running at a boundary the cap cannot pay is requeued; '
+        '"finish": a job starting on a covered VM commits the increments its requested runtime needs.',
+    )
 
 
 class PeerSpec(BaseModel):
@@ -1053,7 +1061,10 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
         fairshare=None if spec.policies.fairshare is None else _choice(spec.policies.fairshare),
         round_interval=None if spec.round_interval is None else float(spec.round_interval),
         description=spec.description,
-        budgets=tuple(BudgetCap(b.name, float(b.limit), tuple(b.sites), b.period) for b in spec.budgets),
+        budgets=tuple(
+            BudgetCap(b.name, float(b.limit), tuple(b.sites), b.period, tuple(b.users), b.on_limit)
+            for b in spec.budgets
+        ),
         peers=tuple(
             PeerSettings(
                 name=p.name,
@@ -1204,6 +1215,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
         doc["budgets"] = [
             {"name": b.name, "limit": _number(b.limit), "sites": list(b.sites)}
             | ({"period": b.period} if b.period else {})
+            | ({"users": list(b.users)} if b.users else {})
+            | ({"on_limit": b.on_limit} if b.on_limit != "requeue" else {})
             for b in env.budgets
         ]
     return doc

@@ -478,18 +478,24 @@ class Engine:
             return
         inc = backend.site.billing_increment
         started = max(1, math.ceil((self.clock.now - leased_at) / inc - 1e-9))
+        user = self.ledger.vm_user.get((site, vm_id), "")
         price = backend.site.type_price_per_increment(backend.vms[vm_id].type)
-        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, price)
+        self.spent += self.ledger.replay(site, leased_at, self.clock.now, inc, price, user)
+        if self.ledger.per_user or self.ledger.finishing:
+            self.ledger.next_due[(site, vm_id)] = leased_at + started * inc
         if self.budget is not None or self.ledger.covering(site):
             self.schedule_billing(leased_at + started * inc, site, vm_id)
 
-    def book_past_lease(self, site: int, leased_at: float, released_at: float, vm_type: int = 0) -> None:
+    def book_past_lease(
+        self, site: int, leased_at: float, released_at: float, vm_type: int = 0, user: str = ""
+    ) -> None:
         """Count the increments of a lease (of instance type index `vm_type`) that ended (or is
-        ending) before a restart: the budget and the caps keep what it cost."""
+        ending) before a restart, charged to `user`: the budget and the caps keep what it cost."""
         backend = self.cloud_backend(site)
         if backend.site.is_paid:
             price = backend.site.type_price_per_increment(vm_type)
-            self.spent += self.ledger.replay(site, leased_at, released_at, backend.site.billing_increment, price)
+            inc = backend.site.billing_increment
+            self.spent += self.ledger.replay(site, leased_at, released_at, inc, price, user)
 
     def _run_ended(self, job_id: int, run: int, exit_code: int = 0) -> None:
         entry = self.entries.get(job_id)
@@ -504,6 +510,8 @@ class Engine:
             if full is not None:  # its runtime alone, for the slowdown (metrics/records.py)
                 self.log.append(now, int(EventKind.SHARED), job_id, entry.site, -1, full, run)
         backend.finished(entry, now)
+        if self.ledger.commits:
+            self.ledger.stopped(job_id)
         if exit_code == 0:
             entry.state = JobState.COMPLETED
             self.log.append(now, _END, job_id, entry.site, -1, 0, run)
@@ -549,6 +557,8 @@ class Engine:
         site = entry.site
         run = entry.run
         self.backends[site].stop(entry, now)
+        if self.ledger.commits:
+            self.ledger.stopped(entry.job.id)
         self.log.append(now, _KILL, entry.job.id, site, -1, int(cause), run)
         if requeue:
             entry.restarts += 1
@@ -587,6 +597,8 @@ class Engine:
         now = self.clock.now
         if entry.state is _RUNNING:
             self.backends[entry.site].stop(entry, now)
+            if self.ledger.commits:
+                self.ledger.stopped(job_id)
             self.log.append(now, _KILL, job_id, entry.site, -1, int(KillCause.CANCEL), entry.run)
         else:
             self.dequeue(entry)
@@ -899,6 +911,11 @@ class Engine:
             return self._refused(d, r, getattr(d, "by", "") or policy)
         return ACCEPTED
 
+    def refuse(self, d: object, r: Refused, by: str = "") -> Status:
+        """Record decision `d` as refused for `r` (a decision kind refusing part of what it was
+        asked while applying the rest); `by` defaults to the deciding policy."""
+        return self._refused(d, r, by or self.deciding)
+
     def _refused(self, d: object, r: Refused, by: str) -> Status:
         status = Status(r.code, r.reason, by)
         self.refusals[r.code] = self.refusals.get(r.code, 0) + 1
@@ -919,17 +936,29 @@ class Engine:
             return  # released meanwhile
         price = backend.price_of(vm)
         now = self.clock.now
-        cap = self.ledger.refusal(site, price, now)
-        if (self.budget is None or self.spent + price <= self.budget + 1e-9) and cap is None:
-            self.spent += price
-            self.ledger.pay(site, price, now)
-            self.schedule_billing(now + backend.site.billing_increment, site, vm_id)
-            return
+        ledger = self.ledger
+        if self.budget is None or self.spent + price <= self.budget + 1e-9:
+            cap = ledger.pay_boundary(site, vm_id, price, now, backend.site.billing_increment)
+            if cap is None:
+                self.spent += price
+                if (
+                    self.budget is None
+                    and ledger.per_user
+                    and not ledger.bills(site, ledger.vm_user.get((site, vm_id), ""))
+                ):
+                    ledger.unbilled.add((site, vm_id))  # no cap covers its user: not followed
+                else:
+                    self.schedule_billing(now + backend.site.billing_increment, site, vm_id)
+                return
+            cap.released_vms += 1
+            who = f" for {u}" if (u := ledger.vm_user.get((site, vm_id), "")) and cap.users else ""
+            why = f"its VM on {backend.name} was released: budget {cap.cap.name} cannot pay its next increment{who}"
+        else:
+            why = f"its VM on {backend.name} was released: the budget is spent"
         for entry in [e for e in backend.running.values() if any(v == vm_id for v, _ in e.alloc)]:
             self.kill(entry, KillCause.BUDGET, requeue=True)
-            self.why_not[entry.job.id] = Status(
-                StatusCode.OVER_BUDGET, f"its VM on {backend.name} was released: the budget is spent", "budget"
-            )
+            self.why_not[entry.job.id] = Status(StatusCode.OVER_BUDGET, why, "budget")
+        ledger.released(site, vm_id)
         if vm.state is VmState.BOOTING:
             backend.booting -= 1
             vm.state = VmState.READY  # release() expects a ready VM; it never became usable

@@ -33,6 +33,7 @@ from sqlalchemy import select
 
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, kill_group, pilot_alive, still_pilot
 from isthmus.engine.backend import CloudBackend, SiteBackend
+from isthmus.engine.budgets import ledger_snapshot
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.batch import BatchCluster, batch_system
@@ -141,6 +142,8 @@ class Manager:
         #: why the last write failed, while writes fail (the manager is unhealthy); None when they work
         self.persist_error: str | None = None
         self._persist_retry_at = 0.0
+        #: the per-user budget ledger snapshot last written (isthmus.engine.budgets.ledger_snapshot)
+        self._ledger_written: str | None = None
         self.state_dir = Path(config.state_dir)
         self.spool = self.state_dir / "spool"
         self.clock = RealtimeClock()
@@ -447,7 +450,13 @@ class Manager:
         """
         n = len(self.engine.log)
         fed = self.federation
-        if n == self.projector.persisted and not self.intake.pending() and not (fed is not None and fed.pending()):
+        ledger = ledger_snapshot(self.engine.ledger) if self.engine.ledger.per_user else None
+        if (
+            n == self.projector.persisted
+            and not self.intake.pending()
+            and not (fed is not None and fed.pending())
+            and ledger == self._ledger_written
+        ):
             return
         if self.persist_error is not None and time.monotonic() < self._persist_retry_at:
             raise PersistError(self.persist_error)
@@ -457,6 +466,8 @@ class Manager:
                 self.projector.project(conn, n)
                 if fed is not None:
                     fed.write(conn)  # forwarded and received jobs (after the job rows)
+                if ledger is not None and ledger != self._ledger_written:
+                    self.store.set_meta(conn, "budget-ledger", ledger)
         except Exception as exc:
             first = self.persist_error is None
             self.persist_error = f"cannot write the database: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
@@ -468,6 +479,7 @@ class Manager:
         self.projector.committed(n)
         if fed is not None:
             fed.committed()  # peer messages that depended on what was just stored
+        self._ledger_written = ledger
         if self.persist_error is not None:
             log.warning("database writes work again")
             self.persist_error = None

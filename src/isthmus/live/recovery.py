@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from isthmus.backends.local import pid_is_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.budgets import merge_charged, restore_vm_users
 from isthmus.live.pilots import Node
 from isthmus.model.states import JobState
 
@@ -36,6 +37,8 @@ def recover(m: Manager) -> None:
     for row in store.vm_rows():
         max_vm[row["site"]] = max(max_vm.get(row["site"], -1), row["vm"])
     pilot_rows = {r["node"]: r for r in store.pilot_rows()}
+    # per-user caps: the user each VM was charged to, before the leases are booked again
+    saved_charges = restore_vm_users(engine.ledger, store.get_meta("budget-ledger")) if engine.ledger.per_user else {}
     for launcher in hub.launchers.values():  # before the runs on them are re-attached
         launcher.restore(list(pilot_rows.values()), now)
     for row in store.vm_rows(live_only=True):
@@ -66,9 +69,15 @@ def recover(m: Manager) -> None:
     for row in store.vm_rows():
         # leases that ended (or are ending) before the restart still count against the budgets
         if row["state"] in ("gone", "releasing") and isinstance(engine.backends[row["site"]], CloudBackend):
+            user = engine.ledger.vm_user.get((row["site"], row["vm"]), "")
             engine.book_past_lease(
-                row["site"], row["leased_at"], row["released_at"] or row["leased_at"], int(row.get("vm_type") or 0)
+                row["site"],
+                row["leased_at"],
+                row["released_at"] or row["leased_at"],
+                int(row.get("vm_type") or 0),
+                user,
             )
+    merge_charged(engine.ledger, saved_charges)
     for i, b in enumerate(engine.backends):
         if isinstance(b, CloudBackend):  # VM ids are never reused (they key VM rows and pilots)
             b.reserve_vm_ids(max_vm.get(i, -1) + 1)

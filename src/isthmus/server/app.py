@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.config.errors import ConfigError
 from isthmus.engine.backend import CloudBackend, VmState
-from isthmus.engine.budgets import period_key
+from isthmus.engine.budgets import cap_rows
 from isthmus.federation.links import InvalidFieldError
 from isthmus.federation.live import LiveFederation
 from isthmus.live.accounting import account
@@ -618,18 +618,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         engine = manager.engine
         now = manager.clock.now
         names = [s.name for s in manager.env.sites]
-        rows = [
-            BudgetRow(
-                name=c.cap.name,
-                sites=sorted(names[i] for i in c.sites),
-                period=c.cap.period,
-                current=period_key(c.cap.period, now),
-                limit=c.limit,
-                spent=c.spent(now),
-                left=c.left(now),
-            )
-            for c in engine.ledger.caps
-        ]
+        rows = [BudgetRow.model_validate(r) for r in cap_rows(engine.ledger, names, now)]
         if engine.budget is not None:  # isthmus server --budget: every cloud, in total
             clouds = sorted(s.name for s in manager.env.sites if s.is_cloud)
             left = max(0.0, engine.budget - engine.spent)

@@ -274,15 +274,21 @@ class AccountingRow(BaseModel):
 
 
 class BudgetRow(BaseModel):
-    """One budget cap now: what it covers, its limit, what it charged in its current period."""
+    """One budget cap now: what it covers, its limit, and in its current period what it spent,
+    committed and has left (docs/clouds.md, "Budgets")."""
 
     name: str
     sites: list[str]
+    users: list[str] = Field(default_factory=list, description="users it covers (empty: everyone)")
     period: str | None
+    on_limit: str = Field("requeue", description='"requeue" or "finish"')
     current: str  # the period now ("" for a total cap, "YYYY-MM-DD", "YYYY-MM")
     limit: float
-    spent: float
-    left: float
+    spent: float = Field(description="charged increments (each charged when it starts)")
+    committed: float = Field(0.0, description="increments reserved for running jobs by finish caps, not yet charged")
+    left: float = Field(description="limit - spent - committed")
+    refused_leases: int = Field(0, description="VMs whose lease it refused since the manager started")
+    released_vms: int = Field(0, description="VMs released at a boundary it could not pay since the manager started")
 
 
 class BudgetUpdate(BaseModel):

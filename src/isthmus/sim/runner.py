@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.bags import BagSettings
+from isthmus.engine.budgets import cap_rows
 from isthmus.engine.clock import PRIO_ARRIVAL_FIRST, PRIO_SUBMIT, Schedule, SimClock
 from isthmus.engine.engine import Engine
 from isthmus.model.environment import Environment, PolicyChoice
@@ -46,6 +47,9 @@ class SimulationResult:
     bags: dict[int, Job] = field(default_factory=dict)
     #: the fair-share policy that grew and shrank them (None without bags)
     fairshare: PolicyChoice | None = None
+    #: each budget cap at the end (isthmus.engine.budgets.cap_rows): spent, committed, left,
+    #: charged by period, leases refused and VMs released
+    budgets: list[dict[str, object]] = field(default_factory=list)
 
 
 def _submit_time(job: Job) -> float:
@@ -164,5 +168,6 @@ def simulate(
         end_time=clock.now,
         bags={b.id: b for b in bags},
         fairshare=fair,
+        budgets=cap_rows(engine.ledger, [s.name for s in env.sites], clock.now),
     )
     return result

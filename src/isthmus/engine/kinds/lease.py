@@ -1,10 +1,11 @@
-"""LeaseVms: lease more VMs on a cloud site, within its maximum, window and the budget cap."""
+"""LeaseVms: lease more VMs on a cloud site, within its maximum, window and the budget caps."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from isthmus.engine.backend import CloudBackend
+from isthmus.engine.budgets import CapState, lease_users
 from isthmus.engine.kinds import register
 from isthmus.model.decisions import LeaseVms
 from isthmus.model.events import EventKind
@@ -17,14 +18,19 @@ if TYPE_CHECKING:
 _VM_LEASE = int(EventKind.VM_LEASE)
 _VM_USER = int(EventKind.VM_USER)
 
+#: what validation hands apply: the backend, the type and image indices, the user each VM is
+#: leased for (for the budgets) and the per-user cap that refused the rest (fewer users than asked)
+_Ctx = tuple[CloudBackend, int, int, list[str], CapState | None]
+
 
 class LeaseKind:
-    """Valid for a positive count on a cloud in its window, within its maximum and the budget."""
+    """Valid for a positive count on a cloud in its window, within its maximum and the budgets."""
 
     decision = LeaseVms
 
-    def validate(self, engine: Engine, d: LeaseVms) -> tuple[CloudBackend, int, int]:
-        """The cloud's backend and the type and image indices, or Refused."""
+    def validate(self, engine: Engine, d: LeaseVms) -> _Ctx:
+        """The cloud's backend, the type and image indices, the user each VM is charged to (fewer
+        than asked when a per-user cap refuses the rest: that cap last), or Refused."""
         backend = engine.cloud_backend(d.site)
         if d.count <= 0:
             raise Refused(StatusCode.INVALID, f"lease of {d.count} VMs")
@@ -48,23 +54,33 @@ class LeaseKind:
                 f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
                 f"exceeds the budget: ${engine.spent:.4f} of ${engine.budget:.4f} committed",
             )
-        cap = engine.ledger.refusal(d.site, d.count * price, engine.clock.now) if price else None
+        ledger = engine.ledger
+        now = engine.clock.now
+        if price and ledger.per_user and any(c.users for c in ledger.covering(d.site)):
+            if d.user is not None:  # VMs leased to serve one user (vm-share) are charged to that user
+                cap = ledger.refusal(d.site, d.count * price, now, d.user)
+                if cap is not None:
+                    cap.refused_leases += d.count
+                    raise Refused(StatusCode.OVER_BUDGET, _over(engine, d, backend.name, price, cap))
+                return backend, vm_type, image, [d.user] * d.count, None
+            users, cap = lease_users(engine, d.site, d.count, price, backend.site.types[vm_type].cores)
+            if not users and cap is not None:
+                cap.refused_leases += d.count
+                raise Refused(StatusCode.OVER_BUDGET, _over(engine, d, backend.name, price, cap))
+            return backend, vm_type, image, users, cap
+        cap = ledger.refusal(d.site, d.count * price, now) if price else None
         if cap is not None:
-            period = f" this {cap.cap.period}" if cap.cap.period else ""
-            raise Refused(
-                StatusCode.OVER_BUDGET,
-                f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
-                f"exceeds budget {cap.cap.name}: ${cap.spent(engine.clock.now):.4f} of ${cap.limit:.4f}{period} "
-                "committed",
-            )
-        return backend, vm_type, image
+            cap.refused_leases += d.count
+            raise Refused(StatusCode.OVER_BUDGET, _over(engine, d, backend.name, price, cap))
+        return backend, vm_type, image, [d.user or ""] * d.count, None
 
-    def apply(self, engine: Engine, d: LeaseVms, ctx: tuple[CloudBackend, int, int]) -> None:
-        """Lease the VMs, pay their first billing increment, schedule the next boundary.
+    def apply(self, engine: Engine, d: LeaseVms, ctx: _Ctx) -> None:
+        """Lease the VMs (for their users), pay their first billing increment, schedule the next
+        boundary; the VMs a per-user cap refused are recorded as a refused lease.
 
         The VM_LEASE event's value is the instance type's index (0, the default type, for a
         site with one type); a VM serving one user is followed by VM_USER naming the user."""
-        backend, vm_type, image = ctx
+        backend, vm_type, image, users, cap = ctx
         now = engine.clock.now
         price = backend.site.type_price_per_increment(vm_type) if backend.site.is_paid else 0.0
         log = engine.log
@@ -73,15 +89,40 @@ class LeaseKind:
         capped = bool(ledger.caps)
         bill = bool(price) and (engine.budget is not None or (capped and bool(ledger.covering(d.site))))
         cores = backend.site.types[vm_type].cores
-        for vm_id in backend.lease(d.count, now, vm_type, image, d.user):
+        for vm_id, user in zip(backend.lease(len(users), now, vm_type, image, d.user), users, strict=True):
             log.append(now, _VM_LEASE, -1, d.site, vm_id, float(vm_type), -1, policy, slots=cores)
             if d.user is not None:
                 log.notes[log.append(now, _VM_USER, -1, d.site, vm_id, 0.0, -1, policy)] = d.user
             engine.spent += price
             if capped:
-                ledger.pay(d.site, price, now)
+                ledger.pay(d.site, price, now, user)
+                ledger.leased(d.site, vm_id, user, now + backend.site.billing_increment)
             if bill:
-                engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
+                if engine.budget is None and ledger.per_user and not ledger.bills(d.site, user):
+                    ledger.unbilled.add((d.site, vm_id))  # no cap covers its user (yet)
+                else:
+                    engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
+        if cap is not None and len(users) < d.count:
+            rest = LeaseVms(d.site, d.count - len(users), d.by, vm_type=d.vm_type, image=d.image, user=d.user)
+            cap.refused_leases += rest.count
+            engine.refuse(rest, Refused(StatusCode.OVER_BUDGET, _over(engine, rest, backend.name, price, cap)), d.by)
+
+
+def _over(engine: Engine, d: LeaseVms, site: str, price: float, cap: CapState) -> str:
+    """The reason a lease is over budget `cap`."""
+    now = engine.clock.now
+    period = f" this {cap.cap.period}" if cap.cap.period else ""
+    users = f" (users {', '.join(sorted(cap.users))})" if cap.users else ""
+    committed = engine.ledger.committed(cap, now)
+    spent = (
+        f"${cap.spent(now):.4f} spent + ${committed:.4f} reserved for running jobs"
+        if committed
+        else (f"${cap.spent(now):.4f}")
+    )
+    return (
+        f"lease of {d.count} VMs on {site} (${d.count * price:.4f} for the first increment) "
+        f"exceeds budget {cap.cap.name}{users}: {spent} of ${cap.limit:.4f}{period} committed"
+    )
 
 
 def _type_and_image(backend: CloudBackend, d: LeaseVms) -> tuple[int, int]:

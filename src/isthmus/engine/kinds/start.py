@@ -74,6 +74,9 @@ class StartKind:
             backend.start(entry, now)
         if engine.reserving:
             engine.drop_reservations(entry.job.id)
+        if entry.alloc and (engine.ledger.per_user or engine.ledger.finishing) and engine.ledger.covering(d.site):
+            for vm_id, at in engine.ledger.started(engine, entry.job.id, d.site):
+                engine.schedule_billing(at, d.site, vm_id)
         engine.log_start(entry, d.site, d.by or engine.deciding)
         if d.limit is not None:
             engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
