@@ -117,6 +117,8 @@ class Engine:
         self.backends: list[SiteBackend] = list(backends(self.schedule))
         #: the cloud backend at each site index, None for a cluster (no ABC isinstance per call)
         self._clouds: list[CloudBackend | None] = [b if isinstance(b, CloudBackend) else None for b in self.backends]
+        #: the cloud backends alone, in site order
+        self.clouds: tuple[CloudBackend, ...] = tuple(b for b in self._clouds if b is not None)
         self.round_interval = round_interval
         self.log = log if log is not None else EventLog()
         self.check_purity = check_purity
@@ -1023,11 +1025,7 @@ class Engine:
             tuple(
                 (b.free, b.online, len(b.running), tuple(b.by_estimated_end), tuple(b.running)) for b in self.backends
             ),
-            tuple(
-                tuple(tuple(getattr(v, f) for f in Vm.__slots__) for v in b.vms.values())
-                for b in self.backends
-                if isinstance(b, CloudBackend)
-            ),
+            tuple(tuple(tuple(getattr(v, f) for f in Vm.__slots__) for v in b.vms.values()) for b in self.clouds),
             tuple((u, tuple(h)) for u, h in self.history.items()),
             (self.spent, self.runtime_sum, self.runtime_count, len(self.log)),
         )

@@ -282,7 +282,7 @@ class PeerView:
 class EngineView:
     """What policies may read of an engine. It holds no state of its own."""
 
-    __slots__ = ("_cloud_backends", "_clouds", "_e", "_sites")
+    __slots__ = ("_clouds", "_e", "_sites")
 
     def __init__(self, engine: Engine) -> None:
         self._e = engine
@@ -290,8 +290,6 @@ class EngineView:
             CloudView(b) if isinstance(b, CloudBackend) else SiteView(b) for b in engine.backends
         )
         self._clouds: tuple[CloudView | None, ...] = tuple(s if isinstance(s, CloudView) else None for s in self._sites)
-        #: the cloud backends alone (vm_matching reads them every round)
-        self._cloud_backends = tuple(b for b in engine.backends if isinstance(b, CloudBackend))
 
     @property
     def now(self) -> float:
@@ -364,7 +362,7 @@ class EngineView:
         cloud has several types or images, VMs serving one user or retiring VMs."""
         if self._e.vm_jobs > 0:
             return True
-        for b in self._cloud_backends:  # noqa: SIM110 (a loop: no generator frame, every round)
+        for b in self._e.clouds:  # noqa: SIM110 (a loop: no generator frame, every round)
             if b.selective:
                 return True
         return False
