@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from isthmus.policies.prediction.wait import earliest_fit, earliest_fit_on, profile_steps
+from isthmus.policies.prediction.wait import earliest_fit_on, profile_steps
 
 
 @dataclass
@@ -33,7 +33,8 @@ def site(*runs: tuple[float, int]) -> FakeSite:
 def test_runs_ending_together_are_one_step():
     steps = list(profile_steps(site((100, 4), (100, 4), (200, 1)), 2, 1.0))
     assert steps == [(1.0, 2), (100, 10), (200, 11)]
-    assert earliest_fit(iter(steps), 6) == (100, 4)  # extra counts both runs ending at 100
+    # extra counts both runs ending at 100
+    assert earliest_fit_on(site((100, 4), (100, 4), (200, 1)), 2, 1.0, 6) == (100, 4)
 
 
 def test_runs_past_their_estimate_count_as_free_now():
@@ -60,13 +61,10 @@ def test_profile_is_the_step_function_of_free_processors(runs, started, free, no
     everything = runs + started
     for t, f in steps:  # free at t = free now + every run estimated to end by t
         assert f == free + sum(s for e, s in everything if e <= t)
-    fit, extra = earliest_fit(iter(steps), size)
+    fit, extra = earliest_fit_on(site(*((float(e), s) for e, s in runs)), free, float(now), size, started)
     total = free + sum(s for _, s in everything)
     if total < size:
         assert (fit, extra) == (float("inf"), 0)
     else:
         expected = min(t for t, f in steps if f >= size)
         assert fit == expected and extra == dict(steps)[fit] - size
-    # EASY's one-loop form gives the same answer
-    one_loop = earliest_fit_on(site(*((float(e), s) for e, s in runs)), free, float(now), size, started)
-    assert one_loop == (fit, extra)

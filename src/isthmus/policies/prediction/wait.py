@@ -39,19 +39,12 @@ def profile_steps(
     yield time, free
 
 
-def earliest_fit(steps: Iterable[tuple[float, int]], size: int) -> tuple[float, int]:
-    """The first step with `size` free processors and how many are left over then; (inf, 0) if none."""
-    for time, free in steps:
-        if free >= size:
-            return time, free - size
-    return math.inf, 0
-
-
 def earliest_fit_on(
     site: SiteInfo, free: int, now: float, size: int, started: Sequence[tuple[float, int]] = ()
 ) -> tuple[float, int]:
-    """`earliest_fit(profile_steps(site, free, now, started), size)` in one loop without
-    generators (EASY's reservation, every round): the same steps, the same answer."""
+    """The first step of `profile_steps(site, free, now, started)` with `size` free processors
+    and how many are left over then, (inf, 0) if none: EASY's reservation (shadow time and
+    extra processors), in one loop without generators since it runs every round."""
     running = site.running
     ends = [(end, running[j].job.size) for end, j in site.by_estimated_end if j in running]
     if started:
