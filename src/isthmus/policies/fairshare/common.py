@@ -142,8 +142,9 @@ class SiteRoom:
 def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict[int, SiteRoom]:
     """Walk the waiting rigid jobs in queue order (queue 0 first) and claim processors for each,
     as the allocation policy would start them: on the first of their sites where they fit on the
-    processors free now (it starts them this round), else on the first where they fit on those
-    free or being preempted (the free ones there first). A job that fits nowhere, but would on a site if bags gave back processors
+    processors free now (the allocation, deciding after this policy, starts them this round),
+    else on the first where they fit on those free or being preempted (the free ones there
+    first). A job that fits nowhere, but would on a site if bags gave back processors
     there, claims that site (the one needing the fewest back; §3.1.3: "it determines how many
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
     claims nothing: bags may use the processors until it could start; with `blocking` (strict
