@@ -585,7 +585,8 @@ def unobtrusive_checks(
             continue
         diffs = [float(r["difference"]) for r in rs]
         fill = min(float(r["cs_fill"]) for r in rs)
-        verdict = "holds" if max(diffs) <= bound + 1e-9 else "does not hold"
+        # the grid claim is strict ("less than 10 seconds"), the local one a range up to 29.2 s
+        verdict = "holds" if (max(diffs) < bound if scope == "grid" else max(diffs) <= bound) else "does not hold"
         out.append(
             f'"{claim}": **{verdict}**: differences {min(diffs):g}-{max(diffs):g} s for every chunking '
             f"(the CS load held at least {fill:.0%} of the processors when the probe arrived). In the simulation "
@@ -595,20 +596,36 @@ def unobtrusive_checks(
             "(without CS load every simulated probe takes exactly 60 s, the thesis's 67-141 s)."
         )
     for label, _, _ in DELAY_POLICIES:
-        rs = [r for r in delays if r["allocation"] == label and r["preemption_time"] <= 30.0]
-        if not rs:
+        mine = [r for r in delays if r["allocation"] == label]
+        if not mine:
             continue
-        worst = max(float(r["shrink_wait_max"] or 0.0) for r in rs)
-        dmax = max(float(r["delay_max"] or 0.0) for r in rs)
-        over = sum(int(r["over_preemption_time"]) for r in rs)
-        verdict = "holds" if worst <= 30.0 + 1e-9 and over == 0 else "does not hold"
+        per_p = []
+        for p in preemption_times:
+            rs = [r for r in mine if r["preemption_time"] == p]
+            if rs:
+                worst = max(float(r["shrink_wait_max"] or 0.0) for r in rs)
+                over = sum(int(r["over_preemption_time"]) for r in rs)
+                per_p.append((p, worst, over, max(float(r["delay_max"] or 0.0) for r in rs)))
+        within = [p for p, worst, _, _ in per_p if worst <= 30.0 + 1e-9]
+        exact = [p for p, _, over, _ in per_p if over == 0]
+        verdict = "holds" if len(within) == len(per_p) else ("holds in part" if within else "does not hold")
         out.append(
-            f'"The largest additional delay does not exceed 30 seconds" (§4.3.3), {label}, preemption times up to '
-            f"30 s: **{verdict}** for the wait from the shrink: at most {worst:g} s; {over} job(s) started more than "
-            f"the preemption time after the first shrink for them. The delay against the run without bags (knock-on "
-            f"effects included) reaches {dmax:g} s."
+            f'"The largest additional delay does not exceed 30 seconds" (§4.3.3), local jobs under {label}: '
+            f"**{verdict}**: the longest wait from the first shrink for a job to its start is "
+            + ", ".join(f"{w:g} s at P = {p:g} s" for p, w, _, _ in per_p)
+            + f"; within 30 s for P in {{{_list(within)}}}. Every job a shrink named started within the "
+            f"preemption time P of the first shrink for P in {{{_list(exact)}}}; "
+            + "jobs past it: "
+            + ", ".join(f"{o} at P = {p:g} s" for p, _, o, _ in per_p)
+            + ". The delay against the run without bags (knock-on effects included) reaches "
+            + ", ".join(f"{d:g} s" for _, _, _, d in per_p)
+            + "."
         )
     return out
+
+
+def _list(values: Sequence[float]) -> str:
+    return ", ".join(f"{v:g}" for v in values) or "none"
 
 
 def _probe_figure(result: ExperimentResult, probes: Sequence[Mapping[str, Any]]) -> None:
