@@ -660,7 +660,8 @@ def _delay_figure(result: ExperimentResult, rows: Sequence[Mapping[str, Any]], p
         axes[0][1].plot(xs, mean, "o-", label=label)
     axes[0][0].plot(list(ps), list(ps), "k:", lw=0.8, label="= preemption time")
     axes[0][0].axhline(30, color="grey", ls="--", lw=0.8, label="thesis: < 30 s")
-    axes[0][0].set_yscale("symlog")
+    axes[0][0].set_yscale("symlog", linthresh=1.0)
+    axes[0][0].set_ylim(bottom=0)
     axes[0][0].set_title("max wait from the first shrink to the start", fontsize=9)
     axes[0][1].set_title("mean delay added per local job (vs no bags)", fontsize=9)
     for ax in axes[0]:
