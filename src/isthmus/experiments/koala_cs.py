@@ -132,7 +132,8 @@ def _choice(p: tuple[str, tuple[tuple[str, Any], ...]]) -> PolicyChoice:
 
 
 def _weigh(point: Point) -> int:
-    """The expected work of a point: its rigid jobs plus its bags' tasks, in thousands."""
+    """The expected work of a point for the progress display (its `weight`: an estimate of the
+    jobs and tasks it simulates)."""
     return int(dict(point.extra).get("weight", 1))
 
 
@@ -361,7 +362,7 @@ def evaluate_unobtrusive(point: Point) -> dict[str, Any]:
             starts = {e.job: e.time for e in res.log if e.kind is EventKind.START}
             row[f"makespan_{key}"] = max(ends) - PROBE_AT if len(ends) == chunks else None
             row[f"chunk_starts_{key}"] = [starts.get(j.id, math.nan) - PROBE_AT for j in probe]
-        held = _held_at(loaded.log, PROBE_AT - 1e-6, len(sites))
+        held = _held_at(loaded.log, PROBE_AT - 1e-6)
         row["cs_fill"] = held / sum(n for _, n in sites)
         mw, ml = row["makespan_with_cs"], row["makespan_without_cs"]
         row["difference"] = None if mw is None or ml is None else mw - ml
@@ -409,7 +410,8 @@ def _over(log: EventLog, preemption: float) -> int:
     return sum(1 for j, t in first.items() if j in start and start[j] - t > preemption + 1e-9)
 
 
-def _held_at(log: EventLog, t: float, sites: int) -> int:
+def _held_at(log: EventLog, t: float) -> int:
+    """Processors held by bags at time `t` (GROW less BAG_RELEASE up to `t`)."""
     held = 0
     for e in log:
         if e.time > t:
