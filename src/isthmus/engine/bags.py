@@ -387,6 +387,14 @@ class BagBook:
         bag.done += 1
         if bag.finished:
             log.append(now, _BAG_END, bag.job.id, -1, -1, float(bag.done))
+            # the runner aborts its launchers once every task is done (§3.5.4): the processors
+            # between two tasks are free at once, not after their pull (a finished bag is no
+            # longer the fair-share policies' to shrink); those being preempted keep their time
+            for idle in [s for s in bag.slots.values() if s.state == _PULLING]:
+                bag.pulling -= 1
+                self._free(bag, idle)
+            self._free(bag, slot)
+            return
         slot.state = _PULLING
         slot.task = -1
         slot.since = now
