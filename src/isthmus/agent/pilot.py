@@ -630,26 +630,27 @@ class Pilot:
         """A lane's task exited: report it (or the preemption it obeyed), start the next at once."""
         assert t.proc is not None
         code = t.proc.wait()
-        if t.killed:
-            self._queue_task({"bag": t.bag, "lane": t.lane, "event": "preempted", "time": time.time()})
-            return
         if code < 0:
             code = 128 - code
+        ended = {
+            "bag": t.bag,
+            "lane": t.lane,
+            "task": t.task,
+            "event": "ended",
+            "exit_code": code,
+            "runtime": time.monotonic() - t.started,
+            "time": time.time(),
+        }
+        if t.killed:  # preempted; a task that completed before the signal landed still counts
+            if code == 0:
+                self._queue_task(ended)
+            self._queue_task({"bag": t.bag, "lane": t.lane, "event": "preempted", "time": time.time()})
+            return
         with self._lock:
             lane = self.lanes.get((t.bag, t.lane))
         if lane is not None:
             self._lane_next(lane)  # before the report: the next task starts with no round trip
-        self._queue_task(
-            {
-                "bag": t.bag,
-                "lane": t.lane,
-                "task": t.task,
-                "event": "ended",
-                "exit_code": code,
-                "runtime": time.monotonic() - t.started,
-                "time": time.time(),
-            }
-        )
+        self._queue_task(ended)
 
     def _queue_task(self, report: dict[str, Any]) -> None:
         with self._cv:

@@ -250,6 +250,15 @@ def register(app: typer.Typer) -> None:
             help="Kill a run that reaches its job's requested runtime (TIMEOUT), as batch systems do; with "
             "--no-kill-at-walltime the requested runtime is only an estimate for policies, as in `simulate`.",
         ),
+        preemption_time: float = typer.Option(
+            10.0,
+            "--preemption-time",
+            help="Bags of tasks: seconds from a shrink until the processor is free at the latest (a launcher "
+            "that confirms sooner frees it sooner).",
+        ),
+        bag_prefetch: int = typer.Option(
+            1, "--bag-prefetch", help="Bags of tasks: tasks each launcher keeps ahead of the one it runs."
+        ),
     ) -> None:
         """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
         from isthmus.server.main import load_env, serve
@@ -281,6 +290,8 @@ def register(app: typer.Typer) -> None:
                 max_batch_jobs=max_batch_jobs,
                 on_stop=on_stop,
                 enforce_walltime=kill_at_walltime,
+                preemption_time=preemption_time,
+                bag_prefetch=bag_prefetch,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)

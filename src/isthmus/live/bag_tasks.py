@@ -118,11 +118,6 @@ class BagRunner:
         """The runtime the pilot measured for the last run of a task that ended."""
         return self.runtimes.pop((bag, task), None)
 
-    def failed(self, bag: int) -> int:
-        """Tasks of `bag` that failed for good."""
-        b = self.m.engine.bags.get(bag)
-        return b.failed if b is not None else 0
-
     def forget(self, bag: int) -> None:
         """The bag's end is stored: drop its command lines and its lanes' records."""
         self.commands.pop(bag, None)

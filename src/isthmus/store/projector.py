@@ -63,10 +63,6 @@ class BagDetails(Protocol):
         """The runtime its pilot measured for the last run of a task that ended."""
         ...
 
-    def failed(self, bag: int) -> int:
-        """Tasks of `bag` that failed for good."""
-        ...
-
 
 _TASK_ENDS = {
     int(EventKind.TASK_END): ("done", 0),
@@ -285,7 +281,9 @@ class Projector:
         elif kind == EventKind.TASK_PREEMPT:
             tasks.append((db.UPDATE_TASK_QUEUED, {"b_bag": bag, "b_idx": task}))
         elif kind == EventKind.BAG_END:
-            failed = bags.failed(bag)
+            _flush(conn, tasks)  # the task rows first: the bag's end is read from them
+            tasks.clear()
+            failed = conn.execute(db.COUNT_FAILED_TASKS, {"b_bag": bag}).scalar() or 0
             state = JobState.FAILED if failed else JobState.COMPLETED
             done = int(value)
             conn.execute(

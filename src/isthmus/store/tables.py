@@ -280,6 +280,11 @@ UPDATE_TASK_END = (
     )
 )
 UPDATE_TASK_QUEUED = update(bag_tasks).where(*_TASK_KEY).values(state="queued")
+COUNT_FAILED_TASKS = (
+    select(func.count())
+    .select_from(bag_tasks)
+    .where(bag_tasks.c.bag == bindparam("b_bag"), bag_tasks.c.state == "failed")
+)
 UPDATE_JOB_RUNNING = (
     update(jobs)
     .where(jobs.c.id == bindparam("b_id"), jobs.c.run == bindparam("b_run"), jobs.c.state == "starting")
