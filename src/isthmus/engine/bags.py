@@ -428,7 +428,8 @@ class BagBook:
         launcher = self.launcher
         for slot in slots:
             if slot.ahead:  # the launcher's list goes back too, in order, behind its running task
-                bag.queue.extendleft(reversed(slot.ahead))
+                if not bag.cancelled:
+                    bag.queue.extendleft(reversed(slot.ahead))
                 slot.ahead.clear()
             if slot.state == _RUNNING:
                 log.append(now, _TASK_PREEMPT, bag.job.id, site, slot.id, now - slot.since, task=slot.task)
