@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from helpers import clusters, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import clusters, job
 from isthmus.engine.bags import Bag, BagSettings, Slot
 from isthmus.engine.clock import SimClock
 from isthmus.engine.engine import Engine
@@ -60,9 +60,7 @@ def live_engine(processors: int, prefetch: int = 1, preemption: float = 5.0) -> 
 
 def a_bag(jid: int, tasks: int, retries: int = 0) -> Job:
     """A live bag: task runtimes unknown (0), reported by the launcher."""
-    return Job(
-        jid, 0.0, 1, 0.0, kind=JobKind.MALLEABLE, tasks=tasks, retries=retries, priority=PriorityClass.SUPER_LOW
-    )
+    return Job(jid, 0.0, 1, 0.0, kind=JobKind.MALLEABLE, tasks=tasks, retries=retries, priority=PriorityClass.SUPER_LOW)
 
 
 def rows(engine: Engine) -> list[tuple[float, str, int, float, int]]:
@@ -139,7 +137,7 @@ def test_a_task_failing_past_its_retries_fails_the_bag_once_every_task_reported(
 
 
 def test_a_preempted_task_that_completed_as_it_was_preempted_is_not_run_again() -> None:
-    engine, clock, rec = live_engine(1, prefetch=0, preemption=5.0)
+    engine, clock, _ = live_engine(1, prefetch=0, preemption=5.0)
     engine.submit(a_bag(10, 3))
     clock.run()
     bag = engine.bags.get(10)
