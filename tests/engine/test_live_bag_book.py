@@ -36,6 +36,9 @@ class Recorder:
     def preempt(self, bag: Bag, slot: Slot) -> None:
         self.calls.append(("preempt", slot.id, ()))
 
+    def drop(self, bag: Bag, slot: Slot, task: int) -> None:
+        self.calls.append(("drop", slot.id, (task,)))
+
     def close(self, bag: Bag, slot: Slot) -> None:
         self.calls.append(("close", slot.id, ()))
 
@@ -85,8 +88,9 @@ def test_reported_ends_prefetch_retries_and_a_rigid_job_freed_by_the_launchers_c
     assert engine.bags.task_ended(10, 1, 2, 7)
     assert rec.calls[4:] == [("tasks", 0, (4,)), ("tasks", 1, (2,))]
     assert list(bag.queue) == []
-    # a report on a task the processor no longer runs is stale: refused, nothing counted
-    assert not engine.bags.task_ended(10, 1, 2, 0)
+    # a report on a task the processor does not run is stale: refused, nothing counted twice
+    assert not engine.bags.task_ended(10, 1, 0, 0)
+    assert bag.done == 1
     # at 5 a rigid job of 1 processor arrives: SEP preempts one processor; its running task and
     # its list go back to the front of the queue, in order
     clock.now = 5.0
@@ -148,6 +152,30 @@ def test_a_preempted_task_that_completed_as_it_was_preempted_is_not_run_again() 
     clock.now = 0.5
     assert not engine.bags.task_ended(10, 0, 0, 0)  # its end raced the preemption: it stands
     assert list(bag.queue) == [1, 2] and bag.done == 1
+
+
+def test_a_late_result_takes_its_task_off_another_launchers_list_with_drop() -> None:
+    engine, clock, rec = live_engine(2)
+    engine.submit(a_bag(10, 6))
+    clock.run()
+    bag = engine.bags.get(10)
+    assert bag is not None
+    engine.submit(job(1, 0.0, 1, 10.0))
+    clock.step()  # one launcher preempted: its task and list back at the front of the queue
+    (gone,) = [c[1] for c in rec.calls if c[0] == "preempt"]
+    other = 1 - gone
+    lost = 2 * gone  # the task it ran (0 on processor 0, 2 on processor 1)
+    assert list(bag.queue)[:2] == [lost, lost + 1]
+    clock.now = 1.0
+    current = bag.slots[other].task
+    assert engine.bags.task_ended(10, other, current, 0)  # goes on with its list, prefetches `lost`
+    assert bag.slots[other].ahead[-1] == lost
+    n = len(rec.calls)
+    assert not engine.bags.task_ended(10, gone, lost, 0)  # the preempted run had completed
+    assert rec.calls[n] == ("drop", other, (lost,))
+    assert lost not in bag.slots[other].ahead and lost not in bag.queue
+    ends = [e.task for e in engine.log if e.kind is EventKind.TASK_END]
+    assert ends == [current, lost]
 
 
 def test_cancelling_a_live_bag_preempts_its_launchers_and_drops_its_queue() -> None:

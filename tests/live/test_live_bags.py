@@ -146,7 +146,9 @@ def test_the_bag_survives_a_manager_kill_without_redoing_a_reported_task(tmp_pat
         server.kill(signal.SIGKILL)
         server.start()
         with server.client() as c:
+            # what the database records as done after the restart: never run again from now on
             reported = {r["task"] for r in c.results(bag_id, ["done"])}
+            at_restart = ran_counts(ran, 120)
             assert len(reported) >= 30
             wait_state(c, bag_id, ("completed",), timeout=120)
             index = c.results(bag_id)
@@ -154,7 +156,7 @@ def test_the_bag_survives_a_manager_kill_without_redoing_a_reported_task(tmp_pat
         server.stop()
     assert all(r["state"] == "done" for r in index)
     counts = ran_counts(ran, 120)
-    assert all(counts[t] == 1 for t in reported), {t: counts[t] for t in reported if counts[t] != 1}
+    assert all(counts[t] == at_restart[t] >= 1 for t in reported), {t: counts[t] for t in reported}
     assert all(n >= 1 for n in counts)
 
 

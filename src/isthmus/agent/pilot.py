@@ -18,7 +18,7 @@ pilot. ``tasks`` appends task command lines to a lane's local list; the lane run
 the other (``/bin/sh -c``), starting the next the moment one ends, with no round trip, and
 reports each end in ``tasks`` of its next report (``ended``: exit code and runtime; the answer
 tops the list up). ``preempt`` kills a lane's task and drops its list; once its process is gone
-the lane reports ``preempted``.
+the lane reports ``preempted``. ``drop`` takes tasks off a lane's list.
 
 The pilot runs next to the jobs on every node, so what it costs per run is kept small: it
 talks HTTP with the standard library's `http.client` over one kept-alive connection per thread,
@@ -350,6 +350,8 @@ class Pilot:
                         self._lane_tasks(cmd)
                     elif op == "preempt":
                         self._lane_preempt(int(cmd["bag"]), int(cmd["lane"]))
+                    elif op == "drop":
+                        self._lane_drop(int(cmd["bag"]), int(cmd["lane"]), cmd.get("tasks") or [])
                     elif op == "exit":
                         self._log(f"told to exit: {cmd.get('reason', '')}")
                         return EXIT_OK
@@ -579,6 +581,10 @@ class Pilot:
             running = LaneTask(lane.bag, lane.lane, task, proc, t0)
             with self._lock:
                 lane.current = running
+                orphan = self.lanes.get((lane.bag, lane.lane)) is not lane  # preempted meanwhile
+                running.killed = orphan
+            if orphan:
+                _signal_group(proc.pid, signal.SIGKILL)
             self._reaper.watch(proc.pid, running)
             return
 
@@ -600,6 +606,14 @@ class Pilot:
                 stderr=err,
                 start_new_session=True,
             )
+
+    def _lane_drop(self, bag: int, lane_id: int, tasks: list[Any]) -> None:
+        """DROP: take tasks off a lane's local list (one it started already runs on)."""
+        gone = {int(t) for t in tasks}
+        with self._lock:
+            lane = self.lanes.get((bag, lane_id))
+            if lane is not None:
+                lane.todo = deque(item for item in lane.todo if int(item["task"]) not in gone)
 
     def _lane_preempt(self, bag: int, lane_id: int) -> None:
         """PREEMPT: kill the lane's task and drop its list; `preempted` is reported once its

@@ -305,6 +305,10 @@ class BagLauncher(Protocol):
         """Preempt the launcher of `slot`: kill its task, drop its list (PREEMPT)."""
         ...
 
+    def drop(self, bag: Bag, slot: Slot, task: int) -> None:
+        """Take `task` off the local list of the launcher of `slot` (DROP)."""
+        ...
+
     def close(self, bag: Bag, slot: Slot) -> None:
         """Processor `slot` is given back to its site."""
         ...
@@ -511,15 +515,14 @@ class BagBook:
         """A live launcher reports that task `task` of bag `bag_id` exited with `code` on slot
         `slot_id`; it has started the next task of its list already. False when the report is
         stale (its processor was preempted or the task was given to another since): such an end
-        still counts when it is a success and the task is waiting in the queue again."""
+        still counts when it is a success (`_late_result`)."""
         bag = self.bags.get(bag_id)
         if bag is None:
             return False
         slot = bag.slots.get(slot_id)
         if slot is None or slot.state != _RUNNING or slot.task != task:
-            if code == 0 and not bag.finished and task in bag.queue:
-                bag.queue.remove(task)  # preempted as it ended: its result stands, it is not redone
-                self._record_end(bag, -1 if slot is None else slot.site, slot_id, task, 0, 0.0)
+            if code == 0 and not bag.finished:
+                self._late_result(bag, -1 if slot is None else slot.site, slot_id, task)
             return False
         bag.running -= 1
         self._record_end(bag, slot.site, slot.id, task, code, self.engine.clock.now - slot.since)
@@ -535,6 +538,25 @@ class BagBook:
         bag.pulling += 1
         self._pull(bag, slot)
         return True
+
+    def _late_result(self, bag: Bag, site: int, slot_id: int, task: int) -> None:
+        """A task preempted as it completed reported success: its result stands and it is taken
+        back from where it waits again, the bag's queue or another launcher's list (DROP). A task
+        already running again elsewhere reports for itself."""
+        if task in bag.queue:
+            bag.queue.remove(task)
+        else:
+            holder = next((s for s in bag.slots.values() if task in s.ahead), None)
+            if holder is None:
+                return
+            holder.ahead.remove(task)
+            launcher = self.launcher
+            assert launcher is not None
+            launcher.drop(bag, holder, task)
+            added = self._prefetch(bag, holder)
+            if added:
+                launcher.tasks(bag, holder, added)
+        self._record_end(bag, site, slot_id, task, 0, 0.0)
 
     def freed(self, bag_id: int, slot_id: int) -> None:
         """A live launcher confirms its preemption: the processor is free now (not only once

@@ -32,6 +32,9 @@ log = logging.getLogger("isthmus.live")
 
 LOST = "lost"
 """The policy named in the SHRINK event of a failed launcher (its pilot was lost or forgot it)."""
+LOCAL_JOBS = "lrm-local"
+"""The policy named in the SHRINK event of launchers preempted for local users' jobs waiting in a
+pilot-mode site's batch system (isthmus.live.lrm_pilots)."""
 
 
 def out_dir(spool: str, bag: int) -> str:
@@ -92,6 +95,12 @@ class BagRunner:
         node = self._node(bag.id, slot.id)
         if node is not None:
             node.send({"op": "preempt", "bag": bag.id, "lane": slot.id})
+
+    def drop(self, bag: Bag, slot: Slot, task: int) -> None:
+        """DROP: the lane's pilot takes `task` off its local list (if it has not started it)."""
+        node = self._node(bag.id, slot.id)
+        if node is not None:
+            node.send({"op": "drop", "bag": bag.id, "lane": slot.id, "tasks": [task]})
 
     def close(self, bag: Bag, slot: Slot) -> None:
         """The processor is given back: its pilot slot is free for any job."""
@@ -155,6 +164,19 @@ class BagRunner:
     def launchers_failed(self, node: Node, why: str) -> None:
         """Every lane on `node` failed (its pilot was lost, or registered without them): their
         tasks go back to their bags' queues and their processors are free at once."""
+        self._preempt_node(node, why, LOST, free_now=True)
+
+    def vacate(self, node: Node, why: str) -> bool:
+        """Preempt every lane on `node` (local users' jobs wait for it, KOALA-CS §3.2.1): the
+        processors are free once the launchers confirm, or after the preemption time. True when
+        it held any."""
+        return self._preempt_node(node, why, LOCAL_JOBS, free_now=False)
+
+    def lanes_on(self, node_key: str) -> int:
+        """How many lanes the pilot of `node_key` runs."""
+        return sum(1 for key, _ in self.lanes.values() if key == node_key)
+
+    def _preempt_node(self, node: Node, why: str, policy: str, *, free_now: bool) -> bool:
         engine = self.m.engine
         mine: dict[tuple[int, int], list[Slot]] = {}
         for (bag_id, slot_id), pilot_slot in self.lanes.items():
@@ -163,16 +185,18 @@ class BagRunner:
             if pilot_slot[0] == node.key and slot is not None:
                 mine.setdefault((bag_id, slot.site), []).append(slot)
         if not mine:
-            return
-        log.warning("bag launchers on %s failed (%s): their tasks go back to their bags", node.key, why)
+            return False
+        log.warning("bag launchers on %s preempted (%s): their tasks go back to their bags", node.key, why)
         for (bag_id, site), slots in mine.items():
             bag = engine.bags.get(bag_id)
             assert bag is not None
             active = [s for s in slots if not s.leaving]
             if active:
-                engine.bags.shrink(bag, site, active, LOST)
-            for s in slots:
-                engine.bags.freed(bag_id, s.id)
+                engine.bags.shrink(bag, site, active, policy)
+            if free_now:
+                for s in slots:
+                    engine.bags.freed(bag_id, s.id)
+        return True
 
 
 def progress(m: Manager, row: dict[str, Any]) -> dict[str, Any]:
