@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from livekit import LiveServer, wait_for, wait_state
+from livekit import LiveServer, tagged_pids, wait_for, wait_state
 
 BAG_ENV = """
 name = "bags"
@@ -158,6 +158,18 @@ def test_the_bag_survives_a_manager_kill_without_redoing_a_reported_task(tmp_pat
     counts = ran_counts(ran, 120)
     assert all(counts[t] == at_restart[t] >= 1 for t in reported), {t: counts[t] for t in reported}
     assert all(n >= 1 for n in counts)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_launchers_of_a_dead_manager_kill_their_tasks_and_exit(tmp_path: Path, db_url: str, tag: str) -> None:
+    server = LiveServer(bag_env(tmp_path / "env.toml"), tmp_path / "state", db_url, tag, pilot_timeout=2.0).start()
+    with server.client() as c:
+        bag_id = c.submit_bag(tasks=["sleep 60"] * 8)
+        wait_for(lambda: bag(c, bag_id)["running"] == 4, timeout=20, what="4 tasks running")
+    assert len(tagged_pids(tag)) >= 1 + 2 + 4  # the manager, 2 pilots, 4 tasks
+    server.kill(signal.SIGKILL)
+    # the launchers notice their manager is gone, kill their tasks and exit (§3.6)
+    wait_for(lambda: not tagged_pids(tag), timeout=20, what="pilots and tasks of a dead manager gone")
 
 
 def test_hostile_bag_input_is_refused_naming_the_field(bags: LiveServer, tmp_path: Path) -> None:
