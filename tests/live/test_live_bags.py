@@ -166,7 +166,7 @@ def test_launchers_of_a_dead_manager_kill_their_tasks_and_exit(tmp_path: Path, d
     with server.client() as c:
         bag_id = c.submit_bag(tasks=["sleep 60"] * 8)
         wait_for(lambda: bag(c, bag_id)["running"] == 4, timeout=20, what="4 tasks running")
-    assert len(tagged_pids(tag)) >= 1 + 2 + 4  # the manager, 2 pilots, 4 tasks
+    wait_for(lambda: len(tagged_pids(tag)) >= 1 + 2 + 4, timeout=20, what="the manager, 2 pilots, 4 tasks")
     server.kill(signal.SIGKILL)
     # the launchers notice their manager is gone, kill their tasks and exit (§3.6)
     wait_for(lambda: not tagged_pids(tag), timeout=20, what="pilots and tasks of a dead manager gone")
