@@ -31,9 +31,9 @@ fairshare = "sep"
 """
 
 
-def bag_env(path: Path) -> Path:
-    """One local cluster of 2 nodes x 2 cores; bags grow and shrink by Site-EquiPartition."""
-    path.write_text(BAG_ENV)
+def bag_env(path: Path, fairshare: str = "sep") -> Path:
+    """One local cluster of 2 nodes x 2 cores; bags grow and shrink by `fairshare`."""
+    path.write_text(BAG_ENV.replace('"sep"', f'"{fairshare}"'))
     return path
 
 
@@ -65,9 +65,10 @@ def bag(c: Any, bag_id: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def bags(tmp_path: Path, db_url: str, tag: str) -> Any:
-    """A manager on the bag environment (preemption time 10 s)."""
-    server = LiveServer(bag_env(tmp_path / "env.toml"), tmp_path / "state", db_url, tag).start()
+def bags(request: pytest.FixtureRequest, tmp_path: Path, db_url: str, tag: str) -> Any:
+    """A manager on the bag environment (preemption time 10 s), SEP unless parametrized."""
+    fairshare = getattr(request, "param", "sep")
+    server = LiveServer(bag_env(tmp_path / "env.toml", fairshare), tmp_path / "state", db_url, tag).start()
     yield server
     server.stop()
 
@@ -94,6 +95,8 @@ def test_a_sweep_of_300_tasks_runs_each_task_exactly_once(bags: LiveServer, tmp_
     assert cli(bags, "logs", str(bag_id), "--task", "7").stdout == "out 7\n"
     shown = cli(bags, "show", str(bag_id)).stdout
     assert "Done 300" in " ".join(shown.split()) and "COMPLETED" in shown
+    listed = json.loads(cli(bags, "bags", "--all", "--json").stdout)
+    assert [(b["id"], b["progress"]["done"]) for b in listed] == [(bag_id, 300)]
 
 
 def test_a_task_file_with_retries_and_a_failing_task(bags: LiveServer, tmp_path: Path) -> None:
@@ -113,6 +116,7 @@ def test_a_task_file_with_retries_and_a_failing_task(bags: LiveServer, tmp_path:
     assert ran_counts(ran, 2) == [1, 3]  # the failing task ran once and was retried twice
 
 
+@pytest.mark.parametrize("bags", ["sep", "gep"], indirect=True)
 def test_a_rigid_job_arriving_shrinks_the_bag_and_starts_within_the_preemption_time(
     bags: LiveServer, tmp_path: Path
 ) -> None:

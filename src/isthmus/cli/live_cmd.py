@@ -489,6 +489,39 @@ def register(app: typer.Typer) -> None:
         else:
             typer.echo(f"Submitted job {job_id}")
 
+    @app.command("bags")
+    def bags_cmd(
+        all_: bool = typer.Option(False, "-a", "--all", help="Include finished bags."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Bags of tasks with their progress (docs/bags.md)."""
+        rows = _call(url, token, lambda c: c.bags(all_=all_))
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = []
+        for b in rows:
+            p = b["progress"]
+            rate = f"{p['throughput']:.3g}/s" if p["throughput"] is not None else "-"
+            table.append(
+                [
+                    str(b["id"]),
+                    b["user"],
+                    b["name"][:20],
+                    b["state"].upper(),
+                    str(p["tasks"]),
+                    str(p["done"]),
+                    str(p["running"]),
+                    str(p["failed"]),
+                    str(p["queued"]),
+                    rate,
+                    ",".join(f"{s}:{n}" for s, n in p["held"].items()) or "-",
+                ]
+            )
+        _table(["BAGID", "USER", "NAME", "STATE", "TASKS", "DONE", "RUN", "FAIL", "QUEUED", "RATE", "HELD"], table)
+
     @app.command("results")
     def results(
         bag_id: int = typer.Argument(..., help="The bag's job id."),
