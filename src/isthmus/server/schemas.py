@@ -86,7 +86,33 @@ class VmRequest(BaseModel):
     network: CleanStr | None = Field(None, min_length=1, max_length=64, description="network (VMNetwork)")
 
 
-class SubmitRequest(BaseModel):
+class RunSettings(BaseModel):
+    """What a job's or a bag's processes start with: extra environment variables and the
+    working directory."""
+
+    model_config = _STRICT
+    env: dict[EnvKey, Annotated[CleanStr, Field(max_length=65536)]] = Field(
+        default_factory=dict, max_length=1000, description="extra environment variables", json_schema_extra=_env_schema
+    )
+    cwd: CleanStr | None = Field(
+        None,
+        max_length=4096,
+        description="absolute working directory; default: the job's spool directory (a bag: its task output directory)",
+        json_schema_extra={"pattern": "^/[^\\u0000]*$"},
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        return _env_names(v)
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd_absolute(cls, v: str | None) -> str | None:
+        return _absolute_cwd(v)
+
+
+class SubmitRequest(RunSettings):
     """A job: a command with arguments run on `size` processors of one site."""
 
     model_config = _STRICT
@@ -97,15 +123,6 @@ class SubmitRequest(BaseModel):
         None, gt=0, le=MAX_RUNTIME, description="user's runtime estimate in seconds (finite, > 0)"
     )
     priority: Priority = "high"
-    env: dict[EnvKey, Annotated[CleanStr, Field(max_length=65536)]] = Field(
-        default_factory=dict, max_length=1000, description="extra environment variables", json_schema_extra=_env_schema
-    )
-    cwd: CleanStr | None = Field(
-        None,
-        max_length=4096,
-        description="absolute working directory; default: the job's spool directory",
-        json_schema_extra={"pattern": "^/[^\\u0000]*$"},
-    )
     name: CleanStr | None = Field(None, max_length=128)
     vm: VmRequest | None = None
     script: str | None = Field(
@@ -137,16 +154,6 @@ class SubmitRequest(BaseModel):
         if not v.startswith("/"):
             raise ValueError(f"output and error paths must be absolute, got {v!r}")
         return check_template(v)
-
-    @field_validator("env")
-    @classmethod
-    def _env_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        return _env_names(v)
-
-    @field_validator("cwd")
-    @classmethod
-    def _cwd_absolute(cls, v: str | None) -> str | None:
-        return _absolute_cwd(v)
 
 
 def _env_names(v: dict[str, str]) -> dict[str, str]:
@@ -189,7 +196,7 @@ class SweepRequest(BaseModel):
         return expand_sweep(self.template, self.params)
 
 
-class BagRequest(BaseModel):
+class BagRequest(RunSettings):
     """A bag of tasks (docs/bags.md): one shell command line per task, given as `tasks` or as a
     `sweep`; it runs on processors no other job needs, growing and shrinking by the fair-share
     policy. A task exiting non-zero runs again up to `retries` times."""
@@ -201,15 +208,6 @@ class BagRequest(BaseModel):
     sweep: SweepRequest | None = None
     retries: Annotated[int, Field(ge=0, le=100), _INTEGRAL] = Field(0, description="runs again of a failed task")
     name: CleanStr | None = Field(None, min_length=1, max_length=128)
-    env: dict[EnvKey, Annotated[CleanStr, Field(max_length=65536)]] = Field(
-        default_factory=dict, max_length=1000, description="extra environment variables", json_schema_extra=_env_schema
-    )
-    cwd: CleanStr | None = Field(
-        None,
-        max_length=4096,
-        description="absolute working directory of every task; default: the bag's task output directory",
-        json_schema_extra={"pattern": "^/[^\\u0000]*$"},
-    )
 
     @field_validator("tasks")
     @classmethod
@@ -226,16 +224,6 @@ class BagRequest(BaseModel):
         if (self.tasks is None) == (self.sweep is None):
             raise ValueError("give the tasks either as `tasks` (a list of command lines) or as a `sweep`, not both")
         return self
-
-    @field_validator("env")
-    @classmethod
-    def _env_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        return _env_names(v)
-
-    @field_validator("cwd")
-    @classmethod
-    def _cwd_absolute(cls, v: str | None) -> str | None:
-        return _absolute_cwd(v)
 
     def commands(self) -> list[str]:
         """The command line of every task, in task order."""
