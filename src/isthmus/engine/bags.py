@@ -113,10 +113,10 @@ class Bag:
     __slots__ = (
         "_held",
         "_leaving",
-        "attempts",
         "cancelled",
         "done",
         "failed",
+        "failures",
         "job",
         "pulling",
         "queue",
@@ -134,7 +134,7 @@ class Bag:
         #: tasks that failed with no retry left (live bags)
         self.failed = 0
         #: task id -> failed runs so far (live bags; tasks that never failed are absent)
-        self.attempts: dict[int, int] = {}
+        self.failures: dict[int, int] = {}
         #: True once its user cancelled it (it is then finished)
         self.cancelled = False
         self.running = 0
@@ -335,6 +335,11 @@ class BagBook:
 
     def __len__(self) -> int:
         return len(self.bags)
+
+    def reserve_slot_ids(self, next_id: int) -> None:
+        """Number new processors from `next_id` on (after a live restart: a launcher's id is
+        never reused, so a late report of a launcher of before is never taken for a new one's)."""
+        self._next_slot = max(self._next_slot, next_id)
 
     def get(self, job_id: int) -> Bag | None:
         """The bag `job_id`, None when there is none."""
@@ -583,7 +588,7 @@ class BagBook:
             log.append(now, _TASK_END, job.id, site, slot_id, runtime, task=task)
             bag.done += 1
         else:
-            failures = bag.attempts[task] = bag.attempts.get(task, 0) + 1
+            failures = bag.failures[task] = bag.failures.get(task, 0) + 1
             if failures <= job.retries:
                 log.append(now, _TASK_RETRY, job.id, site, slot_id, float(code), task=task)
                 bag.queue.append(task)

@@ -142,24 +142,28 @@ class BagRunner:
             key = (int(r["bag"]), int(r["lane"]))
             owner = self.lanes.get(key)
             where = owner[0] if owner is not None else self.closed.get(key)
-            task = r.get("task")
-            if where is None and task is not None and self.recovered.get((key[0], int(task))) == node.key:
+            task = int(r["task"]) if r.get("task") is not None else None
+            if where is None and task is not None and self.recovered.get((key[0], task)) == node.key:
                 # run before a manager restart: a success stands (the task is not run again)
-                del self.recovered[(key[0], int(task))]
-                bags.task_ended(key[0], -1, int(task), int(r.get("exit_code", -1)))
+                del self.recovered[(key[0], task)]
+                self._ended(key, task, r)
                 continue
             if where != node.key:
                 log.warning("pilot of %s reported on lane %s of bag %s, not its own: ignored", node.key, key[1], key[0])
                 continue
             if r.get("event") == "preempted":
                 bags.freed(*key)
-            elif r.get("event") == "ended" and r.get("task") is not None:
-                task = int(r["task"])
-                if r.get("runtime") is not None:
-                    self.runtimes[(key[0], task)] = float(r["runtime"])
+            elif r.get("event") == "ended" and task is not None:
                 if r.get("error"):
                     log.warning("bag %s task %s on %s: %s", key[0], task, node.key, str(r["error"])[:300])
-                bags.task_ended(key[0], key[1], task, int(r.get("exit_code", -1)))
+                self._ended(key, task, r)
+
+    def _ended(self, lane: tuple[int, int], task: int, r: dict[str, Any]) -> None:
+        """Hand a task's end to the engine (with the runtime its pilot measured, for its row)."""
+        if r.get("runtime") is not None:
+            self.runtimes[(lane[0], task)] = float(r["runtime"])
+        if not self.m.engine.bags.task_ended(lane[0], lane[1], task, int(r.get("exit_code", -1))):
+            self.runtimes.pop((lane[0], task), None)  # not counted: no row to write it to
 
     def launchers_failed(self, node: Node, why: str) -> None:
         """Every lane on `node` failed (its pilot was lost, or registered without them): their

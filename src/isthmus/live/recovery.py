@@ -89,6 +89,7 @@ def recover(m: Manager) -> None:
     # federation restores them as forwarded: isthmus.federation.live)
     elsewhere = m.federation.held_elsewhere() if m.federation is not None else set()
     active = [r for r in store.active_jobs() if r["id"] not in elsewhere]
+    engine.bags.reserve_slot_ids(store.max_bag_slot() + 1)
     for row in active:
         job_id = row["id"]
         m.intake.specs[job_id] = row["spec"]
@@ -165,5 +166,5 @@ def restore_bag(m: Manager, row: dict[str, Any]) -> None:
                 m.bags.recovered[(bag_id, t["idx"])] = t["node"]
     job = m.intake.job_of(bag_id, row["user"], row["spec"], row["submit_time"])
     bag = m.engine.bags.restore(job, row["submit_time"], queue, done, failed)
-    bag.attempts.update({t["idx"]: t["failures"] for t in tasks if t["failures"]})
+    bag.failures.update({t["idx"]: t["failures"] for t in tasks if t["failures"]})
     m.store.requeue_running_tasks(bag_id)

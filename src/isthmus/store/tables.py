@@ -37,7 +37,7 @@ from sqlalchemy import (
     update,
 )
 
-from isthmus.model.events import EventLog
+from isthmus.model.events import EventKind, EventLog
 from isthmus.model.states import TERMINAL_NAMES
 
 metadata = MetaData()
@@ -591,6 +591,13 @@ class Store:
         with self.engine.connect() as conn:
             row = conn.execute(q).first()
         return (row[0], row[1]) if row is not None else (None, None)
+
+    def max_bag_slot(self) -> int:
+        """The largest bag processor (launcher) id in the event log, -1 when there is none."""
+        kinds = [int(EventKind.TASK_START), int(EventKind.BAG_RELEASE)]
+        with self.engine.connect() as conn:
+            value = conn.execute(select(func.max(events.c.vm)).where(events.c.kind.in_(kinds))).scalar()
+        return int(value) if value is not None else -1
 
     def max_job_id(self) -> int:
         """The largest job id stored, 0 when there is none."""
