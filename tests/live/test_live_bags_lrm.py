@@ -1,6 +1,7 @@
-"""Live bags of tasks on a real Slurm in pilot mode (scripts/start_slurm.sh) beside a local site:
+"""Live bags of tasks on pilot-mode batch sites: a real Slurm (scripts/start_slurm.sh) beside a local site:
 a local user's job waiting in Slurm makes the bag shrink there (KOALA-CS §3.2.1), an isthmus
-rigid job makes it shrink on its site, and the manager killed once redoes no reported task."""
+rigid job makes it shrink on its site, and the manager killed once redoes no reported task;
+and Grid Engine (scripts/start_gridengine.sh) under GEP."""
 
 from __future__ import annotations
 
@@ -89,3 +90,47 @@ def test_a_bag_on_slurm_pilots_and_a_local_site_yields_to_local_and_rigid_jobs_a
     assert all(k >= 1 for k in counts)
     shrinks = {e[3] for e in events if e[1] == 22 and e[2] == bag_id}  # the sites of the SHRINK events
     assert 0 in shrinks  # on fs1, for the local user's job
+
+
+GE_ENV = """
+name = "bags-ge"
+round_interval = "event"
+[[sites]]
+name = "ge1"
+nodes = 2
+cores_per_node = 2
+[sites.lrm]
+driver = "gridengine"
+poll_interval = 0.3
+[policies]
+allocation = "ff"
+provisioning = "none"
+fairshare = "gep"
+"""
+
+
+def test_a_bag_on_grid_engine_pilots_runs_each_task_once_and_yields_to_a_rigid_job(
+    tmp_path: Path, tag: str, gridengine: None
+) -> None:
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    env = tmp_path / "env.toml"
+    env.write_text(GE_ENV)
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    n = 200
+    try:
+        c = live.client()
+        bag_id = c.submit_bag(
+            sweep={"template": f"sleep 0.05; echo {{x}} >> {ran}/{{x}}.ran", "params": [f"x=0..{n - 1}"]}
+        )
+        wait_for(lambda: c.job(bag_id)["bag"]["held"] == {"ge1": 4}, 60, what="the bag on the 4 pilot processors")
+        rigid = c.submit(command="true", size=2)
+        j = wait_state(c, rigid, ("completed",), timeout=30)
+        assert j["start_time"] - j["submit_time"] < 10.0
+        wait_state(c, bag_id, ("completed",), timeout=180)
+        index = c.results(bag_id)
+    finally:
+        live.stop()
+    assert len(index) == n and all(r["state"] == "done" for r in index)
+    counts = [len((ran / f"{i}.ran").read_text().splitlines()) for i in range(n)]
+    assert all(k >= 1 for k in counts)
