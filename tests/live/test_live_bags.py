@@ -164,6 +164,19 @@ def test_the_bag_survives_a_manager_kill_without_redoing_a_reported_task(tmp_pat
     assert all(n >= 1 for n in counts)
 
 
+def test_cancelling_a_bag_kills_its_tasks_and_keeps_its_results(bags: LiveServer, tmp_path: Path) -> None:
+    with bags.client() as c:
+        bag_id = c.submit_bag(tasks=["true", "true"] + ["sleep 60"] * 10)
+        wait_for(lambda: bag(c, bag_id)["done"] == 2 and bag(c, bag_id)["running"] == 4, 20, what="4 tasks running")
+        wait_for(lambda: len(tagged_pids(bags.tag)) >= 1 + 2 + 4, timeout=20, what="the tasks' processes")
+        cli(bags, "cancel", str(bag_id))
+        assert c.job(bag_id)["state"] == "cancelled"
+        wait_for(lambda: len(tagged_pids(bags.tag)) == 1 + 2, timeout=20, what="the tasks killed")
+        states = [r["state"] for r in c.results(bag_id)]
+        assert states == ["done", "done"] + ["queued"] * 10
+        wait_for(lambda: sum(s["free"] for s in c.sites()) == 4, timeout=20, what="the processors free again")
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_launchers_of_a_dead_manager_kill_their_tasks_and_exit(tmp_path: Path, db_url: str, tag: str) -> None:
     server = LiveServer(bag_env(tmp_path / "env.toml"), tmp_path / "state", db_url, tag, pilot_timeout=2.0).start()

@@ -203,6 +203,14 @@ class Projector:
                 )
             elif kind == EventKind.CANCEL:
                 conn.execute(update(J).where(J.c.id == job).values(state=JobState.CANCELLED.value, end_time=t))
+                if bags is not None:  # a cancelled bag's tasks that were running are not any more
+                    _flush(conn, tasks)
+                    tasks.clear()
+                    conn.execute(
+                        update(db.bag_tasks)
+                        .where(db.bag_tasks.c.bag == job, db.bag_tasks.c.state == "running")
+                        .values(state="queued")
+                    )
                 history.append({"job_id": job, "time": t, "state": "cancelled", "run": run, "detail": "cancelled"})
                 ended.append(job)
             elif kind == EventKind.REJECT:
