@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from livekit import in_process
 
-from isthmus.config import environment_from_text
-from isthmus.live.manager import Manager, ManagerConfig
-from isthmus.live.pilots import Node, PilotHub
+from isthmus.live.manager import Manager
 
 ENV = """
 name = "bag-protocol"
@@ -32,28 +30,6 @@ allocation = "fcfs"
 provisioning = "none"
 fairshare = "sep"
 """
-
-
-def _run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: Callable[[Manager, dict[str, str]], Awaitable[None]]
-) -> None:
-    def no_process(self: PilotHub, node: Node) -> None:  # the test plays the pilots
-        node.state = "spawned"
-        node.deadline = time.time() + 60
-
-    monkeypatch.setattr(PilotHub, "spawn", no_process)
-
-    async def main() -> None:
-        env = environment_from_text(ENV, "toml", file="<test>")
-        m = Manager(ManagerConfig(env=env, db_url=f"sqlite:///{tmp_path / 'state.db'}", state_dir=tmp_path / "state"))
-        await m.start()
-        try:
-            ids = {node: m.register(node, {"pid": 0, "slots": 1})["pilot_id"] for node in ("0/n0", "0/n1")}
-            await body(m, ids)
-        finally:
-            await m.stop()
-
-    asyncio.run(main())
 
 
 def _tasks_commands(m: Manager, node: str) -> list[dict[str, Any]]:
@@ -97,4 +73,4 @@ def test_lanes_get_their_list_and_only_their_pilot_reports_on_them(
         assert b.done == 2 and b.held(0) <= 2
         assert {"op": "preempt", "bag": bag, "lane": lane1} in [c for _, c in m.hub.nodes["0/n1"].outbox]
 
-    _run(tmp_path, monkeypatch, body)
+    in_process(tmp_path, monkeypatch, ENV, ["0/n0", "0/n1"], body)
