@@ -123,7 +123,6 @@ class ManagerConfig:
     enforce_walltime: bool = True  # a run reaching its job's requested runtime is killed: TIMEOUT
     bag_preemption_time: float = 10.0  # a preempted bag launcher's processor is free after this at the latest
     bag_prefetch: int = 1  # tasks a bag launcher keeps ahead of the one it runs (its local list)
-    max_bag_tasks: int = 100_000  # larger bags get 422 (isthmus.live.bagspec.MAX_TASKS at most)
 
     advertise_url: str | None = None  # what pilots on other machines are told; default from host/port
 
