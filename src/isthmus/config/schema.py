@@ -820,15 +820,6 @@ def _fairshare_pairing(policies: Mapping[str, Any]) -> list[tuple[Loc, str]]:
     """A fair-share policy that leases and releases VMs itself (vm-share) runs with provisioning
     "none": two policies leasing on the same clouds would undo each other."""
     fair = _policy_name(policies.get("fairshare"))
-    if fair in BAG_FAIRSHARE:
-        return [
-            (
-                ("policies", "fairshare"),
-                f"{fair!r} grows and shrinks bags of tasks, which are simulated only: give it to "
-                f"`isthmus simulate --bag ... --fairshare {fair}`; an environment's fair-share policy splits VMs "
-                '(e.g. "vm-share")',
-            )
-        ]
     if fair != "vm-share":
         return []
     prov = _policy_name(policies.get("provisioning", "on-demand"))
