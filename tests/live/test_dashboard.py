@@ -137,3 +137,55 @@ def test_dashboard_shows_peers_up_with_their_resources_then_down(tmp_path: Path,
         fed["B"].stop()
         page.wait_for_selector("#peers tbody tr[data-peer='B'] td:nth-child(4):has-text('down')", timeout=30_000)
     assert (shots / "peers.png").stat().st_size > 0
+
+
+BAG_ENV = """
+name = "bags"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 2
+cores_per_node = 2
+[policies]
+allocation = "fcfs"
+fairshare = "sep"
+"""
+
+
+def test_dashboard_shows_bags_with_their_progress_to_their_owner(tmp_path: Path, tag: str, browser: Any) -> None:
+    env = tmp_path / "env.toml"
+    env.write_text(BAG_ENV)
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    shots = _artifacts(tmp_path)
+    try:
+        c = live.client()
+        page = browser.new_page()
+        page.goto(live.url + "/ui/")
+        page.fill("#token", live.admin_token)
+        page.click("#login-form button")
+        page.wait_for_selector("#no-bags", state="visible")
+        # 60 tasks of 0.3 s on 4 processors: a few seconds, long enough to be seen running
+        bag = c.submit_bag(sweep={"template": "sleep 0.3; echo {x}", "params": ["x=0..59"]}, name="sweep")
+        row = page.locator(f"#bags tbody tr[data-bag='{bag}']")
+        row.wait_for()
+        assert row.locator("td:nth-child(3)").inner_text() == "sweep"
+        assert "c1: " in row.locator("td:nth-child(11)").inner_text() or c.job(bag)["state"] != "running"
+        page.screenshot(path=str(shots / "bags-running.png"), full_page=True)
+        wait_state(c, bag, ("completed",), timeout=90)
+        page.select_option("#state-filter", "all")
+        row.locator("td:nth-child(6):has-text('60 / 60')").wait_for(timeout=10_000)
+        assert row.locator("td:nth-child(4)").inner_text() == "completed"
+        assert row.locator("progress").get_attribute("value") == "60"
+        page.screenshot(path=str(shots / "bags-done.png"), full_page=True)
+        # another user sees none of the admin's bags
+        other = browser.new_page()
+        other.goto(live.url + "/ui/")
+        other.fill("#token", c.create_token("bob")["token"])
+        other.click("#login-form button")
+        other.wait_for_selector("#sites tbody tr")
+        other.select_option("#state-filter", "all")
+        other.wait_for_timeout(2500)
+        assert other.is_visible("#no-bags") and other.locator("#bags tbody tr").count() == 0
+    finally:
+        live.stop()
+    assert (shots / "bags-done.png").stat().st_size > 0

@@ -74,9 +74,26 @@ async function refresh() {
     }));
     for (const tr of $("#peers tbody").children) tr.dataset.peer = tr.firstChild.textContent;
     for (const tr of $("#vms tbody").children) tr.dataset.state = tr.children[2].textContent;
+    const filter = $("#state-filter").value;
+    const bags = await api("GET", "/bags" + (filter === "" ? "" : "?all=true"));
+    $("#no-bags").hidden = bags.length > 0;
+    $("#bags").hidden = bags.length === 0;
+    fill($("#bags tbody"), bags.map((b) => {
+      const p = b.progress;
+      const bar = document.createElement("progress");
+      bar.max = Math.max(1, p.tasks);
+      bar.value = p.done + p.failed;
+      bar.textContent = `${p.done + p.failed} / ${p.tasks}`;
+      const progress = cell("");
+      progress.append(bar);
+      const held = Object.entries(p.held).map(([site, n]) => `${site}: ${n}`).join(", ");
+      return [cell(b.id, "num"), cell(b.user), cell(b.name), cell(b.state, "state-" + b.state), progress,
+        cell(`${p.done} / ${p.tasks}`, "num"), cell(p.running, "num"), cell(p.queued, "num"), cell(p.failed, "num"),
+        cell(p.throughput === null ? "" : p.throughput.toFixed(2) + " /s", "num"), cell(held)];
+    }));
+    for (const tr of $("#bags tbody").children) tr.dataset.bag = tr.firstChild.textContent;
     fill($("#budgets tbody"), budgets.map((b) => [cell(b.name), cell(b.sites.join(", ")),
       cell(b.current || "total"), cell(money(b.limit), "num"), cell(money(b.spent), "num"), cell(money(b.left), "num")]));
-    const filter = $("#state-filter").value;
     const query = filter === "" ? "" : filter === "all" ? "?all=true" : "?state=" + encodeURIComponent(filter);
     const jobs = await api("GET", "/jobs" + query);
     fill($("#jobs tbody"), jobs.map((j) => {
