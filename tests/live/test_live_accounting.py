@@ -112,3 +112,60 @@ def test_accounting_by_user_site_and_policy(tmp_path: Path, db_url: str, tag: st
         assert r.returncode == 2 and "--since" in r.stderr and "ISO" in r.stderr, r.stderr
     finally:
         live.stop()
+
+
+BAG_ENV = """
+name = "bags"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 2
+cores_per_node = 2
+[policies]
+allocation = "fcfs"
+fairshare = "sep"
+"""
+
+
+def test_bags_count_the_processors_they_held(tmp_path: Path, tag: str) -> None:
+    """A bag of tasks is accounted for the processors it held (GROW to BAG_RELEASE), computed
+    here from the events table of the manager's database."""
+    import sqlite3
+
+    env = tmp_path / "env.toml"
+    env.write_text(BAG_ENV)
+    db = tmp_path / "db"
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{db}", tag).start()
+    try:
+        admin = live.client()
+        alice = live.client(admin.create_token("alice")["token"])
+        bag = alice.submit_bag(tasks=[f"sleep 0.{i % 3 + 1}" for i in range(12)], name="b")
+        rigid = admin.submit(command="sleep", args=["0.5"], size=2)
+        for j in (bag, rigid):
+            wait_state(admin, j, TERMINAL, timeout=60)
+        assert admin.job(bag)["state"] == "completed"
+        results = alice.results(bag)
+        ran = sum(r["runtime"] for r in results)
+        with sqlite3.connect(db) as con:
+            rows = con.execute(
+                "SELECT kind, time, value FROM events WHERE job = ? AND kind IN (21, 23, 27) ORDER BY id", (bag,)
+            ).fetchall()
+        end = next(t for k, t, _ in rows if k == 27)
+        held = sum(v * (end - t) for k, t, v in rows if k == 21) - sum(v * (end - t) for k, t, v in rows if k == 23)
+        assert held >= ran > 0  # the processors held ran every task, and idled between them
+
+        by_user = {r["key"]: r for r in admin.accounting("user")}
+        a = by_user["alice"]
+        assert (a["jobs"], a["completed"]) == (1, 1)
+        assert a["processor_hours"] == pytest.approx(held / 3600, abs=1e-9)
+        assert a["mean_wait"] is None and a["mean_bounded_slowdown"] is None  # a bag has none
+        assert by_user["admin"]["jobs"] == 1  # the rigid job, as before
+        by_site = {r["key"]: r for r in admin.accounting("site")}
+        assert by_site["c1"]["jobs"] == 2
+        rigid_hours = _by_hand(admin.job(rigid))[0] / 3600
+        assert by_site["c1"]["processor_hours"] == pytest.approx(held / 3600 + rigid_hours, abs=1e-9)
+        assert {r["key"]: r["jobs"] for r in admin.accounting("policy")} == {"fcfs": 1, "sep": 1}
+        # alice sees her bag, in her own rows only
+        assert [(r["key"], r["jobs"]) for r in alice.accounting("user")] == [("alice", 1)]
+    finally:
+        live.stop()

@@ -16,6 +16,12 @@ would ask:
 - by user, VM-hours and cost are not attributed (a VM serves many users' jobs): those columns
   are None; by policy, jobs go to the policy that started their final run, VMs to the policy
   that leased them.
+- a bag of tasks (docs/bags.md) belongs to the window in which it ended (BAG_END); its
+  processor-hours are the processors it held, from each GROW to each BAG_RELEASE, whether a task
+  ran on them or not (what the pool gave it); it is completed when every task completed. By
+  site, a bag counts once in the row of each site it held processors on, with that site's
+  processor-hours; by policy it goes to the fair-share policy that grew it. A bag has no wait
+  or slowdown of its own: it is left out of those means.
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ def account(
     }
     rows: dict[str, AccountRow] = {}
     _account_jobs(rows, log, jobs, env, by, since, until, now, user)
+    _account_bags(rows, log, jobs, env, by, since, until, user)
     if user is None and by != "user":
         _account_vms(rows, log, env, by, since, until, now)
     return [rows[k] for k in sorted(rows)]
@@ -142,6 +149,57 @@ def _account_jobs(
         rows[key].mean_wait = sum(values) / len(values)
     for key, values in slowdowns.items():
         rows[key].mean_bounded_slowdown = sum(values) / len(values)
+
+
+def _account_bags(
+    rows: dict[str, AccountRow],
+    log: EventLog,
+    jobs: dict[int, Job],
+    env: Environment,
+    by: str,
+    since: float,
+    until: float,
+    user: str | None,
+) -> None:
+    """Add each bag of tasks that ended in the window (BAG_END) to its row(s)."""
+    ended: dict[int, tuple[float, int]] = {}  # bag -> (end time, tasks done)
+    tasks: dict[int, int] = {}
+    held: dict[tuple[int, int], float] = {}  # (bag, site) -> processor-seconds up to its end
+    grown_by: dict[int, str] = {}
+    opened: list[tuple[int, int, float, float]] = []  # (bag, site, time, +/- processors)
+    for e in log:
+        if e.kind == EventKind.BAG_SUBMIT:
+            tasks[e.job] = int(e.value)
+        elif e.kind == EventKind.BAG_END:
+            ended.setdefault(e.job, (e.time, int(e.value)))
+        elif e.kind == EventKind.GROW:
+            opened.append((e.job, e.site, e.time, e.value))
+            grown_by.setdefault(e.job, e.policy or "(unknown)")
+        elif e.kind == EventKind.BAG_RELEASE:
+            opened.append((e.job, e.site, e.time, -e.value))
+    chosen = {
+        b for b, (t, _) in ended.items() if since <= t < until and b in jobs and (user is None or jobs[b].user == user)
+    }
+    if not chosen:
+        return
+    for b, site, t, change in opened:
+        if b in chosen:
+            # processors held from t to the bag's end; a release takes back from its time on
+            held[(b, site)] = held.get((b, site), 0.0) + change * (ended[b][0] - t)
+    for b in sorted(chosen):
+        complete = ended[b][1] >= tasks.get(b, 0)
+        sites = sorted(site for (bag, site) in held if bag == b) or [-1]
+        if by == "site":
+            for site in sites:
+                row = _row(rows, env.sites[site].name if site >= 0 else "(none)")
+                row.jobs += 1
+                row.completed += int(complete)
+                row.processor_hours += held.get((b, site), 0.0) / 3600.0
+            continue
+        row = _row(rows, jobs[b].user if by == "user" else grown_by.get(b, "(none)"))
+        row.jobs += 1
+        row.completed += int(complete)
+        row.processor_hours += sum(held.get((b, site), 0.0) for site in sites) / 3600.0
 
 
 def _account_vms(
