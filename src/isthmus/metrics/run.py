@@ -62,13 +62,14 @@ def compute_run_metrics(
 def write_run(metrics: RunMetrics, out_dir: str | os.PathLike[str], name: str) -> dict[str, Path]:
     """Write `<name>.jobs.csv`, `<name>.jobs.parquet` and `<name>.summary.json` into `out_dir`.
 
-    Each file is written atomically. Returns the paths by kind: "jobs_csv", "jobs_parquet",
-    "summary".
+    Each file is written atomically; the two records files in one streamed pass
+    (`JobRecords.write_files`). Returns the paths by kind: "jobs_csv", "jobs_parquet", "summary".
     """
     d = Path(out_dir)
+    csv, parquet = metrics.records.write_files(d / f"{name}.jobs.csv", d / f"{name}.jobs.parquet")
     return {
-        "jobs_csv": metrics.records.write_csv(d / f"{name}.jobs.csv"),
-        "jobs_parquet": metrics.records.write_parquet(d / f"{name}.jobs.parquet"),
+        "jobs_csv": csv,
+        "jobs_parquet": parquet,
         "summary": write_summary(metrics.summary, d / f"{name}.summary.json"),
     }
 
