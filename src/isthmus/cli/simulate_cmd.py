@@ -262,7 +262,6 @@ def simulate_command(
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
     from isthmus.config import ConfigError, load_environment, single_cluster
-    from isthmus.metrics.plots import plot_all
     from isthmus.metrics.run import compare_table, compute_run_metrics, write_run
     from isthmus.policies.registry import PolicyError, check_policy
     from isthmus.sim.runner import simulate
@@ -408,7 +407,11 @@ def simulate_command(
         metrics.summary["workload_preparation"] = preparation
         metrics.summary["rejected"] = rejected[label]
         written[label] = {k: str(v) for k, v in write_run(metrics, out, _safe(label)).items()}
-    plot_paths = {k: str(v) for k, v in plot_all(runs, out).items()} if plots else {}
+    plot_paths: dict[str, str] = {}
+    if plots:  # matplotlib is imported only for them
+        from isthmus.metrics.plots import plot_all
+
+        plot_paths = {k: str(v) for k, v in plot_all(runs, out).items()}
     rows = compare_table(runs)
     for row in rows:
         r = results[str(row["policy"])]
