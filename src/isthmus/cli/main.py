@@ -9,12 +9,15 @@ sub-command; `isthmus --help` loads them all to list them.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from isthmus import __version__
+
+if TYPE_CHECKING:  # typer carries its own copy of click
+    from typer._click import Command, Context
 
 #: The live commands (`isthmus.cli.live_cmd.register` adds exactly these; `token` is a group).
 LIVE_COMMANDS = (
@@ -54,7 +57,7 @@ _GROUP_HELP = {
 }
 
 
-def load_commands(module_name: str) -> dict[str, click.Command]:
+def load_commands(module_name: str) -> dict[str, Command]:
     """The click commands that module `isthmus.cli.<module_name>` adds to the main command."""
     module = importlib.import_module(f"isthmus.cli.{module_name}")
     sub = typer.Typer()
@@ -73,11 +76,11 @@ class LazyGroup(TyperGroup):
     """The main command's group: imports a sub-command's module only when that command runs
     (or when the help lists every command)."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: Context) -> list[str]:
         """Every sub-command name, in `COMMANDS` order."""
         return list(COMMANDS)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         """The command `cmd_name`, registering its module's commands on first use."""
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             for name, command in load_commands(COMMANDS[cmd_name]).items():
