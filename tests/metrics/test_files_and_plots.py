@@ -130,3 +130,17 @@ def test_streamed_files_leave_nothing_behind_on_error(tmp_path: Path) -> None:
         m.records.write_files(tmp_path / "old.csv", tmp_path / "x.parquet", batch_rows=0)
     assert (tmp_path / "old.csv").read_text() == "kept\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.csv"]
+
+
+def test_metrics_reading_the_log_in_place_equal_the_copy(tmp_path: Path) -> None:
+    """`copy_log=False` gives the same records, summary and series, and leaves no view of the
+    log behind (the log may grow again once the call returns)."""
+    log, jobs, env = synthetic_run(400, seed=5)
+    copied = compute_run_metrics(log, jobs, env)
+    in_place = compute_run_metrics(log, jobs, env, copy_log=False)
+    assert in_place.records.to_arrow().equals(copied.records.to_arrow())
+    assert json.dumps(in_place.summary, sort_keys=True, default=str) == json.dumps(
+        copied.summary, sort_keys=True, default=str
+    )
+    assert in_place.timeseries.utilization(50)[1].tolist() == copied.timeseries.utilization(50)[1].tolist()
+    log.append(log.event(len(log) - 1).time + 1.0, 0, job=10**9, value=1.0)  # no BufferError: no view left

@@ -399,7 +399,8 @@ def simulate_command(
                 except (PolicyError, ValueError) as exc:
                     raise fail(f"{name}: {exc}") from None
                 results[name] = result
-                runs[name] = compute_run_metrics(result.log, result.jobs, environment, result.end_time)
+                # the run is over: its log is read in place, not copied
+                runs[name] = compute_run_metrics(result.log, result.jobs, environment, result.end_time, copy_log=False)
     rejected = {label: rejected_jobs(metrics.records) for label, metrics in runs.items()}
     out.mkdir(parents=True, exist_ok=True)
     written = {}

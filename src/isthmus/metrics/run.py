@@ -36,15 +36,17 @@ class RunMetrics:
 
 
 def compute_run_metrics(
-    log: EventLog, jobs: Mapping[int, Job], env: Environment, horizon: float | None = None
+    log: EventLog, jobs: Mapping[int, Job], env: Environment, horizon: float | None = None, *, copy_log: bool = True
 ) -> RunMetrics:
     """Compute every metric of one run from its event log.
 
     `jobs` is the workload by job id (jobs absent from the log count as unfinished); `env` the
     environment whose `sites` the log's site indices refer to; `horizon` the end of the run
     (default: the time of the last event): runs still going and VMs never released last until it.
+    With `copy_log=False` the metrics read the log's columns in place instead of copying them
+    (for a finished run: the log cannot grow while this call runs; the result keeps no view).
     """
-    tables = build_tables(log, jobs.keys(), len(env.sites), horizon)
+    tables = build_tables(log, jobs.keys(), len(env.sites), horizon, copy=copy_log)
     records = records_from_tables(tables, jobs, env, log.reasons)
     summary = summarize(records, tables, env)
     if (tables.events.kind == EventKind.VM_USER).any():  # VMs serving one user (vm-share)
