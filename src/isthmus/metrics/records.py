@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -43,7 +43,7 @@ UNFINISHED_REASON = "unfinished at end of run"
 NOT_SUBMITTED_REASON = "not submitted before the end of the run"
 
 #: Rows converted to Arrow and written at a time by `JobRecords.write_files` (memory stays flat).
-BATCH_ROWS = 65_536
+BATCH_ROWS = 16_384
 
 #: Column order of the CSV and Parquet files (the first five are fixed by the CLI contract).
 COLUMNS: tuple[str, ...] = (
@@ -274,34 +274,65 @@ def read_records(path: str | os.PathLike[str]) -> pa.Table:
     return pacsv.read_csv(p, convert_options=convert)
 
 
-def _job_attributes(
-    jobs: Mapping[int, Job], tables: LogTables
-) -> tuple[IntArray, NDArray[np.object_], FloatArray, FloatArray, FloatArray]:
-    """Rows, users, sizes, submit times and requested runtimes of the workload's jobs."""
-    ids = np.fromiter(jobs.keys(), dtype=np.int64, count=len(jobs))
-    rows = np.searchsorted(tables.job_ids, ids)
-    values = list(jobs.values())
-    users = np.array([j.user for j in values], dtype=object)
-    sizes = np.fromiter((j.size for j in values), dtype=np.float64, count=len(values))
-    submits = np.fromiter((j.submit for j in values), dtype=np.float64, count=len(values))
-    reqs = np.fromiter(
-        (np.nan if j.requested_runtime is None else j.requested_runtime for j in values),
-        dtype=np.float64,
-        count=len(values),
-    )
-    return rows, users, sizes, submits, reqs
+@dataclass(frozen=True, eq=False, slots=True)
+class JobColumns:
+    """The workload attributes the records need, one element per job (in workload order): ids,
+    users, sizes, submit times and requested runtimes (NaN when unknown).
+
+    Metrics take these in place of the `Job` objects (`compute_run_metrics`), so that a caller
+    may let a large workload's objects go before computing its records.
+    """
+
+    ids: IntArray
+    user: NDArray[np.object_]
+    size: FloatArray
+    submit: FloatArray
+    requested: FloatArray
+
+    @classmethod
+    def from_jobs(cls, jobs: Iterable[Job], ids: Iterable[int] | None = None) -> JobColumns:
+        """The columns of `jobs` (a sequence or any iterable); `ids` in place of their own ids
+        (the keys of a workload mapping)."""
+        values = list(jobs)
+        n = len(values)
+        return cls(
+            ids=np.fromiter((j.id for j in values) if ids is None else ids, dtype=np.int64, count=n),
+            user=np.array([j.user for j in values], dtype=object),
+            size=np.fromiter((j.size for j in values), dtype=np.float64, count=n),
+            submit=np.fromiter((j.submit for j in values), dtype=np.float64, count=n),
+            requested=np.fromiter(
+                (np.nan if j.requested_runtime is None else j.requested_runtime for j in values),
+                dtype=np.float64,
+                count=n,
+            ),
+        )
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    def keys(self) -> IntArray:
+        """The job ids (as `Mapping.keys` gives them for a workload by id)."""
+        return self.ids
+
+
+#: The workload of a run, as metrics take it: `Job` objects by id, or their columns.
+Jobs = Mapping[int, Job] | JobColumns
+
+
+def _columns(jobs: Jobs) -> JobColumns:
+    return jobs if isinstance(jobs, JobColumns) else JobColumns.from_jobs(jobs.values(), jobs.keys())
 
 
 def records_from_tables(
     tables: LogTables,
-    jobs: Mapping[int, Job],
+    jobs: Jobs,
     env: Environment,
     reasons: Mapping[int, str] | None = None,
 ) -> JobRecords:
     """Compute the per-job records of a log already read into `tables`.
 
-    `reasons` (job id → text, normally `EventLog.reasons`) is copied onto the jobs that did not
-    complete.
+    `jobs` is the workload by id or its `JobColumns`. `reasons` (job id → text, normally
+    `EventLog.reasons`) is copied onto the jobs that did not complete.
     """
     n = tables.n_jobs
     ev = tables.events
@@ -312,11 +343,12 @@ def records_from_tables(
     size = nan.copy()
     submit = nan.copy()
     requested = nan.copy()
-    rows, users, sizes, submits, reqs = _job_attributes(jobs, tables)
-    user[rows] = users
-    size[rows] = sizes
-    submit[rows] = submits
-    requested[rows] = reqs
+    cols = _columns(jobs)
+    rows = np.searchsorted(tables.job_ids, cols.ids)
+    user[rows] = cols.user
+    size[rows] = cols.size
+    submit[rows] = cols.submit
+    requested[rows] = cols.requested
 
     def rows_of(kind: EventKind) -> tuple[IntArray, IntArray]:
         pos = np.flatnonzero((ev.kind == kind) & (row >= 0))
@@ -413,9 +445,7 @@ def _apply_reasons(
     reason[rows[keep]] = texts[keep]
 
 
-def compute_records(
-    log: EventLog, jobs: Mapping[int, Job], env: Environment, horizon: float | None = None
-) -> JobRecords:
+def compute_records(log: EventLog, jobs: Jobs, env: Environment, horizon: float | None = None) -> JobRecords:
     """Per-job records of one run: `log` from the engine, `jobs` the workload by id, `env` its sites.
 
     `horizon` (default: time of the last event) ends the runs still going.

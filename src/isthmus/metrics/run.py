@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isthmus.metrics.records import JobRecords, records_from_tables
+from isthmus.metrics.records import JobRecords, Jobs, records_from_tables
 from isthmus.metrics.summary import summarize, write_summary
 from isthmus.metrics.tables import LeaseTable, RunTable, build_tables
 from isthmus.metrics.timeseries import RunTimeSeries, compute_timeseries
 from isthmus.metrics.vm_shares import user_vm_metrics
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog
-from isthmus.model.job import Job
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -36,11 +35,12 @@ class RunMetrics:
 
 
 def compute_run_metrics(
-    log: EventLog, jobs: Mapping[int, Job], env: Environment, horizon: float | None = None, *, copy_log: bool = True
+    log: EventLog, jobs: Jobs, env: Environment, horizon: float | None = None, *, copy_log: bool = True
 ) -> RunMetrics:
     """Compute every metric of one run from its event log.
 
-    `jobs` is the workload by job id (jobs absent from the log count as unfinished); `env` the
+    `jobs` is the workload by job id or its `JobColumns` (jobs absent from the log count as
+    unfinished); `env` the
     environment whose `sites` the log's site indices refer to; `horizon` the end of the run
     (default: the time of the last event): runs still going and VMs never released last until it.
     With `copy_log=False` the metrics read the log's columns in place instead of copying them

@@ -275,7 +275,10 @@ def build_tables(
         horizon = last
     elif horizon < last:
         raise ValueError(f"horizon {horizon} is earlier than the last event of the log ({last})")
-    known = np.fromiter(known_job_ids, dtype=np.int64)
+    if isinstance(known_job_ids, np.ndarray):
+        known = known_job_ids.astype(np.int64, copy=False)
+    else:
+        known = np.fromiter(known_job_ids, dtype=np.int64)
     is_job_event = (ev.kind <= max(_JOB_KINDS)) & (ev.job >= 0)
     job_pos = np.flatnonzero(is_job_event)
     ids, _, rows_logged = index_ids(known, ev.job[job_pos])
