@@ -55,6 +55,35 @@ def child(case: dict[str, object]) -> dict[str, object]:
     }
 
 
+def phases_child(case: dict[str, object]) -> dict[str, object]:
+    """CPU seconds of each step `isthmus simulate --cluster P -w FILE -p POLICY -o DIR --no-plots`
+    takes, through the same calls in this process: start-up imports, reading, simulating,
+    metrics and writing the records (where the remaining time of section 6 goes)."""
+    t = [time.process_time()]
+    from isthmus.cli import main as cli_main
+
+    cli_main.load_commands("simulate_cmd")  # what `isthmus simulate` imports before it runs
+    from isthmus.config import single_cluster
+    from isthmus.metrics.records import JobColumns
+    from isthmus.metrics.run import compute_run_metrics, write_run
+    from isthmus.sim.runner import simulate
+    from isthmus.workloads import resolve_workload
+
+    t.append(time.process_time())
+    jobs = resolve_workload(str(case["workload"])).jobs
+    columns = JobColumns.from_jobs(jobs)
+    t.append(time.process_time())
+    env = single_cluster(int(case["cluster"]))  # type: ignore[call-overload]
+    result = simulate(env, jobs, str(case["policy"]), None, round_interval=None)
+    t.append(time.process_time())
+    metrics = compute_run_metrics(result.log, columns, env, result.end_time, copy_log=False)
+    t.append(time.process_time())
+    write_run(metrics, str(case["out"]), str(case["policy"]))
+    t.append(time.process_time())
+    names = ("startup_s", "read_s", "sim_s", "metrics_s", "write_s")
+    return {name: t[i + 1] - t[i] for i, name in enumerate(names)}
+
+
 def round_child(case: dict[str, object]) -> dict[str, object]:
     """Time one scheduling round of `case["policy"]` with `case["queued"]` jobs waiting over
     `case["sites"]` 32-processor clusters, each with 3 processors free (a 29-processor job runs on
@@ -144,7 +173,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         case = json.loads(args.child)
-        print(json.dumps(round_child(case) if "queued" in case else child(case)))
+        run = round_child if "queued" in case else phases_child if "out" in case else child
+        print(json.dumps(run(case)))
         return
     if not PEERS.exists():
         raise SystemExit(f"peer workloads not found at {PEERS}")
@@ -319,6 +349,13 @@ def section_bare_loop() -> None:
                     f"(CPU {cmd_cpu:5.2f} s, {cmd_mb:.0f} MB): "
                     f"{cmd_s / loop_s:.1f}x wall, {cmd_cpu / loop_cpu:.1f}x CPU (target 2x), same mean wait"
                 )
+            f = run_case({"workload": synth100k, "cluster": 128, "policy": pol, "out": f"{tmp}/{pol}-phases"})
+            steps = ("startup", "read", "sim", "metrics", "write")
+            print(
+                "       CPU by step (--no-plots, same calls in one process): "
+                + ", ".join(f"{k} {float(f[k + '_s']):.2f} s" for k in steps)  # type: ignore[arg-type]
+                + f"; the bare loop's whole run {loop_cpu:.2f} s"
+            )
         big = generated(300_000, Path(tmp))
         for plots in ("--no-plots", "--plots"):
             cmd_s, cmd_cpu, cmd_mb, _ = timed_process(
