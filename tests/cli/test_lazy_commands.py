@@ -34,6 +34,8 @@ def test_help_lists_every_command_and_each_runs() -> None:
     assert '"sep"' in sub.output
     unknown = runner.invoke(main.app, ["no-such-command"])
     assert unknown.exit_code == 2
+    typo = runner.invoke(main.app, ["simulat"])
+    assert typo.exit_code == 2 and "Did you mean 'simulate'?" in typo.output
 
 
 def test_simulate_imports_neither_server_live_nor_plots(tmp_path: Path) -> None:

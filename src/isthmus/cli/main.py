@@ -86,6 +86,14 @@ class LazyGroup(TyperGroup):
         """Every sub-command name, in `COMMANDS` order."""
         return list(COMMANDS)
 
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        """Resolve as Typer does; for a name that is no command, every command is loaded first so
+        that the error suggests the closest names ("Did you mean 'simulate'?")."""
+        if args and args[0] not in COMMANDS:
+            for name in COMMANDS:
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         """The command `cmd_name`, registering its module's commands on first use."""
         if cmd_name not in self.commands and cmd_name in COMMANDS:
