@@ -13,6 +13,7 @@ from metrics_synthetic import synthetic_run
 
 from isthmus.metrics import COLUMNS, RunMetrics, compare_table, compute_run_metrics, read_records, write_run
 from isthmus.metrics.plots import plot_all, plot_mean_slowdown, plot_processors
+from isthmus.metrics.records import JobStatus
 
 
 def small_run() -> RunMetrics:
@@ -92,3 +93,54 @@ def test_plots_are_written(tmp_path: Path) -> None:
     p = plot_mean_slowdown({"empty": compute_run_metrics(LogBuilder().build(), {}, env)}, tmp_path / "e.png")
     assert p.exists()
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("batch_rows", [1, 7, 64, 100_000])
+def test_streamed_files_equal_one_table(tmp_path: Path, batch_rows: int) -> None:
+    """The records streamed in batches give the rows of the whole table written at once: the CSV
+    byte for byte, the Parquet file the same table (its row groups are the batches)."""
+    import pyarrow.csv as pacsv
+
+    log, jobs, env = synthetic_run(300, seed=3)
+    m = compute_run_metrics(log, jobs, env)
+    assert len(m.records) > 64 and m.records.count(JobStatus.REJECTED) > 0
+    whole = m.records.to_arrow()
+    pacsv.write_csv(whole, tmp_path / "whole.csv", pacsv.WriteOptions(include_header=True, quoting_style="needed"))
+    csv_path, parquet_path = m.records.write_files(tmp_path / "s.csv", tmp_path / "s.parquet", batch_rows=batch_rows)
+    assert csv_path.read_bytes() == (tmp_path / "whole.csv").read_bytes()
+    streamed = pq.read_table(parquet_path)
+    assert streamed.equals(whole)
+    assert pq.ParquetFile(parquet_path).metadata.num_row_groups == -(-len(m.records) // batch_rows)
+    assert read_records(csv_path).equals(whole)
+
+
+def test_streamed_files_without_rows_keep_header_and_schema(tmp_path: Path) -> None:
+    b = LogBuilder()
+    empty = compute_run_metrics(b.build(), {}, env_with_cloud())
+    csv_path, parquet_path = empty.records.write_files(tmp_path / "e.csv", tmp_path / "e.parquet")
+    assert csv_path.read_text().splitlines() == [",".join(f'"{c}"' for c in COLUMNS)]
+    assert pq.read_table(parquet_path).column_names == list(COLUMNS)
+    assert pq.read_table(parquet_path).num_rows == 0
+
+
+def test_streamed_files_leave_nothing_behind_on_error(tmp_path: Path) -> None:
+    m = small_run()
+    (tmp_path / "old.csv").write_text("kept\n")
+    with pytest.raises(ValueError, match="batch_rows"):
+        m.records.write_files(tmp_path / "old.csv", tmp_path / "x.parquet", batch_rows=0)
+    assert (tmp_path / "old.csv").read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.csv"]
+
+
+def test_metrics_reading_the_log_in_place_equal_the_copy(tmp_path: Path) -> None:
+    """`copy_log=False` gives the same records, summary and series, and leaves no view of the
+    log behind (the log may grow again once the call returns)."""
+    log, jobs, env = synthetic_run(400, seed=5)
+    copied = compute_run_metrics(log, jobs, env)
+    in_place = compute_run_metrics(log, jobs, env, copy_log=False)
+    assert in_place.records.to_arrow().equals(copied.records.to_arrow())
+    assert json.dumps(in_place.summary, sort_keys=True, default=str) == json.dumps(
+        copied.summary, sort_keys=True, default=str
+    )
+    assert in_place.timeseries.utilization(50)[1].tolist() == copied.timeseries.utilization(50)[1].tolist()
+    log.append(log.event(len(log) - 1).time + 1.0, 0, job=10**9, value=1.0)  # no BufferError: no view left

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 from metrics_helpers import LogBuilder, cluster_env
+from metrics_synthetic import synthetic_run
 
-from isthmus.metrics import JobStatus, compute_records
-from isthmus.metrics.records import NOT_SUBMITTED_REASON, UNFINISHED_REASON
+from isthmus.metrics import JobStatus, compute_records, compute_run_metrics
+from isthmus.metrics.records import NOT_SUBMITTED_REASON, UNFINISHED_REASON, JobColumns, JobRecords
 from isthmus.model.job import Job
 
 
@@ -143,3 +145,38 @@ def test_log_can_grow_after_metrics() -> None:
     compute_records(log, b.jobs, cluster_env(4))
     log.append(400, 0, job=3, value=1)  # no numpy view may pin the log's buffers
     assert len(log) == 7
+
+
+def _same_records(a: JobRecords, b: JobRecords) -> None:
+    assert a.to_arrow().equals(b.to_arrow())
+    assert a.site_names == b.site_names
+
+
+def test_job_columns_give_the_hand_computed_records() -> None:
+    """Records from `JobColumns` equal the hand-computed ones and those from the Job mapping,
+    also for a job the log never saw and a job without a requested runtime."""
+    b = two_jobs()
+    b.jobs[3] = Job(3, 400, 1, 50.0, requested_runtime=None, user="carol")  # never submitted
+    log = b.build()
+    by_columns = compute_records(log, JobColumns.from_jobs(b.jobs.values()), cluster_env(4))
+    assert by_columns.job_id.tolist() == [1, 2, 3]
+    assert by_columns.wait.tolist()[:2] == [0, 90]
+    assert by_columns.slowdown.tolist()[:2] == pytest.approx([1.0, 1.45])
+    assert by_columns.requested_runtime.tolist()[:2] == [200, 400]
+    assert np.isnan(by_columns.requested_runtime[2]) and by_columns.submit[2] == 400
+    assert by_columns.user.tolist() == ["u", "u", "carol"]
+    assert by_columns.status_labels().tolist() == ["completed", "completed", "unfinished"]
+    _same_records(by_columns, compute_records(log, b.jobs, cluster_env(4)))
+    # a workload in another order gives the same rows (records are sorted by job id)
+    shuffled = JobColumns.from_jobs([b.jobs[3], b.jobs[1], b.jobs[2]])
+    _same_records(compute_records(log, shuffled, cluster_env(4)), by_columns)
+
+
+def test_run_metrics_from_job_columns_equal_those_from_jobs() -> None:
+    log, jobs, env = synthetic_run(500, seed=11)
+    from_jobs = compute_run_metrics(log, jobs, env)
+    from_columns = compute_run_metrics(log, JobColumns.from_jobs(jobs.values()), env)
+    _same_records(from_columns.records, from_jobs.records)
+    assert json.dumps(from_columns.summary, sort_keys=True, default=str) == json.dumps(
+        from_jobs.summary, sort_keys=True, default=str
+    )

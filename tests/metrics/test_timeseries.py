@@ -34,6 +34,9 @@ def test_unfinished_and_rejected_jobs_in_requested() -> None:
     ts = compute_run_metrics(b.build(), b.jobs, cluster_env(4), horizon=20).timeseries
     assert ts.requested.value_at(np.array([0.5, 1.5, 3, 11, 20])).tolist() == [3, 3, 4, 3, 0]
     assert ts.allocated.value_at(np.array([5, 6, 8, 9, 10, 19, 20])).tolist() == [3, 4, 3, 4, 3, 3, 0]
+    # one site: its series is the whole system's
+    (only,) = ts.allocated_by_site.values()
+    assert only.value_at(np.array([5, 6, 8, 9, 10, 19, 20])).tolist() == [3, 4, 3, 4, 3, 3, 0]
 
 
 def test_leased_vms_and_cloud_capacity() -> None:

@@ -16,13 +16,15 @@ event when the wall clock reaches its time, sleeping until then unless an extern
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # asyncio is imported by the live loop only (simulations start faster)
+    import asyncio
 
 # Priorities of events at the same instant: completions free resources before the
 # scheduling round looks at them; the round comes last, but for billing boundaries: a VM the
@@ -263,6 +265,8 @@ class RealtimeClock(SimClock):
 
     async def run_forever(self, after: Callable[[], None], on_error: Callable[[BaseException], None]) -> None:
         """Catch up, call `after()`, sleep until the next event or a wake-up; until `stop()`."""
+        import asyncio
+
         self._wake = asyncio.Event()
         while not self._stopped:
             try:

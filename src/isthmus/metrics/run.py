@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isthmus.metrics.records import JobRecords, records_from_tables
+from isthmus.metrics.records import JobRecords, Jobs, records_from_tables
 from isthmus.metrics.summary import summarize, write_summary
 from isthmus.metrics.tables import LeaseTable, RunTable, build_tables
 from isthmus.metrics.timeseries import RunTimeSeries, compute_timeseries
 from isthmus.metrics.vm_shares import user_vm_metrics
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog
-from isthmus.model.job import Job
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -36,15 +35,18 @@ class RunMetrics:
 
 
 def compute_run_metrics(
-    log: EventLog, jobs: Mapping[int, Job], env: Environment, horizon: float | None = None
+    log: EventLog, jobs: Jobs, env: Environment, horizon: float | None = None, *, copy_log: bool = True
 ) -> RunMetrics:
     """Compute every metric of one run from its event log.
 
-    `jobs` is the workload by job id (jobs absent from the log count as unfinished); `env` the
+    `jobs` is the workload by job id or its `JobColumns` (jobs absent from the log count as
+    unfinished); `env` the
     environment whose `sites` the log's site indices refer to; `horizon` the end of the run
     (default: the time of the last event): runs still going and VMs never released last until it.
+    With `copy_log=False` the metrics read the log's columns in place instead of copying them
+    (for a finished run: the log cannot grow while this call runs; the result keeps no view).
     """
-    tables = build_tables(log, jobs.keys(), len(env.sites), horizon)
+    tables = build_tables(log, jobs.keys(), len(env.sites), horizon, copy=copy_log)
     records = records_from_tables(tables, jobs, env, log.reasons)
     summary = summarize(records, tables, env)
     if (tables.events.kind == EventKind.VM_USER).any():  # VMs serving one user (vm-share)
@@ -62,13 +64,14 @@ def compute_run_metrics(
 def write_run(metrics: RunMetrics, out_dir: str | os.PathLike[str], name: str) -> dict[str, Path]:
     """Write `<name>.jobs.csv`, `<name>.jobs.parquet` and `<name>.summary.json` into `out_dir`.
 
-    Each file is written atomically. Returns the paths by kind: "jobs_csv", "jobs_parquet",
-    "summary".
+    Each file is written atomically; the two records files in one streamed pass
+    (`JobRecords.write_files`). Returns the paths by kind: "jobs_csv", "jobs_parquet", "summary".
     """
     d = Path(out_dir)
+    csv, parquet = metrics.records.write_files(d / f"{name}.jobs.csv", d / f"{name}.jobs.parquet")
     return {
-        "jobs_csv": metrics.records.write_csv(d / f"{name}.jobs.csv"),
-        "jobs_parquet": metrics.records.write_parquet(d / f"{name}.jobs.parquet"),
+        "jobs_csv": csv,
+        "jobs_parquet": parquet,
         "summary": write_summary(metrics.summary, d / f"{name}.summary.json"),
     }
 

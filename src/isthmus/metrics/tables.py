@@ -50,9 +50,11 @@ def kind_mask(kind: NDArray[np.int8], kinds: Iterable[int]) -> BoolArray:
     return mask
 
 
-def _column(col: object, dtype: type[np.generic]) -> NDArray[np.generic]:
-    """Copy one `array.array` column into a numpy array (no buffer stays exported)."""
-    return np.frombuffer(col, dtype=dtype).copy()  # type: ignore[call-overload,no-any-return]
+def _column(col: object, dtype: type[np.generic], copy: bool) -> NDArray[np.generic]:
+    """One `array.array` column as a numpy array: a copy (no buffer stays exported), or a
+    read-only view of it."""
+    view = np.frombuffer(col, dtype=dtype)  # type: ignore[call-overload]
+    return view.copy() if copy else view  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -67,16 +69,18 @@ class EventColumns:
     value: FloatArray
 
     @classmethod
-    def from_log(cls, log: EventLog) -> EventColumns:
-        """Copy the columns of `log`."""
+    def from_log(cls, log: EventLog, copy: bool = True) -> EventColumns:
+        """The columns of `log`: copies, or with `copy=False` read-only views of the log's own
+        buffers (no memory added; the log cannot grow while the views live: appending raises
+        BufferError)."""
         c = log.columns()
         return cls(
-            time=_column(c["time"], np.float64),  # type: ignore[arg-type]
-            kind=_column(c["kind"], np.int8),  # type: ignore[arg-type]
-            job=_column(c["job"], np.int64),  # type: ignore[arg-type]
-            site=_column(c["site"], np.int16),  # type: ignore[arg-type]
-            vm=_column(c["vm"], np.int32),  # type: ignore[arg-type]
-            value=_column(c["value"], np.float64),  # type: ignore[arg-type]
+            time=_column(c["time"], np.float64, copy),  # type: ignore[arg-type]
+            kind=_column(c["kind"], np.int8, copy),  # type: ignore[arg-type]
+            job=_column(c["job"], np.int64, copy),  # type: ignore[arg-type]
+            site=_column(c["site"], np.int16, copy),  # type: ignore[arg-type]
+            vm=_column(c["vm"], np.int32, copy),  # type: ignore[arg-type]
+            value=_column(c["value"], np.float64, copy),  # type: ignore[arg-type]
         )
 
     def __len__(self) -> int:
@@ -254,21 +258,27 @@ def _pair_leases(ev: EventColumns, horizon: float) -> LeaseTable:
     )
 
 
-def build_tables(log: EventLog, known_job_ids: Iterable[int], n_sites: int, horizon: float | None = None) -> LogTables:
+def build_tables(
+    log: EventLog, known_job_ids: Iterable[int], n_sites: int, horizon: float | None = None, *, copy: bool = True
+) -> LogTables:
     """Read `log` once into numpy tables.
 
     `known_job_ids` are the ids of the workload's jobs (jobs never seen in the log still get a
     row). `n_sites` is the number of sites of the environment; a site index outside
     `[0, n_sites)` in a START or lease raises ValueError. `horizon` defaults to the time of the
-    last event and may not be earlier than it.
+    last event and may not be earlier than it. With `copy=False` the event columns are views of
+    the log's buffers (for a finished log: it cannot grow while the tables live).
     """
-    ev = EventColumns.from_log(log)
+    ev = EventColumns.from_log(log, copy)
     last = float(ev.time[-1]) if len(ev) else 0.0
     if horizon is None:
         horizon = last
     elif horizon < last:
         raise ValueError(f"horizon {horizon} is earlier than the last event of the log ({last})")
-    known = np.fromiter(known_job_ids, dtype=np.int64)
+    if isinstance(known_job_ids, np.ndarray):
+        known = known_job_ids.astype(np.int64, copy=False)
+    else:
+        known = np.fromiter(known_job_ids, dtype=np.int64)
     is_job_event = (ev.kind <= max(_JOB_KINDS)) & (ev.job >= 0)
     job_pos = np.flatnonzero(is_job_event)
     ids, _, rows_logged = index_ids(known, ev.job[job_pos])

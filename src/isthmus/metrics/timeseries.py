@@ -160,7 +160,10 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
         return _dense_series(ev.time, horizon, np.concatenate([sp, ep]), np.concatenate([sz, -sz]))
 
     allocated = alloc(None)
-    by_site = {s.name: alloc(runs.site == i) for i, s in enumerate(env.sites)}
+    if len(env.sites) == 1:  # every run is on the one site (build_tables checks START's site)
+        by_site = {env.sites[0].name: allocated}
+    else:
+        by_site = {s.name: alloc(runs.site == i) for i, s in enumerate(env.sites)}
 
     sub = np.flatnonzero((ev.kind == EventKind.SUBMIT) & (row >= 0))
     size = np.zeros(tables.n_jobs)
