@@ -31,6 +31,8 @@ LIVE_COMMANDS = (
     "stop",
     "agent",
     "submit",
+    "bags",
+    "results",
     "jobs",
     "show",
     "cancel",
