@@ -53,3 +53,48 @@ def test_metrics_follow_the_workload(live: LiveServer) -> None:
     missing = (("method", "GET"), ("route", "/jobs/{job_id}"), ("status", "404"))
     assert m[("isthmus_api_request_duration_seconds_count", missing)] == 3
     assert not any("999999" in str(labels) for _, labels in m)
+
+
+BAG_ENV = """
+name = "bags"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 2
+cores_per_node = 2
+[policies]
+allocation = "fcfs"
+fairshare = "sep"
+"""
+
+
+def test_metrics_show_bags_their_tasks_and_the_processors_they_hold(tmp_path, tag) -> None:  # type: ignore[no-untyped-def]
+    env = tmp_path / "env.toml"
+    env.write_text(BAG_ENV)
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        m = _scrape(live)
+        assert m[("isthmus_bags", ())] == 0 and m[("isthmus_bag_processors_held", (("site", "c1"),))] == 0
+        bag = c.submit_bag(tasks=["sleep 30"] * 12, name="long")
+        # the bag grows on the whole idle cluster: 4 launchers, 4 tasks running, 8 not started
+        # (4 of them on the launchers' local lists)
+        m = wait_for(
+            lambda: (lambda s: s if s[("isthmus_bag_tasks", (("state", "running"),))] == 4 else None)(_scrape(live)),  # noqa: PLC3002
+            timeout=30,
+            what="four tasks running",
+        )
+        assert m[("isthmus_bags", ())] == 1
+        assert m[("isthmus_bag_processors_held", (("site", "c1"),))] == 4
+        assert m[("isthmus_bag_tasks", (("state", "queued"),))] == 8
+        assert c.job(bag)["bag"]["queued"] == 8  # as the API says
+        assert m[("isthmus_bag_tasks", (("state", "done"),))] == 0
+        c.cancel(bag)
+        m = wait_for(
+            lambda: (lambda s: s if s[("isthmus_bags", ())] == 0 else None)(_scrape(live)),  # noqa: PLC3002
+            timeout=30,
+            what="the bag cancelled",
+        )
+        assert wait_state(c, bag, TERMINAL)["state"] == "cancelled"
+    finally:
+        live.stop()

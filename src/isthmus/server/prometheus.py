@@ -103,6 +103,30 @@ class ManagerCollector(Collector):
         for state, n in sorted(by_pilot_state.items()):
             pilots.add_metric([state], n)
         yield pilots
+        yield from self._bags()
+
+    def _bags(self) -> Iterator[Metric]:
+        """Bags of tasks (docs/bags.md): how many are active, their tasks by state, the
+        processors they hold on each site (those being preempted included)."""
+        book = self.m.engine.bags
+        active = [b for b in book.bags.values() if not b.finished]
+        yield GaugeMetricFamily("isthmus_bags", "Bags of tasks not finished", value=len(active))
+        tasks = GaugeMetricFamily("isthmus_bag_tasks", "Tasks of unfinished bags by state", labels=["state"])
+        for state, n in (
+            # not yet started: in the bag's queue or on a launcher's local list (as the API says)
+            ("queued", sum(b.job.tasks - b.done - b.failed - b.running for b in active)),
+            ("running", sum(b.running for b in active)),
+            ("done", sum(b.done for b in active)),
+            ("failed", sum(b.failed for b in active)),
+        ):
+            tasks.add_metric([state], n)
+        yield tasks
+        held = GaugeMetricFamily(
+            "isthmus_bag_processors_held", "Processors held by bags on each site (launchers)", labels=["site"]
+        )
+        for i in book.sites:
+            held.add_metric([self.m.engine.backends[i].name], book.held.get(i, 0))
+        yield held
 
 
 class Metrics:
