@@ -1,7 +1,7 @@
 """Live bags of tasks on pilot-mode batch sites: a real Slurm (scripts/start_slurm.sh) beside a local site:
 a local user's job waiting in Slurm makes the bag shrink there (KOALA-CS §3.2.1), an isthmus
 rigid job makes it shrink on its site, and the manager killed once redoes no reported task;
-and Grid Engine (scripts/start_gridengine.sh) under GEP."""
+and Grid Engine (scripts/start_gridengine.sh) under GEP, where a local user's job makes it shrink too."""
 
 from __future__ import annotations
 
@@ -123,9 +123,23 @@ def test_a_bag_on_grid_engine_pilots_runs_each_task_once_and_yields_to_a_rigid_j
     try:
         c = live.client()
         bag_id = c.submit_bag(
-            sweep={"template": f"sleep 0.05; echo {{x}} >> {ran}/{{x}}.ran", "params": [f"x=0..{n - 1}"]}
+            sweep={"template": f"sleep 0.25; echo {{x}} >> {ran}/{{x}}.ran", "params": [f"x=0..{n - 1}"]}
         )
         wait_for(lambda: c.job(bag_id)["bag"]["held"] == {"ge1": 4}, 60, what="the bag on the 4 pilot processors")
+        # a local user's job waits in Grid Engine, whose 4 slots the pilots hold: the bag gives a
+        # pilot back (KOALA-CS §3.2.1) and the job runs while the bag still has work
+        local = subprocess.run(
+            ["qsub", "-terse", "-b", "y", "-N", "local-user", "-o", "/dev/null", "-e", "/dev/null", "sleep", "1"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        wait_for(
+            lambda: subprocess.run(["qstat", "-j", local], capture_output=True, check=False).returncode != 0,
+            60,
+            what="the local Grid Engine job run and gone",
+        )
+        assert c.job(bag_id)["state"] == "running"  # it ran beside the bag, not after it
         rigid = c.submit(command="true", size=2)
         j = wait_state(c, rigid, ("completed",), timeout=30)
         assert j["start_time"] - j["submit_time"] < 10.0
