@@ -174,9 +174,9 @@ def test_simulate_with_vm_share_reports_vm_hours_per_user(tmp_path: Path) -> Non
     assert summary["vm_hours_by_user"] == pytest.approx({"1": 160 / 3600, "2": 480 / 3600})
     assert "VM-hours per user: 1 " in " ".join(result.output.split())
     wrong = runner.invoke(
-        app, ["simulate", "-e", str(env), "-w", str(trace), "-p", "ff", "--provisioning", "on-demand", "-o", str(out)]
+        app, ["simulate", "-e", str(env), "-w", str(trace), "-p", "ff", "--provisioning", "startup", "-o", str(out)]
     )
-    assert wrong.exit_code == 2 and "provisioning 'none'" in wrong.stderr
+    assert wrong.exit_code == 2 and "provisioning 'none' or 'on-demand', not 'startup'" in wrong.stderr
 
 
 def test_the_commands_of_docs_clouds_print_the_figures_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from isthmus.model.decisions import Decision, KillJob, ReleaseVms, RetireVms
 from isthmus.policies.api import CloudInfo, JobInfo, View, VmInfo
 from isthmus.policies.provisioning.common import usable_clouds
+from isthmus.policies.provisioning.on_demand import OnDemand
 from isthmus.policies.vmfit import LeasePlan, PaperVms, lease_plan
 
 
@@ -71,7 +72,8 @@ class VmShare:
     VM released at once). A user under its share gets VMs leased for it (LeaseVms with the user:
     they run its jobs only), up to its share and the room left below `max_vms`. Idle VMs no queued
     job of their user needs are released. VMs not serving a user (leased by hand) are left alone.
-    It leases and releases itself: the environment's provisioning policy must be "none".
+    It leases and releases itself: the environment's provisioning policy is "none", or
+    "on-demand" (`pair`: idle VMs no job needs then go by On-Demand's billing-aware rule).
     """
 
     name: ClassVar[str] = "vm-share"
@@ -81,9 +83,23 @@ class VmShare:
     shares: ClassVar[Literal["bags", "vms"]] = "vms"
     #: leases and releases VMs itself (build_policies pairs it with provisioning "none")
     leases_vms: ClassVar[bool] = True
+    #: provisioning policies it runs with, deciding together (`pair`)
+    pairs_with: ClassVar[tuple[str, ...]] = ("on-demand",)
 
     def __init__(self, params: VmShareParams | None = None) -> None:
         self.params = params or VmShareParams()
+        #: the On-Demand policy whose release rule decides when idle VMs no job needs go
+        self._on_demand: OnDemand | None = None
+
+    def pair(self, provisioning: object) -> None:
+        """Run with On-Demand provisioning (build_policies): On-Demand's demand is what each
+        user's queued jobs need (placed VM by VM, the cheapest type that fits: the same code,
+        `isthmus.policies.vmfit`), vm-share splits it by even shares and rebalances, and an idle
+        VM no job of its user needs goes by On-Demand's rule (a paid VM only close to the end of
+        its billing increment, a free one after the idle time) instead of at once."""
+        if not isinstance(provisioning, OnDemand):
+            raise TypeError(f"vm-share pairs with On-Demand, not {provisioning!r}")
+        self._on_demand = provisioning
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Per cloud: releases, retirements (and kills) of over-share VMs, leases for users under their share."""
@@ -128,13 +144,22 @@ class VmShare:
         release: list[int] = []
         retire: list[int] = []
         kills: list[int] = []
+        # paired with On-Demand, VMs over a share are given back only as far as users under
+        # theirs need the room (Cloud Scheduler rebalances "as other users submit jobs")
+        short = sum(max(0, shares.get(u, 0) - len(mine.get(u, ()))) for u in plans if plans[u])
+        needed = max(0, short - (c.site.max_vms - c.leased))
         for user, own in mine.items():
             share = shares.get(user, 0)
             idle = [v for v in own if v.ready and v.free == v.cores and v.reserved_for < 0]
             # idle VMs no queued job of the user was placed on: not needed any more (§3.2)
             spare = [v for v in idle if v.id not in claimed[user]]
             over = len(own) - share
-            gone = spare + [v for v in idle if v.id in claimed[user]][: max(0, over - len(spare))]
+            if self._on_demand is None:
+                gone = spare + [v for v in idle if v.id in claimed[user]][: max(0, over - len(spare))]
+            else:  # what others need back now; idle VMs no job needs go by On-Demand's rule
+                over = min(over, needed)
+                needed -= max(0, over)
+                gone = (spare + [v for v in idle if v.id in claimed[user]])[: max(0, over)]
             release.extend(v.id for v in gone)
             over -= len(gone)
             if over <= 0:
@@ -146,6 +171,9 @@ class VmShare:
                     kills.extend(j for j in self._jobs_on(c, v.id) if j not in kills)
         if release:
             out.append(ReleaseVms(index, tuple(release), by=self.name))
+        if self._on_demand is not None:
+            kept = set(release).union(retire, *claimed.values())
+            self._on_demand.release_idle(view, {index: c}, {index: c.leased - len(release)}, {index: kept}, out)
         if retire:
             out.append(RetireVms(index, tuple(retire), by=self.name))
         for job_id in kills:
@@ -156,6 +184,10 @@ class VmShare:
         for user in sorted(plans, key=lambda u: (len(mine.get(u, ())) - shares.get(u, 0), u)):
             have = len(mine.get(user, ())) - sum(1 for v in mine.get(user, ()) if v.id in release)
             allowed = shares.get(user, 0) - have
+            if plans[user] and not view.user_can_pay(
+                index, user, c.site.type_price_per_increment(plans[user][0][0].vm_type)
+            ):
+                continue  # per-user budget caps refuse this user's VMs
             for plan, _ in plans[user]:
                 n = min(plan.count, allowed, room)
                 if n < plan.count:
