@@ -280,7 +280,8 @@ def run_live(
     tag: str | None = None,
     vms_kept: int = 0,
 ) -> LiveRun:
-    """The live side: submit the case's jobs as `sleep RUNTIME` to a real manager and read its event log.
+    """The live side: submit the case's jobs as `sleep RUNTIME` (with their VM requirements) to a
+    real manager and read its event log.
 
     The manager does not kill runs at their requested runtime, as the simulator does not. A job
     without a requested runtime is submitted with its runtime as one unless the allocation
@@ -344,6 +345,8 @@ def run_live(
                     "size": job.size,
                     "name": f"validate-{job.id}",
                 }
+                if job.vm is not None:  # VM requirements (Cloud Scheduler, Appendix I), as the API takes them
+                    spec["vm"] = {k: v for k, v in dataclasses.asdict(job.vm).items() if v is not None}
                 requested = job.requested_runtime if job.requested_runtime is not None or predicts else job.runtime
                 if requested is not None:
                     spec["requested_runtime"] = requested

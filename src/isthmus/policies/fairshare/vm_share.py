@@ -62,7 +62,8 @@ class VmShare:
     """VM-Share: each cloud's VMs split evenly among the users with work, every VM serving one user.
 
     Cloud Scheduler §3.3 (cloud-scheduler-uvic.txt). Each round, per cloud in its window: a
-    user's want is the VMs busy with its jobs plus the VMs its queued jobs need (placed on paper
+    user's want is the VMs busy with its jobs plus the VMs its queued jobs need (none for those
+    that fit in free processors of a cluster of their queue now; the others placed on paper
     on its idle and booting VMs that accept them, VM requirements included, then the cheapest
     instance type meeting each job's requirements). The cloud's `max_vms` is split among the
     users by max-min fairness (`even_shares`): after rebalancing, users with queued work hold
@@ -104,11 +105,34 @@ class VmShare:
     def decide(self, view: View) -> Iterable[Decision]:
         """Per cloud: releases, retirements (and kills) of over-share VMs, leases for users under their share."""
         clouds, out = usable_clouds(view, self.name)
+        if not clouds:
+            return out
+        on_clusters = self._on_clusters(view)
         for i, c in clouds.items():
-            out.extend(self._cloud(view, i, c))
+            out.extend(self._cloud(view, i, c, on_clusters))
         return out
 
-    def _cloud(self, view: View, index: int, c: CloudInfo) -> list[Decision]:
+    @staticmethod
+    def _on_clusters(view: View) -> set[int]:
+        """Ids of the queued jobs that fit, on paper and in queue order, in free processors of a
+        cluster of their queue now (as On-Demand counts them): they need no VM."""
+        free = view.free_processors()
+        placed: set[int] = set()
+        for stage in range(view.stages):
+            clusters = [i for i in view.stage_sites(stage) if view.cloud(i) is None]
+            if not clusters:
+                continue
+            for e in view.queue(stage):
+                if e.job.vm is not None:
+                    continue
+                for i in clusters:
+                    if free[i] >= e.job.size:
+                        free[i] -= e.job.size
+                        placed.add(e.job.id)
+                        break
+        return placed
+
+    def _cloud(self, view: View, index: int, c: CloudInfo, on_clusters: set[int]) -> list[Decision]:
         vms = [v for v in c.vms() if v.owner is not None]
         mine: dict[str, list[VmInfo]] = {}
         for v in vms:
@@ -118,7 +142,8 @@ class VmShare:
         for stage in range(view.stages):
             if index in view.stage_sites(stage):
                 for e in view.queue(stage):
-                    queued.setdefault(e.job.user, []).append(e)
+                    if e.job.id not in on_clusters:
+                        queued.setdefault(e.job.user, []).append(e)
         wants: dict[str, int] = {}
         plans: dict[str, list[tuple[LeasePlan, JobInfo]]] = {}
         claimed: dict[str, set[int]] = {}
