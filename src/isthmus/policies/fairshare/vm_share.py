@@ -209,11 +209,9 @@ class VmShare:
         for user in sorted(plans, key=lambda u: (len(mine.get(u, ())) - shares.get(u, 0), u)):
             have = len(mine.get(user, ())) - sum(1 for v in mine.get(user, ()) if v.id in release)
             allowed = shares.get(user, 0) - have
-            if plans[user] and not view.user_can_pay(
-                index, user, c.site.type_price_per_increment(plans[user][0][0].vm_type)
-            ):
-                continue  # per-user budget caps refuse this user's VMs
             for plan, _ in plans[user]:
+                if not view.user_can_pay(index, user, c.site.type_price_per_increment(plan.vm_type)):
+                    break  # per-user budget caps refuse this user's VMs
                 n = min(plan.count, allowed, room)
                 if n < plan.count:
                     break  # the job needs them all: lease nothing for it now
