@@ -206,3 +206,12 @@ def test_the_commands_of_docs_clouds_print_the_figures_shown(tmp_path: Path, mon
         for line in lines.strip().splitlines():
             for part in re.split(r"\s{2,}|│", line):
                 assert part.strip() in printed, (part, result.output)
+
+
+def test_validate_takes_vm_rules_and_names_a_bad_one(tmp_path: Path) -> None:
+    # a bad rule is refused before anything starts (exit 2, naming the option); the rules themselves
+    # are those of `simulate --vm` (tests/live/test_live_cloud_e2e.py runs requirements live)
+    trace = tmp_path / "t.swf"
+    trace.write_text("1 0 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n")
+    result = runner.invoke(app, ["validate", "-w", str(trace), "--vm", "memory_mb=lots", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "--vm:" in result.stderr and "memory_mb" in result.stderr, result.stderr
