@@ -4,20 +4,25 @@ ISTHMUS_TAG=<unique tag> in its environment (the manager copies it into pilots a
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from isthmus.config import environment_from_text
 from isthmus.live.client import Client
 from isthmus.live.launch import tagged_pids
-from isthmus.live.manager import free_port
+from isthmus.live.manager import Manager, ManagerConfig, free_port
+from isthmus.live.pilots import Node, PilotHub
 
-__all__ = ["PG_DSN", "LiveServer", "tagged_pids", "wait_for", "wait_state", "write_env"]
+__all__ = ["PG_DSN", "LiveServer", "in_process", "tagged_pids", "wait_for", "wait_state", "write_env"]
 
 PG_DSN = os.environ.get("ISTHMUS_TEST_PG")
 
@@ -195,3 +200,37 @@ def wait_state(c: Client, job_id: int, states: tuple[str, ...], timeout: float =
         timeout,
         what=f"job {job_id} in {states}",
     )
+
+
+def in_process(
+    tmp_path: Path,
+    monkeypatch: Any,
+    env_toml: str,
+    nodes: Sequence[str],
+    body: Callable[[Manager, dict[str, str]], Awaitable[None]],
+) -> None:
+    """Run `body(manager, {node: registration id})` against a real manager in this process (engine,
+    SQLite file, wall clock) whose pilots are the test: no pilot process is started, and `nodes`
+    are registered first, so the test decides exactly what each pilot sends and when."""
+
+    def no_process(self: PilotHub, node: Node) -> None:
+        node.state = "spawned"
+        node.deadline = time.time() + 60
+
+    monkeypatch.setattr(PilotHub, "spawn", no_process)
+
+    async def main() -> None:
+        env = environment_from_text(env_toml, "toml", file="<test>")
+        m = Manager(ManagerConfig(env=env, db_url=f"sqlite:///{tmp_path / 'state.db'}", state_dir=tmp_path / "state"))
+        await m.start()
+        try:
+            ids = {}
+            for node in nodes:
+                reg = m.register(node, {"pid": 0, "slots": 1})
+                assert reg["spool"] == str(tmp_path / "state" / "spool")
+                ids[node] = reg["pilot_id"]
+            await body(m, ids)
+        finally:
+            await m.stop()
+
+    asyncio.run(main())

@@ -103,7 +103,11 @@ def test_a_vm_whose_pilot_never_registers_is_terminated_and_replaced(tmp_path: P
 def test_a_restarted_manager_keeps_its_vms_and_terminates_instances_nobody_claims(
     tmp_path: Path, tag: str, endpoint: str
 ) -> None:
-    live = LiveServer(_env(tmp_path, endpoint), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    # pilots wait 30 s for their manager (4 s by default in these tests): the restart below
+    # must not outlast their patience on a loaded machine
+    live = LiveServer(
+        _env(tmp_path, endpoint), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag, pilot_timeout=30.0
+    ).start()
     with VmPlayer(endpoint, tmp_path / "vms", tag) as player:
         try:
             c = live.client()

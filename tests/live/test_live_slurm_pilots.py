@@ -160,7 +160,14 @@ def test_a_pilot_near_its_walltime_is_replaced_without_killing_its_run(
 
 
 def test_a_restarted_manager_keeps_its_pilots_and_their_runs(tmp_path: Path, tag: str, slurm_conf: str) -> None:
-    live = LiveServer(_env(tmp_path, slurm_conf, nodes=2), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag)
+    # pilots wait 30 s for their manager: the restart must not outlast them on a loaded machine
+    live = LiveServer(
+        _env(tmp_path, slurm_conf, nodes=2),
+        tmp_path / "state",
+        f"sqlite:///{tmp_path / 'db'}",
+        tag,
+        pilot_timeout=30.0,
+    )
     live.start()
     try:
         c = live.client()

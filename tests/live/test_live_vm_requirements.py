@@ -86,8 +86,10 @@ def test_two_users_jobs_get_vms_of_the_type_their_requirements_need(tmp_path: Pa
             bob = live.client(bob_token)
             # alice needs 4 GB: only "large" (t2.large) has it; bob asks for nothing: the
             # cheapest type, "small" (t2.micro)
-            a = alice.submit(command="sh", args=["-c", "sleep 3; echo alice"], vm={"memory_mb": 4096})
-            b = bob.submit(command="sh", args=["-c", "sleep 3; echo bob"])
+            # 10 s: both CLI calls below (a Python start-up each, slow on a loaded machine) must
+            # see the two VMs still busy
+            a = alice.submit(command="sh", args=["-c", "sleep 10; echo alice"], vm={"memory_mb": 4096})
+            b = bob.submit(command="sh", args=["-c", "sleep 10; echo bob"])
             # while they run, each VM serves its user: `isthmus vms` shows the type and the user
             wait_state(admin, a, ("running",), timeout=60)
             wait_state(admin, b, ("running",), timeout=60)

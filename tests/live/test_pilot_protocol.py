@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from livekit import in_process
 
-from isthmus.config import environment_from_text
 from isthmus.live import pilots as live_pilots
-from isthmus.live.manager import Manager, ManagerConfig
-from isthmus.live.pilots import Node, PilotHub
+from isthmus.live.manager import Manager
 
 ENV = """
 name = "protocol"
@@ -36,24 +35,10 @@ NODE = "0/n0"
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: Callable[[Manager, str], Awaitable[None]]) -> None:
-    def no_process(self: PilotHub, node: Node) -> None:  # the test plays the pilot
-        node.state = "spawned"
-        node.deadline = time.time() + 60
+    async def one_pilot(m: Manager, ids: dict[str, str]) -> None:
+        await body(m, ids[NODE])
 
-    monkeypatch.setattr(PilotHub, "spawn", no_process)
-
-    async def main() -> None:
-        env = environment_from_text(ENV, "toml", file="<test>")
-        m = Manager(ManagerConfig(env=env, db_url=f"sqlite:///{tmp_path / 'state.db'}", state_dir=tmp_path / "state"))
-        await m.start()
-        try:
-            reg = m.register(NODE, {"pid": 0, "slots": 1})
-            assert reg["spool"] == str(tmp_path / "state" / "spool")
-            await body(m, reg["pilot_id"])
-        finally:
-            await m.stop()
-
-    asyncio.run(main())
+    in_process(tmp_path, monkeypatch, ENV, [NODE], one_pilot)
 
 
 async def _submit(m: Manager, n: int) -> list[int]:

@@ -7,7 +7,7 @@ import random
 
 from helpers import cloud_env, clusters, job
 from isthmus.engine.bags import BagSettings
-from isthmus.model.decisions import GrowBag, ShrinkBag, StartJob
+from isthmus.model.decisions import GrowBag, KillJob, ShrinkBag, StartJob
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
@@ -151,6 +151,26 @@ def test_a_shrink_takes_effect_at_once_without_preemption_time_so_the_job_starts
     assert h.engine.backends[0].free == 3
     assert [(o.decision, o.status.code) for o in h.decide("allocation")] == [
         (StartJob(1, 0, by="fcfs"), StatusCode.ACCEPTED)
+    ]
+
+
+def test_a_job_that_fits_on_free_processors_now_is_expected_there_not_on_processors_being_freed():
+    # Sites of 4 and 2 processors. The bag holds site 0's 4; a rigid job of 2 runs on site 1.
+    # Job 2 (2 processors) waits: the bag gives back 2 on site 0 for it. Then the job on site 1
+    # is gone: the allocation will start job 2 there at once (First-Fit on free processors), so
+    # job 3 (4 processors) behind it may count on site 0's 2 being freed and needs only 2 more
+    # (the walk once put job 2 on site 0's processors being freed, and job 3 then took 4 more).
+    h = harness(clusters(4, 2))
+    h.running(job(1, 0, 2, 5), 1, started=0.0)
+    h.bag(bag(10, 20), {0: 4})
+    h.queue(job(2, 0, 2, 50))
+    assert [(d.job_id, d.site, len(d.slots), d.for_job) for d, _ in decisions(h)] == [(10, 0, 2, 2)]
+    assert h.engine.apply(KillJob(1, "ended")).accepted
+    h.queue(job(3, 0, 4, 50))
+    assert h.view.sites[1].free == 2
+    assert [(d.job_id, d.site, len(d.slots), d.for_job) for d, _ in decisions(h)] == [(10, 0, 2, 3)]
+    assert [(o.decision, o.status.code) for o in h.decide("allocation")] == [
+        (StartJob(2, 1, by="fcfs"), StatusCode.ACCEPTED)
     ]
 
 

@@ -1,11 +1,19 @@
 """Property tests of bags of tasks over random clusters, rigid jobs and bags (hypothesis).
 
-Invariants, all read from the event log: every task of every bag completes exactly once, and
-each task run ends once (completed or preempted); no site holds more than its processors (rigid
-runs plus bag processors, those being preempted included); under strict FCFS no bag delays a
-rigid job by more than the preemption time past the moment the rigid jobs alone would let it
-start; with SEP the bags with tasks waiting hold shares that differ by at most one processor
-per site (with GEP: over the grid) whenever no rigid job waits and the load allows growth.
+Invariants, all read from the event log, for FCFS, First-Fit and EASY allocation: every task of
+every bag completes exactly once, and each task run ends once (completed or preempted); no site
+holds more than its processors (rigid runs plus bag processors, those being preempted
+included). Unobtrusiveness, stated for what holds: under FCFS no bag delays a rigid job by more
+than the preemption time past the moment the rigid jobs alone (with the jobs ahead of it where
+they actually ran) would let it start; with strict FCFS (`blocking`) on one cluster every job a
+shrink names starts within the preemption time of the first shrink for it. Neither holds with
+First-Fit or EASY, which may start a later job on free processors a waiting job counted on (a
+second shrink, a second preemption time: `tests/sim/test_bags.py`, strict xfail), nor the
+second with several clusters, where shrinks completing at the same instant on several sites
+let First-Fit placement put an earlier job on processors freed for a later one
+(docs/experiments/koala-cs.md). With SEP the bags with tasks waiting hold shares that differ by
+at most one processor per site (with GEP: over the grid) whenever no rigid job waits and the
+load allows growth.
 """
 
 from __future__ import annotations
@@ -52,11 +60,13 @@ def scenarios(draw: st.DrawFn) -> tuple:
     return sites, jobs, bags
 
 
-def run(sites, jobs, bags, policy: str, params: dict, preemption: float, pull: float) -> SimulationResult:
+def run(
+    sites, jobs, bags, policy: str, params: dict, preemption: float, pull: float, allocation: str = "fcfs"
+) -> SimulationResult:
     return simulate(
         clusters(*sites),
         jobs,
-        "fcfs",
+        allocation,
         "none",
         bags=bags,
         fairshare=PolicyChoice(policy, params),
@@ -124,8 +134,8 @@ def rigid_jobs_wait_at_most_the_preemption_time(
 
 def shrinks_make_room_within_the_preemption_time(log: list[Event], preemption: float) -> None:
     """Each rigid job bags shrink for (SHRINK naming it) starts within the preemption time of the
-    first such shrink (strict FCFS with the `blocking` walk: no job claims past one that cannot
-    start)."""
+    first such shrink (strict FCFS with the `blocking` walk, no job claiming past one that cannot
+    start, on one cluster)."""
     start = {e.job: e.time for e in log if e.kind is K.START}
     first: dict[int, float] = {}
     for e in log:
@@ -197,17 +207,19 @@ def equal_shares(
     st.sampled_from([0.0, 2.5, 7.0]),
     st.sampled_from([0.0, 1.0]),
     st.booleans(),
+    st.sampled_from(["fcfs", "ff", "easy"]),
 )
-def test_tasks_once_capacity_and_unobtrusiveness(scenario, policy, prefer, preemption, pull, blocking):
+def test_tasks_once_capacity_and_unobtrusiveness(scenario, policy, prefer, preemption, pull, blocking, allocation):
     sites, jobs, bags = scenario
     params = {"prefer_between_tasks": prefer, "blocking": blocking}
-    result = run(sites, jobs, bags, policy, params, preemption, pull)
+    result = run(sites, jobs, bags, policy, params, preemption, pull, allocation)
     log = list(result.log)
     tasks_complete_exactly_once(result, log)
     no_site_over_capacity(sites, {j.id: j for j in jobs}, log)
-    rigid_jobs_wait_at_most_the_preemption_time(sites, jobs, log, preemption)
-    if blocking:
-        shrinks_make_room_within_the_preemption_time(log, preemption)
+    if allocation == "fcfs":
+        rigid_jobs_wait_at_most_the_preemption_time(sites, jobs, log, preemption)
+        if blocking and len(sites) == 1:
+            shrinks_make_room_within_the_preemption_time(log, preemption)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

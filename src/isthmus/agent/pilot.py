@@ -13,6 +13,13 @@ Protocol (HTTP, JSON, `Authorization: Bearer <pilot token>`):
   acknowledged; the answer carries the commands after N too (the runs an end made room for),
   which the pilot obeys at once: an end and the next start cost one round trip.
 
+Bags of tasks (KOALA-CS launchers, docs/bags.md): a processor a bag holds is a *lane* of this
+pilot. ``tasks`` appends task command lines to a lane's local list; the lane runs them one after
+the other (``/bin/sh -c``), starting the next the moment one ends, with no round trip, and
+reports each end in ``tasks`` of its next report (``ended``: exit code and runtime; the answer
+tops the list up). ``preempt`` kills a lane's task and drops its list; once its process is gone
+the lane reports ``preempted``. ``drop`` takes tasks off a lane's list.
+
 The pilot runs next to the jobs on every node, so what it costs per run is kept small: it
 talks HTTP with the standard library's `http.client` over one kept-alive connection per thread,
 one thread waits for all its runs' exits (`reaper`), and the spool entries a run needs are
@@ -37,6 +44,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,6 +178,34 @@ class Task:
 
 
 @dataclass
+class LaneTask:
+    """A task of a bag running on a lane of this pilot."""
+
+    bag: int
+    lane: int
+    task: int
+    proc: subprocess.Popen[bytes] | None
+    started: float
+    killed: bool = False
+
+
+@dataclass
+class Lane:
+    """A processor a bag holds on this pilot: its local list of tasks and the one it runs."""
+
+    bag: int
+    lane: int
+    spec: dict[str, Any]  # out_dir, cwd, env of the bag
+    todo: deque[dict[str, Any]] = field(default_factory=deque)
+    current: LaneTask | None = None
+
+
+def task_outputs(out_dir: str, task: int) -> tuple[str, str]:
+    """The stdout and stderr files of task `task` of a bag whose outputs go to `out_dir`."""
+    return os.path.join(out_dir, f"{task}.out"), os.path.join(out_dir, f"{task}.err")
+
+
+@dataclass
 class PilotConfig:
     """What a pilot needs to know."""
 
@@ -189,6 +225,9 @@ class Pilot:
     cfg: PilotConfig
     tasks: dict[tuple[int, int], Task] = field(default_factory=dict)
     pending: list[dict[str, Any]] = field(default_factory=list)
+    #: bag lanes by (bag, lane) and their reports not yet acknowledged
+    lanes: dict[tuple[int, int], Lane] = field(default_factory=dict)
+    pending_tasks: list[dict[str, Any]] = field(default_factory=list)
     pilot_id: str | None = None
     last_seq: int = 0
     poll_wait: float = 10.0
@@ -204,7 +243,7 @@ class Pilot:
         self._born = time.monotonic()
         self._http = Connection(self.cfg.url, self.cfg.token, 10.0)  # registration and long polls
         self._http_report = Connection(self.cfg.url, self.cfg.token, 10.0)  # reports (reporter thread)
-        self._reaper: Reaper[Task] = Reaper(self._ended)
+        self._reaper: Reaper[Task | LaneTask] = Reaper(self._exited)
         self._fresh: FreshEntries | None = None  # once the manager has named its spool directory
         # what every run's environment starts from: the pilot's own, less its token
         # no credential reaches a job through its environment
@@ -307,6 +346,12 @@ class Pilot:
                             waiting.append(task)
                     elif op == "kill":
                         self._kill(int(cmd["job"]), int(cmd["run"]))
+                    elif op == "tasks":
+                        self._lane_tasks(cmd)
+                    elif op == "preempt":
+                        self._lane_preempt(int(cmd["bag"]), int(cmd["lane"]))
+                    elif op == "drop":
+                        self._lane_drop(int(cmd["bag"]), int(cmd["lane"]), cmd.get("tasks") or [])
                     elif op == "exit":
                         self._log(f"told to exit: {cmd.get('reason', '')}")
                         return EXIT_OK
@@ -327,6 +372,8 @@ class Pilot:
         with self._lock:
             running = [{"job": j, "run": r, "pid": t.proc.pid} for (j, r), t in self.tasks.items() if not t.killed]
             reports = list(self.pending)
+            task_reports = list(self.pending_tasks)
+            lanes = [{"bag": b, "lane": n} for (b, n) in self.lanes]
         body = {
             "pid": os.getpid(),
             # on a Slurm node its name, which node files and MPI launchers use
@@ -334,6 +381,8 @@ class Pilot:
             "slots": self.cfg.slots,
             "running": running,
             "reports": reports,
+            "lanes": lanes,
+            "tasks": task_reports,
         }
         try:
             r = self._http.request("POST", "/pilot/register", body=body)
@@ -364,6 +413,8 @@ class Pilot:
                 self._log(f"cannot prepare spool entries in {data['spool']}: {exc}")
             sent = {(p["job"], p["run"], p["event"]) for p in reports}
             self.pending = [p for p in self.pending if (p["job"], p["run"], p["event"]) not in sent]
+        with self._lock:
+            self.pending_tasks = self.pending_tasks[len(task_reports) :]
         self._log(f"registered as {self.pilot_id} for node {self.cfg.node}")
         return None
 
@@ -482,6 +533,150 @@ class Pilot:
             except (OSError, ValueError):
                 continue
 
+    # ---------------------------------------------------------------------- bag lanes
+
+    def _lane_tasks(self, cmd: dict[str, Any]) -> None:
+        """TASKS: append tasks to a lane's local list; an idle lane starts the first at once."""
+        key = (int(cmd["bag"]), int(cmd["lane"]))
+        with self._lock:
+            lane = self.lanes.get(key)
+            if lane is None:
+                spec = {"out_dir": str(cmd["out_dir"]), "cwd": cmd.get("cwd"), "env": dict(cmd.get("env") or {})}
+                lane = self.lanes[key] = Lane(key[0], key[1], spec)
+            lane.todo.extend(cmd.get("tasks") or [])
+            idle = lane.current is None
+        if idle:
+            self._lane_next(lane)
+
+    def _lane_next(self, lane: Lane) -> None:
+        """Start the next task of `lane`'s list (a task that cannot start is reported failed, and
+        the one after it tried)."""
+        while True:
+            with self._lock:
+                if self._closing or self.lanes.get((lane.bag, lane.lane)) is not lane or not lane.todo:
+                    lane.current = None
+                    return
+                item = lane.todo.popleft()
+            task = int(item["task"])
+            t0 = time.monotonic()
+            try:
+                proc = self._lane_launch(lane, item)
+            except Exception as exc:
+                why = f"cannot start task {task}: {type(exc).__name__}: {exc}".replace("\x00", "\\x00")
+                code = 127 if isinstance(exc, FileNotFoundError) else 126
+                self._log(f"bag {lane.bag}: {why}")
+                self._queue_task(
+                    {
+                        "bag": lane.bag,
+                        "lane": lane.lane,
+                        "task": task,
+                        "event": "ended",
+                        "exit_code": code,
+                        "runtime": 0.0,
+                        "time": time.time(),
+                        "error": why[:4000],
+                    }
+                )
+                continue
+            running = LaneTask(lane.bag, lane.lane, task, proc, t0)
+            with self._lock:
+                lane.current = running
+                orphan = self.lanes.get((lane.bag, lane.lane)) is not lane  # preempted meanwhile
+                running.killed = orphan
+            if orphan:
+                _signal_group(proc.pid, signal.SIGKILL)
+            self._reaper.watch(proc.pid, running)
+            return
+
+    def _lane_launch(self, lane: Lane, item: dict[str, Any]) -> subprocess.Popen[bytes]:
+        task = int(item["task"])
+        out_dir = lane.spec["out_dir"]
+        os.makedirs(out_dir, exist_ok=True)
+        stdout, stderr = task_outputs(out_dir, task)
+        env = dict(self._base_env)
+        env.update(lane.spec["env"])
+        env.update({"ISTHMUS_JOB_ID": str(lane.bag), "ISTHMUS_TASK": str(task), "ISTHMUS_PILOT_NODE": self.cfg.node})
+        with open(stdout, "wb") as out, open(stderr, "wb") as err:
+            return subprocess.Popen(
+                ["/bin/sh", "-c", str(item["command"])],
+                cwd=lane.spec.get("cwd") or out_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+
+    def _lane_drop(self, bag: int, lane_id: int, tasks: list[Any]) -> None:
+        """DROP: take tasks off a lane's local list (one it started already runs on)."""
+        gone = {int(t) for t in tasks}
+        with self._lock:
+            lane = self.lanes.get((bag, lane_id))
+            if lane is not None:
+                lane.todo = deque(item for item in lane.todo if int(item["task"]) not in gone)
+
+    def _lane_preempt(self, bag: int, lane_id: int) -> None:
+        """PREEMPT: kill the lane's task and drop its list; `preempted` is reported once its
+        process is gone (at once for a lane between tasks)."""
+        with self._lock:
+            lane = self.lanes.pop((bag, lane_id), None)
+            if lane is None:
+                return
+            lane.todo.clear()
+            current = lane.current
+            if current is not None:
+                current.killed = True
+        if current is None or current.proc is None:
+            self._queue_task({"bag": bag, "lane": lane_id, "event": "preempted", "time": time.time()})
+            return
+        _signal_group(current.proc.pid, signal.SIGTERM)
+        proc = current.proc
+
+        def _hard() -> None:
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(self.cfg.kill_grace, _hard)
+        timer.daemon = True
+        timer.start()
+
+    def _lane_ended(self, t: LaneTask) -> None:
+        """A lane's task exited: report it (or the preemption it obeyed), start the next at once."""
+        assert t.proc is not None
+        code = t.proc.wait()
+        if code < 0:
+            code = 128 - code
+        ended = {
+            "bag": t.bag,
+            "lane": t.lane,
+            "task": t.task,
+            "event": "ended",
+            "exit_code": code,
+            "runtime": time.monotonic() - t.started,
+            "time": time.time(),
+        }
+        if t.killed:  # preempted; a task that completed before the signal landed still counts
+            if code == 0:
+                self._queue_task(ended)
+            self._queue_task({"bag": t.bag, "lane": t.lane, "event": "preempted", "time": time.time()})
+            return
+        with self._lock:
+            lane = self.lanes.get((t.bag, t.lane))
+        if lane is not None:
+            self._lane_next(lane)  # before the report: the next task starts with no round trip
+        self._queue_task(ended)
+
+    def _queue_task(self, report: dict[str, Any]) -> None:
+        with self._cv:
+            self.pending_tasks.append(report)
+            self._cv.notify()
+
+    def _exited(self, item: Task | LaneTask) -> None:
+        if isinstance(item, LaneTask):
+            self._lane_ended(item)
+        else:
+            self._ended(item)
+
     def _ended(self, task: Task) -> None:
         """The run's process has exited (or is about to): reap it and queue its end report."""
         code = task.proc.wait()
@@ -540,11 +735,12 @@ class Pilot:
     def _reporter(self) -> None:
         while True:
             with self._cv:
-                while not self.pending and not self._done:
+                while not self.pending and not self.pending_tasks and not self._done:
                     self._cv.wait(0.5)
-                if self._done and not self.pending:
+                if self._done and not self.pending and not self.pending_tasks:
                     return
                 batch = list(self.pending)
+                task_batch = list(self.pending_tasks)
                 pilot_id = self.pilot_id
                 ack = self.last_seq
             if pilot_id is None:
@@ -552,7 +748,9 @@ class Pilot:
                 continue
             try:
                 r = self._http_report.request(
-                    "POST", "/pilot/report", body={"pilot_id": pilot_id, "ack": ack, "reports": batch}
+                    "POST",
+                    "/pilot/report",
+                    body={"pilot_id": pilot_id, "ack": ack, "reports": batch, "tasks": task_batch},
                 )
             except HttpError:
                 time.sleep(0.2)
@@ -563,6 +761,7 @@ class Pilot:
                 self._contact()
                 with self._lock:
                     self.pending = self.pending[len(batch) :]
+                    self.pending_tasks = self.pending_tasks[len(task_batch) :]
                 commands = r.json().get("commands")
                 if commands and not self._done:
                     self._obey(commands, pilot_id, exit_ok=False)
@@ -581,14 +780,22 @@ class Pilot:
         if self._fresh is not None:
             self._fresh.close()
         with self._lock:
-            tasks = list(self.tasks.values())
+            tasks: list[Task | LaneTask] = list(self.tasks.values())
+            for lane in self.lanes.values():
+                lane.todo.clear()
+                if lane.current is not None:
+                    lane.current.killed = True
+                    tasks.append(lane.current)
         for t in tasks:
+            assert t.proc is not None
             _signal_group(t.proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.cfg.kill_grace
         for t in tasks:
+            assert t.proc is not None
             with contextlib.suppress(subprocess.TimeoutExpired):
                 t.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         for t in tasks:
+            assert t.proc is not None
             _signal_group(t.proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 t.proc.wait(timeout=1)
@@ -596,7 +803,7 @@ class Pilot:
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
             with self._lock:
-                if not self.pending:
+                if not self.pending and not self.pending_tasks:
                     break
             time.sleep(0.05)
         with self._cv:

@@ -59,7 +59,10 @@ class PilotHub(Protocol):
 
 
 class LocalCluster(SiteBackend):
-    """A cluster site made of pilot slots on this machine, always present."""
+    """A cluster site made of pilot slots on this machine, always present. Bags of tasks may hold
+    its slots (each a launcher lane, isthmus.live.bag_tasks)."""
+
+    holds_bags = True
 
     def __init__(self, index: int, site: Site, hub: PilotHub) -> None:
         super().__init__(index, site)
@@ -91,6 +94,16 @@ class LocalCluster(SiteBackend):
         for slot in chosen:
             self.slots[slot] = entry.job.id
         return chosen
+
+    def take_bag_slot(self, bag_id: int) -> Slot:
+        """A free slot for a processor of bag `bag_id` (the engine took it from `free` already)."""
+        slot = next(s for s in self.all_slots if s not in self.slots)
+        self.slots[slot] = bag_id
+        return slot
+
+    def give_bag_slot(self, slot: Slot) -> None:
+        """A bag's processor on `slot` was given back (the engine added it to `free` already)."""
+        self.slots.pop(slot, None)
 
     def _give_back(self, entry: JobEntry) -> None:
         job_id = entry.job.id

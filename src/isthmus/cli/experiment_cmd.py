@@ -102,7 +102,7 @@ def experiment_command(
         typer.Argument(
             help="koala-c-limits | koala-c-sets | koala-c-multicluster | koala-c-multicloud | koala-c-realworld "
             "| villegas-provisioning | villegas-allocation | villegas-short-long | villegas-pairs | villegas-fcbf "
-            "| villegas-forwarding | ibm-cloud"
+            "| villegas-forwarding | ibm-cloud | koala-cs-launcher | koala-cs-unobtrusive | koala-cs-fairness"
         ),
     ],
     trace: Annotated[
@@ -140,7 +140,8 @@ def experiment_command(
     seeds: Annotated[
         int | None,
         typer.Option(
-            help="Workload seeds per point, 0..N-1 (villegas experiments on synthetic workloads; default 10)."
+            help="Workload seeds per point, 0..N-1 (villegas experiments on synthetic workloads; default 10; "
+            "koala-cs-unobtrusive: 3, koala-cs-fairness: 5)."
         ),
     ] = None,
     week: Annotated[int | None, typer.Option(help="Week of the trace, from 0 (villegas-fcbf; default 1).")] = None,
@@ -180,7 +181,8 @@ def experiment_command(
 ) -> None:
     """Run a seed's experiment and write CSV, PNG figures and a Markdown summary beside the seed's findings.
 
-    KOALA-C (koala-c-*) and the Villegas dissertation (villegas-*). Every finished simulation is
+    KOALA-C (koala-c-*), the Villegas dissertation (villegas-*), the IBM report (ibm-cloud) and the
+    KOALA-CS thesis (koala-cs-*, bags of tasks). Every finished simulation is
     saved in OUT/points.jsonl as it completes; after an interruption the same command with
     --resume computes only the missing ones.
     """
@@ -222,7 +224,7 @@ def experiment_command(
     paths: list[str] = []
     if spec.traces is None:
         if trace:
-            raise fail(f"{name} runs the dissertation's synthetic workloads: it takes no --trace")
+            raise fail(f"{name} runs its seed's synthetic workloads: it takes no --trace")
     elif trace:
         missing = [str(t) for t in trace if not t.exists()]
         if missing:

@@ -21,6 +21,9 @@ import typer
 from isthmus.live.client import ApiError, Client, default_token
 from isthmus.model.states import TERMINAL_NAMES
 
+BAG_TASK_STATES = ("queued", "running", "done", "failed")
+"""The states of a bag's task (the API's results index)."""
+
 URL_OPT = typer.Option(None, "--url", envvar="ISTHMUS_URL", help="Manager URL (default http://127.0.0.1:8750).")
 TOKEN_OPT = typer.Option(None, "--token", help="API token (default: ISTHMUS_TOKEN, ISTHMUS_TOKEN_FILE, admin.token).")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of a table.")
@@ -247,6 +250,15 @@ def register(app: typer.Typer) -> None:
             help="Kill a run that reaches its job's requested runtime (TIMEOUT), as batch systems do; with "
             "--no-kill-at-walltime the requested runtime is only an estimate for policies, as in `simulate`.",
         ),
+        preemption_time: float = typer.Option(
+            10.0,
+            "--preemption-time",
+            help="Bags of tasks: seconds from a shrink until the processor is free at the latest (a launcher "
+            "that confirms sooner frees it sooner).",
+        ),
+        bag_prefetch: int = typer.Option(
+            1, "--bag-prefetch", help="Bags of tasks: tasks each launcher keeps ahead of the one it runs."
+        ),
     ) -> None:
         """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
         from isthmus.server.main import load_env, serve
@@ -278,6 +290,8 @@ def register(app: typer.Typer) -> None:
                 max_batch_jobs=max_batch_jobs,
                 on_stop=on_stop,
                 enforce_walltime=kill_at_walltime,
+                preemption_time=preemption_time,
+                bag_prefetch=bag_prefetch,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
@@ -324,7 +338,21 @@ def register(app: typer.Typer) -> None:
 
     @app.command("submit", context_settings={"allow_interspersed_args": False})
     def submit(
-        command: list[str] = typer.Argument(..., help="Script file, or command and arguments (put them after --)."),
+        command: list[str] | None = typer.Argument(
+            None, help="Script file, or command and arguments (put them after --); none for a bag of tasks."
+        ),
+        tasks: Path | None = typer.Option(
+            None, "--tasks", help="Bag of tasks: a file with one shell command line per task (# comments)."
+        ),
+        sweep: str | None = typer.Option(
+            None, "--sweep", help="Bag of tasks: a command line template, e.g. './sim --x {x}', with --param."
+        ),
+        param: list[str] = typer.Option(
+            [], "--param", help="Sweep parameter NAME=VALUES: x=1..1000, x=a,b,c or x=5; repeatable (product)."
+        ),
+        retries: int | None = typer.Option(
+            None, "--retries", help="Bag of tasks: runs again of a task that exits non-zero (default 0)."
+        ),
         size: int | None = typer.Option(None, "-n", "--size", help="Processors (slots) on one site (default 1)."),
         time_: str | None = typer.Option(None, "-t", "--time", help="Requested runtime: 90, 5m, 10:00, 1:30:00."),
         priority: str | None = typer.Option(
@@ -365,6 +393,23 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {message}", err=True)
             raise typer.Exit(2)
 
+        if tasks is not None or sweep is not None or param or retries is not None:
+            rigid_only = {
+                "--size": size, "--time": time_, "--priority": priority, "--output": output, "--error": error,
+                "--vm-type": vm_type, "--vm-image": vm_image, "--vm-cores": vm_cores, "--vm-memory": vm_memory,
+                "--vm-arch": vm_arch, "--vm-storage": vm_storage, "--vm-network": vm_network,
+            }  # fmt: skip
+            not_bag = [k for k, v in rigid_only.items() if v is not None]
+            if command:
+                bad(f"a bag of tasks takes its commands from --tasks or --sweep, not from {' '.join(command)!r}")
+            if not_bag:
+                bad(f"{', '.join(not_bag)}: not for a bag of tasks (each task runs on one processor, at low priority)")
+            bag = _bag_spec(tasks, sweep, param, retries, env, chdir, name, bad)
+            job_id = _call(url, token, lambda c: c.submit_bag(**bag))
+            typer.echo(json.dumps({"id": job_id}) if as_json else f"Submitted bag {job_id}")
+            return
+        if not command:
+            bad("give a command or script to run, or a bag of tasks with --tasks FILE or --sweep TEMPLATE --param ...")
         options: dict[str, Any] = {}
         script: str | None = None
         program = command[0]
@@ -443,6 +488,70 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps({"id": job_id}))
         else:
             typer.echo(f"Submitted job {job_id}")
+
+    @app.command("bags")
+    def bags_cmd(
+        all_: bool = typer.Option(False, "-a", "--all", help="Include finished bags."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Bags of tasks with their progress (docs/bags.md)."""
+        rows = _call(url, token, lambda c: c.bags(all_=all_))
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = []
+        for b in rows:
+            p = b["progress"]
+            rate = f"{p['throughput']:.3g}/s" if p["throughput"] is not None else "-"
+            table.append(
+                [
+                    str(b["id"]),
+                    b["user"],
+                    b["name"][:20],
+                    b["state"].upper(),
+                    str(p["tasks"]),
+                    str(p["done"]),
+                    str(p["running"]),
+                    str(p["failed"]),
+                    str(p["queued"]),
+                    rate,
+                    ",".join(f"{s}:{n}" for s, n in p["held"].items()) or "-",
+                ]
+            )
+        _table(["BAGID", "USER", "NAME", "STATE", "TASKS", "DONE", "RUN", "FAIL", "QUEUED", "RATE", "HELD"], table)
+
+    @app.command("results")
+    def results(
+        bag_id: int = typer.Argument(..., help="The bag's job id."),
+        state: list[str] = typer.Option([], "--state", "-s", help="Only tasks in these states (done, failed, ...)."),
+        url: str | None = URL_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """A bag's results index: each task's command line, exit code and output file (§3.5.4)."""
+        bad_state = [s for s in state if s not in BAG_TASK_STATES]
+        if bad_state:
+            typer.echo(f"error: --state {bad_state[0]!r}: expected one of {', '.join(BAG_TASK_STATES)}", err=True)
+            raise typer.Exit(2)
+        rows = _call(url, token, lambda c: c.results(bag_id, state or None))
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = [
+            [
+                str(r["task"]),
+                r["state"].upper(),
+                "-" if r["exit_code"] is None else str(r["exit_code"]),
+                str(r["attempts"]),
+                _fmt_dur(r["runtime"]),
+                r["output"],
+                r["command"][:60],
+            ]
+            for r in rows
+        ]
+        _table(["TASK", "STATE", "EXIT", "RUNS", "TIME", "OUTPUT", "COMMAND"], table)
 
     @app.command("jobs")
     def jobs(
@@ -525,6 +634,23 @@ def register(app: typer.Typer) -> None:
         if j.get("reason"):
             by = ", ".join(x for x in (j.get("reason_code"), j.get("reason_policy")) if x)
             lines.append(("Reason", f"{j['reason']} [{by}]" if by else j["reason"]))
+        bag = j.get("bag")
+        if bag is not None:
+            lines = [(k, v) for k, v in lines if k not in ("Command", "Size", "RequestedTime", "Site", "Slots", "Run")]
+            rate = f"{bag['throughput']:.3g} tasks/s" if bag["throughput"] is not None else "-"
+            held = ", ".join(f"{site}: {n}" for site, n in bag["held"].items()) or "none"
+            nodes = ", ".join(f"{n['node']} ({n['processors']})" for n in bag["nodes"]) or "none"
+            lines += [
+                ("Tasks", str(bag["tasks"])),
+                ("Done", str(bag["done"])),
+                ("Running", str(bag["running"])),
+                ("Failed", str(bag["failed"])),
+                ("Queued", str(bag["queued"])),
+                ("Retries", str(bag["retries"])),
+                ("Throughput", rate),
+                ("Held", held),
+                ("Nodes", nodes),
+            ]
         for k, v in lines:
             typer.echo(f"{k:>14} {v}")
         typer.echo("History:")
@@ -558,12 +684,20 @@ def register(app: typer.Typer) -> None:
         job_id: int = typer.Argument(...),
         stderr: bool = typer.Option(False, "--stderr", help="Show stderr instead of stdout."),
         run: int | None = typer.Option(None, "--run", help="Run number (default: the latest)."),
+        task: int | None = typer.Option(None, "--task", min=0, help="A bag of tasks: this task's output."),
         follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing until the job ends."),
         url: str | None = URL_OPT,
         token: str | None = TOKEN_OPT,
     ) -> None:
-        """Print a job's output, while it runs or after."""
+        """Print a job's output (a bag's task's with --task), while it runs or after."""
         stream = "stderr" if stderr else "stdout"
+        if task is not None:
+            if run is not None or follow:
+                typer.echo("error: --task shows a task's last run: --run and --follow are for jobs", err=True)
+                raise typer.Exit(2)
+            text, _ = _call(url, token, lambda c: c.task_output(job_id, task, stream))
+            sys.stdout.write(text)
+            return
         with _client(url, token) as c:
             try:
                 offset = 0
@@ -870,3 +1004,48 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"revoked {token_id}")
 
     app.add_typer(token_app, name="token")
+
+
+def _bag_spec(
+    tasks: Path | None,
+    sweep: str | None,
+    params: list[str],
+    retries: int | None,
+    env: list[str],
+    chdir: str | None,
+    name: str | None,
+    bad: Callable[[str], NoReturn],
+) -> dict[str, Any]:
+    """The POST /bags body of `isthmus submit --tasks/--sweep`; `bad` (exit 2) names what is wrong."""
+    from isthmus.live.bagspec import BagSpecError, expand_sweep, parse_task_file
+
+    if (tasks is None) == (sweep is None):
+        bad("a bag of tasks needs either --tasks FILE or --sweep TEMPLATE (with --param), not both")
+    if tasks is not None and params:
+        bad("--param goes with --sweep, not with --tasks")
+    if retries is not None and not 0 <= retries <= 100:
+        bad(f"--retries: expected 0 to 100, got {retries}")
+    spec: dict[str, Any] = {"retries": retries or 0, "cwd": os.path.abspath(chdir) if chdir else os.getcwd()}
+    try:
+        if tasks is not None:
+            try:
+                text = tasks.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                bad(f"{tasks}: cannot read the task file: {exc}")
+            spec["tasks"] = parse_task_file(text, str(tasks))
+        else:
+            assert sweep is not None
+            expand_sweep(sweep, params)  # the errors here, before anything is sent
+            spec["sweep"] = {"template": sweep, "params": params}
+    except BagSpecError as exc:
+        bad(str(exc))
+    envd = {}
+    for item in env:
+        k, sep, v = item.partition("=")
+        if not sep:
+            bad(f"--env expects KEY=VALUE, got {item!r}")
+        envd[k] = v
+    spec["env"] = envd
+    if name:
+        spec["name"] = name
+    return spec

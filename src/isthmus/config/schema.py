@@ -821,15 +821,6 @@ def _fairshare_pairing(policies: Mapping[str, Any]) -> list[tuple[Loc, str]]:
     "none" or "on-demand" (paired: On-Demand's release rule): two policies leasing on the same
     clouds independently would undo each other."""
     fair = _policy_name(policies.get("fairshare"))
-    if fair in BAG_FAIRSHARE:
-        return [
-            (
-                ("policies", "fairshare"),
-                f"{fair!r} grows and shrinks bags of tasks, which are simulated only: give it to "
-                f"`isthmus simulate --bag ... --fairshare {fair}`; an environment's fair-share policy splits VMs "
-                '(e.g. "vm-share")',
-            )
-        ]
     if fair != "vm-share":
         return []
     prov = _policy_name(policies.get("provisioning", "on-demand"))

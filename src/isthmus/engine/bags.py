@@ -18,6 +18,14 @@ TASK_PREEMPT, BAG_RELEASE, BAG_END with the task column), and bag metrics come f
 
 The bag events are scheduled on the engine's clock under a target of their own, registered with
 the first bag, so that an engine without bags schedules exactly what it did before.
+
+Live bags (a `BagLauncher` attached, the live manager's pilots): the same book, grow, shrink
+and policies, but task runtimes are unknown, so no task end is scheduled: the launcher is handed
+each processor's tasks (the running one and up to `prefetch` more, the launcher's local list,
+KOALA-CS thesis §3.3) and reports their ends (`task_ended`); a task that exits non-zero goes
+back to the queue until its retries are spent (TASK_RETRY), then counts as failed (TASK_FAIL).
+A preempted processor is free once its launcher confirms (`freed`) or, at the latest, once the
+preemption time has passed.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from isthmus.engine.clock import PRIO_END, Schedule
 from isthmus.model.events import EventKind
@@ -53,6 +61,9 @@ _TASK_START = int(EventKind.TASK_START)
 _TASK_END = int(EventKind.TASK_END)
 _TASK_PREEMPT = int(EventKind.TASK_PREEMPT)
 _BAG_END = int(EventKind.BAG_END)
+_TASK_RETRY = int(EventKind.TASK_RETRY)
+_TASK_FAIL = int(EventKind.TASK_FAIL)
+_CANCEL = int(EventKind.CANCEL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +83,10 @@ class BagSettings:
 
 
 class Slot:
-    """One processor held by a bag (a launcher): pulling a task, running one, or leaving."""
+    """One processor held by a bag (a launcher): pulling a task, running one, or leaving. A live
+    launcher also holds `ahead`: the tasks it will run next, in order (its local list)."""
 
-    __slots__ = ("id", "since", "site", "state", "task")
+    __slots__ = ("ahead", "id", "since", "site", "state", "task")
 
     def __init__(self, slot_id: int, site: int, now: float) -> None:
         self.id = slot_id
@@ -82,6 +94,12 @@ class Slot:
         self.state = _PULLING
         self.task = -1
         self.since = now
+        self.ahead: deque[int] = deque()
+
+    @property
+    def running(self) -> bool:
+        """True while it runs a task."""
+        return self.state == _RUNNING
 
     @property
     def leaving(self) -> bool:
@@ -92,7 +110,20 @@ class Slot:
 class Bag:
     """A bag of tasks and what the engine knows of it now."""
 
-    __slots__ = ("_held", "_leaving", "done", "job", "pulling", "queue", "running", "slots", "submitted")
+    __slots__ = (
+        "_held",
+        "_leaving",
+        "cancelled",
+        "done",
+        "failed",
+        "failures",
+        "job",
+        "pulling",
+        "queue",
+        "running",
+        "slots",
+        "submitted",
+    )
 
     def __init__(self, job: Job, now: float) -> None:
         self.job = job
@@ -100,6 +131,12 @@ class Bag:
         #: task ids waiting for a processor, in the order they will be pulled
         self.queue: deque[int] = deque(range(job.tasks))
         self.done = 0
+        #: tasks that failed with no retry left (live bags)
+        self.failed = 0
+        #: task id -> failed runs so far (live bags; tasks that never failed are absent)
+        self.failures: dict[int, int] = {}
+        #: True once its user cancelled it (it is then finished)
+        self.cancelled = False
         self.running = 0
         #: processors pulling a task now (the tasks they will get are still queued)
         self.pulling = 0
@@ -127,8 +164,8 @@ class Bag:
 
     @property
     def finished(self) -> bool:
-        """True once every task completed."""
-        return self.done >= self.job.tasks
+        """True once every task completed or failed for good, or the bag was cancelled."""
+        return self.done + self.failed >= self.job.tasks or self.cancelled
 
     @property
     def total_held(self) -> int:
@@ -190,6 +227,11 @@ class BagView:
         return self._b.running
 
     @property
+    def failed(self) -> int:
+        """Tasks that failed with no retry left (live bags)."""
+        return self._b.failed
+
+    @property
     def queued(self) -> int:
         """Tasks waiting for a processor."""
         return self._b.queued
@@ -244,6 +286,34 @@ class BagsView:
         return self._book.leaving.get(site, 0)
 
 
+class BagLauncher(Protocol):
+    """What runs the tasks of live bags (the live manager's pilots, isthmus.live.bag_tasks): the
+    engine hands it each processor's tasks, and it reports their ends to `BagBook.task_ended`."""
+
+    #: tasks a launcher keeps ahead of the one it runs (its local list, §3.3)
+    prefetch: int
+
+    def open(self, bag: Bag, slot: Slot) -> None:
+        """Processor `slot` of `bag` was granted on `slot.site`: bind it to a pilot's slot."""
+        ...
+
+    def tasks(self, bag: Bag, slot: Slot, tasks: Sequence[int]) -> None:
+        """Append `tasks` to the local list of the launcher of `slot` (TASKS)."""
+        ...
+
+    def preempt(self, bag: Bag, slot: Slot) -> None:
+        """Preempt the launcher of `slot`: kill its task, drop its list (PREEMPT)."""
+        ...
+
+    def drop(self, bag: Bag, slot: Slot, task: int) -> None:
+        """Take `task` off the local list of the launcher of `slot` (DROP)."""
+        ...
+
+    def close(self, bag: Bag, slot: Slot) -> None:
+        """Processor `slot` is given back to its site."""
+        ...
+
+
 class BagBook:
     """The bags of one engine: their tasks, the processors they hold, their events."""
 
@@ -260,9 +330,16 @@ class BagBook:
         self.view = BagsView(self)
         self._schedule: Schedule | None = None
         self._next_slot = 0
+        #: runs the tasks of live bags; None: task ends are simulated (after the task runtime)
+        self.launcher: BagLauncher | None = None
 
     def __len__(self) -> int:
         return len(self.bags)
+
+    def reserve_slot_ids(self, next_id: int) -> None:
+        """Number new processors from `next_id` on (after a live restart: a launcher's id is
+        never reused, so a late report of a launcher of before is never taken for a new one's)."""
+        self._next_slot = max(self._next_slot, next_id)
 
     def get(self, job_id: int) -> Bag | None:
         """The bag `job_id`, None when there is none."""
@@ -272,6 +349,28 @@ class BagBook:
 
     def submit(self, job: Job) -> Bag:
         """Bag `job` arrives now: its tasks wait for processors a fair-share policy gives it."""
+        bag = self._add(job)
+        now = self.engine.clock.now
+        self.engine.log.append(now, _BAG_SUBMIT, job.id, -1, -1, float(job.tasks))
+        self.engine.request_round(now)
+        return bag
+
+    def restore(self, job: Job, submitted: float, queue: Sequence[int], done: int, failed: int) -> Bag:
+        """A live bag recorded before a manager restart comes back (nothing is logged): `done`
+        and `failed` tasks stay so, the tasks of `queue` wait for processors again."""
+        bag = self._add(job)
+        bag.submitted = submitted
+        bag.queue = deque(queue)
+        bag.done = done
+        bag.failed = failed
+        now = self.engine.clock.now
+        if bag.finished:  # its last task reported; its end was not stored
+            self.engine.log.append(now, _BAG_END, job.id, -1, -1, float(done))
+            del self.bags[job.id]
+        self.engine.request_round(now)
+        return bag
+
+    def _add(self, job: Job) -> Bag:
         if job.kind is not JobKind.MALLEABLE:
             raise ValueError(f"job {job.id} is not a bag of tasks")
         if job.tasks < 1:
@@ -283,11 +382,24 @@ class BagBook:
         if self._schedule is None:
             clock = self.engine.clock
             self._schedule = clock.scheduler(clock.register(self._handle))
-        now = self.engine.clock.now
-        bag = self.bags[job.id] = Bag(job, now)
-        self.engine.log.append(now, _BAG_SUBMIT, job.id, -1, -1, float(job.tasks))
-        self.engine.request_round(now)
+        bag = self.bags[job.id] = Bag(job, self.engine.clock.now)
         return bag
+
+    def cancel(self, bag: Bag) -> None:
+        """The user cancels `bag`: its queued tasks are dropped and its processors preempted."""
+        now = self.engine.clock.now
+        bag.cancelled = True
+        bag.queue.clear()
+        self.engine.log.append(now, _CANCEL, bag.job.id)
+        by_site: dict[int, list[Slot]] = {}
+        for slot in bag.slots.values():
+            if slot.state != _LEAVING:
+                by_site.setdefault(slot.site, []).append(slot)
+        for site, slots in by_site.items():
+            self.shrink(bag, site, slots, "cancel")
+        if not bag.slots:
+            self.bags.pop(bag.job.id, None)
+        self.engine.request_round(now)
 
     # ------------------------------------------------------------------- grow and shrink
 
@@ -306,6 +418,8 @@ class BagBook:
             self._next_slot += 1
             bag.slots[slot.id] = slot
             bag.pulling += 1
+            if self.launcher is not None:
+                self.launcher.open(bag, slot)
             if latency > 0:
                 self._at(now + latency, EV_PULL, bag.job.id, slot.id)
             else:
@@ -320,13 +434,21 @@ class BagBook:
         log = engine.log
         policy_index = log.policy_index(policy)
         log.append(now, _SHRINK, bag.job.id, site, -1, float(len(slots)), -1, policy_index, task=for_job)
+        launcher = self.launcher
         for slot in slots:
+            if slot.ahead:  # the launcher's list goes back too, in order, behind its running task
+                if not bag.cancelled:
+                    bag.queue.extendleft(reversed(slot.ahead))
+                slot.ahead.clear()
             if slot.state == _RUNNING:
                 log.append(now, _TASK_PREEMPT, bag.job.id, site, slot.id, now - slot.since, task=slot.task)
-                bag.queue.appendleft(slot.task)
+                if not bag.cancelled:
+                    bag.queue.appendleft(slot.task)
                 bag.running -= 1
             else:
                 bag.pulling -= 1
+            if launcher is not None:
+                launcher.preempt(bag, slot)
             slot.state = _LEAVING
             slot.task = -1
             slot.since = now
@@ -376,7 +498,105 @@ class BagBook:
         slot.since = now
         bag.running += 1
         self.engine.log.append(now, _TASK_START, bag.job.id, slot.site, slot.id, 0.0, task=task)
-        self._at(now + bag.job.runtime, EV_TASK_END, bag.job.id, slot.id)
+        launcher = self.launcher
+        if launcher is None:
+            self._at(now + bag.job.runtime, EV_TASK_END, bag.job.id, slot.id)
+        else:
+            launcher.tasks(bag, slot, [task, *self._prefetch(bag, slot)])
+
+    def _prefetch(self, bag: Bag, slot: Slot) -> list[int]:
+        """Fill the local list of a live launcher up to `prefetch` tasks; returns those added."""
+        assert self.launcher is not None
+        added = []
+        while len(slot.ahead) < self.launcher.prefetch and bag.queue:
+            task = bag.queue.popleft()
+            slot.ahead.append(task)
+            added.append(task)
+        return added
+
+    # ------------------------------------------------------------------- live task reports
+
+    def task_ended(self, bag_id: int, slot_id: int, task: int, code: int) -> bool:
+        """A live launcher reports that task `task` of bag `bag_id` exited with `code` on slot
+        `slot_id`; it has started the next task of its list already. False when the report is
+        stale (its processor was preempted or the task was given to another since): such an end
+        still counts when it is a success (`_late_result`)."""
+        bag = self.bags.get(bag_id)
+        if bag is None:
+            return False
+        slot = bag.slots.get(slot_id)
+        if slot is None or slot.state != _RUNNING or slot.task != task:
+            if code == 0 and not bag.finished:
+                self._late_result(bag, -1 if slot is None else slot.site, slot_id, task)
+            return False
+        bag.running -= 1
+        self._record_end(bag, slot.site, slot.id, task, code, self.engine.clock.now - slot.since)
+        if slot.ahead:  # the launcher went on with the next task of its list at once
+            self._run(bag, slot, slot.ahead.popleft())
+            added = self._prefetch(bag, slot)
+            if added:
+                assert self.launcher is not None
+                self.launcher.tasks(bag, slot, added)
+            return True
+        slot.state = _PULLING
+        slot.task = -1
+        bag.pulling += 1
+        self._pull(bag, slot)
+        return True
+
+    def _late_result(self, bag: Bag, site: int, slot_id: int, task: int) -> None:
+        """A task preempted as it completed reported success: its result stands and it is taken
+        back from where it waits again, the bag's queue or another launcher's list (DROP). A task
+        already running again elsewhere reports for itself."""
+        if task in bag.queue:
+            bag.queue.remove(task)
+        else:
+            holder = next((s for s in bag.slots.values() if task in s.ahead), None)
+            if holder is None:
+                return
+            holder.ahead.remove(task)
+            launcher = self.launcher
+            assert launcher is not None
+            launcher.drop(bag, holder, task)
+            added = self._prefetch(bag, holder)
+            if added:
+                launcher.tasks(bag, holder, added)
+        self._record_end(bag, site, slot_id, task, 0, 0.0)
+
+    def freed(self, bag_id: int, slot_id: int) -> None:
+        """A live launcher confirms its preemption: the processor is free now (not only once
+        the preemption time has passed)."""
+        bag = self.bags.get(bag_id)
+        slot = bag.slots.get(slot_id) if bag is not None else None
+        if bag is not None and slot is not None and slot.state == _LEAVING:
+            self._free(bag, slot)
+
+    def _run(self, bag: Bag, slot: Slot, task: int) -> None:
+        now = self.engine.clock.now
+        slot.state = _RUNNING
+        slot.task = task
+        slot.since = now
+        bag.running += 1
+        self.engine.log.append(now, _TASK_START, bag.job.id, slot.site, slot.id, 0.0, task=task)
+
+    def _record_end(self, bag: Bag, site: int, slot_id: int, task: int, code: int, runtime: float) -> None:
+        """Log a live task's end: completed, back in the queue for a retry, or failed for good."""
+        now = self.engine.clock.now
+        log = self.engine.log
+        job = bag.job
+        if code == 0:
+            log.append(now, _TASK_END, job.id, site, slot_id, runtime, task=task)
+            bag.done += 1
+        else:
+            failures = bag.failures[task] = bag.failures.get(task, 0) + 1
+            if failures <= job.retries:
+                log.append(now, _TASK_RETRY, job.id, site, slot_id, float(code), task=task)
+                bag.queue.append(task)
+            else:
+                log.append(now, _TASK_FAIL, job.id, site, slot_id, float(code), task=task)
+                bag.failed += 1
+        if bag.finished:
+            log.append(now, _BAG_END, job.id, -1, -1, float(bag.done))
 
     def _task_ended(self, bag: Bag, slot: Slot) -> None:
         engine = self.engine
@@ -387,6 +607,14 @@ class BagBook:
         bag.done += 1
         if bag.finished:
             log.append(now, _BAG_END, bag.job.id, -1, -1, float(bag.done))
+            # the runner aborts its launchers once every task is done (§3.5.4): the processors
+            # between two tasks are free at once, not after their pull (a finished bag is no
+            # longer the fair-share policies' to shrink); those being preempted keep their time
+            for idle in [s for s in bag.slots.values() if s.state == _PULLING]:
+                bag.pulling -= 1
+                self._free(bag, idle)
+            self._free(bag, slot)
+            return
         slot.state = _PULLING
         slot.task = -1
         slot.since = now
@@ -411,6 +639,8 @@ class BagBook:
         engine.backends[site].free += 1
         self.held[site] -= 1
         engine.log.append(now, _RELEASE, bag.job.id, site, slot.id, 1.0)
+        if self.launcher is not None:
+            self.launcher.close(bag, slot)
         if bag.finished and not bag.slots:
             del self.bags[bag.job.id]
         engine.request_round(now)

@@ -597,10 +597,14 @@ class Engine:
         self._changed()
 
     def cancel(self, job_id: int) -> bool:
-        """Cancel a queued or running job; False if it is unknown or already ended."""
+        """Cancel a queued or running job or a bag of tasks; False if it is unknown or already ended."""
         entry = self.entries.get(job_id)
         if entry is None:
-            return False
+            bag = self.bags.get(job_id)
+            if bag is None or bag.finished:
+                return False
+            self.bags.cancel(bag)
+            return True
         now = self.clock.now
         if entry.state is _RUNNING:
             self.backends[entry.site].stop(entry, now)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from isthmus.experiments import ibm_cloud, koala_c, villegas, villegas_forwarding
+from isthmus.experiments import ibm_cloud, koala_c, koala_cs, villegas, villegas_forwarding
 from isthmus.experiments.result import ExperimentResult
 
 
@@ -41,4 +41,7 @@ EXPERIMENTS: dict[str, ExperimentSpec] = {
         villegas_forwarding.villegas_forwarding, villegas_forwarding.DEFAULT_TRACES, frozenset({"cancelled", "weeks"})
     ),
     "ibm-cloud": ExperimentSpec(ibm_cloud.ibm_cloud, ibm_cloud.DEFAULT_TRACES, frozenset({"cancelled", "start_day"})),
+    koala_cs.LAUNCHER: ExperimentSpec(koala_cs.koala_cs_launcher, None, frozenset()),
+    koala_cs.UNOBTRUSIVE: ExperimentSpec(koala_cs.koala_cs_unobtrusive, None, frozenset({"seeds"})),
+    koala_cs.FAIRNESS: ExperimentSpec(koala_cs.koala_cs_fairness, None, frozenset({"seeds"})),
 }

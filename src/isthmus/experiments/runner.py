@@ -213,6 +213,7 @@ def run_points(
     store: PointStore | None = None,
     experiment: str = "",
     clock: Callable[[], float] = time.monotonic,
+    weigh_point: Callable[[Point], int] | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate every point; rows come back in the order of `points`.
 
@@ -221,9 +222,12 @@ def run_points(
     `experiment` already saved there is not evaluated but its saved row is used, and each newly
     finished point is appended to the store as soon as it completes. `progress` gets a
     `SweepStatus` once before the first simulation and after every finished point.
+    `weigh_point` gives a point's expected work in jobs (default `point_jobs`: its trace's jobs;
+    experiments whose points build their own workloads give their own).
     Raises `PointFailedError` when a simulation raises.
     """
     run = evaluate_point or evaluate
+    weigh = weigh_point or point_jobs
     total = len(points)
     rows: list[dict[str, Any] | None] = [None] * total
     weights = [0] * total
@@ -231,7 +235,7 @@ def run_points(
     for i, p in enumerate(points):
         saved = store.get(experiment, p) if store else None
         if saved is None:
-            weights[i] = point_jobs(p)
+            weights[i] = weigh(p)
             todo.append(i)
         else:
             weights[i] = saved.jobs
@@ -290,7 +294,8 @@ class Sweep:
     """How an experiment runs its points: on what, reporting progress to whom, saving them where.
 
     `executor` wins over `workers` (local processes; 1 runs in this process). With `store`,
-    finished points are saved and saved ones reused (see `run_points`).
+    finished points are saved and saved ones reused (see `run_points`); `evaluate_point` and
+    `weigh_point` replace the default simulation of a point and its weight in jobs.
     """
 
     workers: int | None = None
@@ -298,6 +303,7 @@ class Sweep:
     progress: ProgressCallback | None = None
     store: PointStore | None = None
     evaluate_point: Callable[[Point], Mapping[str, Any]] | None = None
+    weigh_point: Callable[[Point], int] | None = None
 
     def run(self, experiment: str, points: Sequence[Point]) -> list[dict[str, Any]]:
         """The rows of `points`, in their order."""
@@ -309,4 +315,5 @@ class Sweep:
             evaluate_point=self.evaluate_point,
             store=self.store,
             experiment=experiment,
+            weigh_point=self.weigh_point,
         )

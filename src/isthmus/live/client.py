@@ -125,6 +125,28 @@ class Client:
         self._check(r)
         return r.text, int(r.headers.get("X-Offset", offset))
 
+    def submit_bag(self, **spec: Any) -> int:
+        """Submit a bag of tasks (`tasks` or `sweep`, see docs/bags.md); its job id."""
+        return int(self.request("POST", "/bags", json=spec)["id"])
+
+    def bags(self, all_: bool = False) -> list[dict[str, Any]]:
+        """Bags of tasks visible to this token, with their progress."""
+        return list(self.request("GET", "/bags", params={"all": all_}))
+
+    def results(self, bag_id: int, states: list[str] | None = None) -> list[dict[str, Any]]:
+        """The results index of a bag: every task's command line, output file, exit code, state."""
+        params: dict[str, Any] = {"state": states} if states else {}
+        return list(self.request("GET", f"/bags/{bag_id}/results", params=params))
+
+    def task_output(self, bag_id: int, task: int, stream: str = "stdout", offset: int = 0) -> tuple[str, int]:
+        """(text from `offset`, next offset) of a bag task's output."""
+        try:
+            r = self.http.get(f"/bags/{bag_id}/tasks/{task}/output", params={"stream": stream, "offset": offset})
+        except httpx.TransportError as exc:
+            raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
+        self._check(r)
+        return r.text, int(r.headers.get("X-Offset", offset))
+
     def sites(self) -> list[dict[str, Any]]:
         """Sites and their capacity."""
         return list(self.request("GET", "/sites"))

@@ -14,9 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from isthmus.agent.pilot import task_outputs
+from isthmus.config.schema import BAG_FAIRSHARE
 from isthmus.engine.matching import admission_refusal, unmatched_fields
+from isthmus.live.bag_tasks import out_dir
 from isthmus.live.errors import PersistError, RequestError
-from isthmus.model.job import Job, PriorityClass, VmRequirements
+from isthmus.model.job import Job, JobKind, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
 from isthmus.model.status import Status
 from isthmus.model.vmtypes import is_empty
@@ -43,6 +46,7 @@ class Intake:
         self.next_job_id = next_job_id
         self._new_jobs: list[dict[str, Any]] = []  # job rows submitted, not yet written
         self._new_history: list[dict[str, Any]] = []
+        self._new_tasks: list[dict[str, Any]] = []  # bag task rows submitted, not yet written
         self._commit_future: asyncio.Future[None] | None = None
 
     def submit(self, user: str, spec: dict[str, Any]) -> int:
@@ -69,16 +73,66 @@ class Intake:
         self.m.clock.wake()
         return job_id
 
-    def _new_job(self, user: str, spec: dict[str, Any], detail: str) -> tuple[int, Job]:
+    def submit_bag(self, user: str, spec: dict[str, Any], commands: list[str]) -> int:
+        """Submit a bag of tasks for `user` (one job; `commands` are its tasks' command lines,
+        stored as its task rows); returns its id. RequestError (400) when no site of the
+        environment can hold bags or no fair-share policy grows them."""
+        m = self.m
+        self._check_open()
+        fair = m.env.fairshare
+        if fair is None or fair.name not in BAG_FAIRSHARE:
+            raise RequestError(
+                400,
+                f"tasks: environment {m.env.name!r} has no fair-share policy for bags of tasks: set "
+                'policies.fairshare = "sep" or "gep" (docs/bags.md)',
+            )
+        if not m.engine.bags.sites:
+            raise RequestError(
+                400,
+                f"tasks: no site of environment {m.env.name!r} can hold bags of tasks (local or pilot-mode clusters)",
+            )
+        spec = {**spec, "kind": "bag", "tasks": len(commands), "priority": "super-low", "size": 1}
+        spec.setdefault("name", f"bag of {len(commands)} tasks")
+        m.external()
+        job_id = self._row(user, spec, "submitted: a bag of tasks")
+        where = out_dir(str(m.spool), job_id)
+        self._new_tasks.extend(
+            {
+                "bag": job_id,
+                "idx": i,
+                "command": c,
+                "state": "queued",
+                "attempts": 0,
+                "failures": 0,
+                "output": task_outputs(where, i)[0],
+            }
+            for i, c in enumerate(commands)
+        )
+        m.bags.commands[job_id] = commands
+        m.engine.submit(self.job_of(job_id, user, spec, m.clock.now))
+        m.clock.wake()
+        return job_id
+
+    def _check_open(self) -> None:
         m = self.m
         if m.persist_error is not None:
             raise PersistError(m.persist_error)
         if m.stop_mode is not None or m.stopping:
             raise RequestError(503, f"the manager is stopping ({m.stop_mode or 'stop'}): submit again once it is back")
+
+    def _new_job(self, user: str, spec: dict[str, Any], detail: str) -> tuple[int, Job]:
+        m = self.m
+        self._check_open()
         size = int(spec["size"])
         self.check_size(size)
         self.check_vm(user, spec)
         m.external()
+        job_id = self._row(user, spec, detail)
+        return job_id, self.job_of(job_id, user, spec, m.clock.now)
+
+    def _row(self, user: str, spec: dict[str, Any], detail: str) -> int:
+        """Allocate a job id and queue the job's row and first history line; returns the id."""
+        m = self.m
         now = m.clock.now
         name = spec.get("name") or Path(spec["command"]).name
         job_id = self.next_job_id  # ids are allocated here (one writer): one INSERT, no UPDATE
@@ -89,7 +143,7 @@ class Intake:
                 "user": user,
                 "name": name[:128],
                 "spec": json.dumps(spec),
-                "size": size,
+                "size": int(spec["size"]),
                 "priority": spec.get("priority", "high"),
                 "requested_runtime": spec.get("requested_runtime"),
                 "state": JobState.QUEUED.value,
@@ -105,7 +159,7 @@ class Intake:
         )
         self.specs[job_id] = spec
         self.users[job_id] = user
-        return job_id, self.job_of(job_id, user, spec, now)
+        return job_id
 
     def pending(self) -> bool:
         """True when submitted job rows wait to be written."""
@@ -116,11 +170,14 @@ class Intake:
         if self._new_jobs:
             conn.execute(db.INSERT_JOB, self._new_jobs)
             conn.execute(db.INSERT_HISTORY, self._new_history)
+        if self._new_tasks:
+            conn.execute(db.INSERT_BAG_TASKS, self._new_tasks)
 
     def written(self) -> None:
         """The transaction holding the pending rows was committed: acknowledge the waiting submitters."""
         self._new_jobs = []
         self._new_history = []
+        self._new_tasks = []
         self.resolve_commit()
 
     async def committed(self) -> None:
@@ -189,7 +246,20 @@ class Intake:
             raise RequestError(400, f"{where}: {why}")
 
     def job_of(self, job_id: int, user: str, spec: dict[str, Any], submit: float) -> Job:
-        """The engine's Job for a stored submit request."""
+        """The engine's Job for a stored submit request (a bag of tasks: a malleable job whose
+        task runtimes are unknown, reported by its launchers)."""
+        if spec.get("kind") == "bag":
+            return Job(
+                id=job_id,
+                submit=submit,
+                size=1,
+                runtime=0.0,
+                user=user,
+                priority=PriorityClass.SUPER_LOW,
+                kind=JobKind.MALLEABLE,
+                tasks=int(spec["tasks"]),
+                retries=int(spec.get("retries", 0)),
+            )
         req = spec.get("requested_runtime")
         vm = spec.get("vm")
         return Job(

@@ -22,7 +22,10 @@ in one batch per `poll_interval`:
   wait for in the LRM; positions are held only up to `nodes` less what `keep_free` and those
   waiting processors need (whole positions, rounded up), idle pilots beyond that are ended and
   pilot jobs still queued in the LRM cancelled, so that a local job waits for isthmus at most
-  about a poll interval while isthmus's runs are never killed for it;
+  about a poll interval while isthmus's runs are never killed for it; pilots that run only bags'
+  tasks are vacated for them (the bags' launchers there are preempted, the fair-share policy
+  grows no bag on them, and they end once free), so bags on the site shrink within a poll
+  interval plus the preemption time;
 - elastic pilots (`pilots = "elastic"`): instead of every position, isthmus holds as many as its
   jobs need (the processors running here plus those queued for queues that may use this site,
   in whole positions, at least `min_pilots`): a burst submits pilot jobs, and a pilot running
@@ -93,6 +96,7 @@ class PilotJobs(WorkerThread, LocalCluster):
         self.job_of: dict[str, str] = {}  # node key -> provider id of its pilot job
         self.since: dict[str, float] = {}  # node key -> when its pilot job was first seen running
         self.retiring: set[str] = set()  # pilots near their walltime: no new run
+        self.vacating: set[str] = set()  # pilots whose bag launchers are preempted for local jobs: no new run
         self.cancel_when_known: set[str] = set()  # ended before the LRM answered their submission
         self._polling = False
         self._filling_after: float = 0.0  # no new pilot job before this (after a refusal)
@@ -339,6 +343,7 @@ class PilotJobs(WorkerThread, LocalCluster):
         excess = len(held) - self.positions_allowed()
         for node in (queued + idle)[: max(0, excess)]:
             self._end_pilot(node, "local users' jobs wait for its node")
+        self._vacate(excess - len(queued) - len(idle))
         held = [n for n in self.nodes() if n.key not in self.retiring]
         excess = len(held) - self.positions_wanted()
         if excess <= 0:
@@ -350,6 +355,36 @@ class PilotJobs(WorkerThread, LocalCluster):
         ]
         for node in unwanted[:excess]:
             self._end_pilot(node, "no isthmus job needs it")
+
+    def _vacate(self, count: int) -> None:
+        """Local users' jobs still wait for `count` positions no idle pilot gave: the pilots that
+        run only bags' tasks (fewest lanes first) are vacated; pilots vacated before and no longer
+        needed take runs again."""
+        bags = self.m.engine.bags
+        only_bags = {
+            n.key: self.m.bags.lanes_on(n.key)
+            for n in self.nodes()
+            if n.state == "registered"
+            and n.key not in self.retiring
+            and any(k == n.key for k, _ in self.slots)
+            and all(bags.get(job) is not None for (k, _), job in self.slots.items() if k == n.key)
+        }
+        chosen = sorted(only_bags, key=lambda k: (k not in self.vacating, only_bags[k], k))[: max(0, count)]
+        self.vacating = set(chosen)
+        for key in chosen:
+            node = self.m.hub.nodes[key]
+            self.m.bags.vacate(node, "local users' jobs wait for its node")
+
+    def take_bag_slot(self, bag_id: int) -> tuple[str, int]:
+        """A free slot of a pilot taking new runs for a bag's processor."""
+        slot = super().take_bag_slot(bag_id)
+        self._recount()
+        return slot
+
+    def give_bag_slot(self, slot: tuple[str, int]) -> None:
+        """A bag's processor was given back."""
+        super().give_bag_slot(slot)
+        self._recount()
 
     def _end_pilot(self, node: Node, reason: str) -> None:
         """End one pilot: cancel its job if still queued in the LRM, else tell it to exit."""
@@ -433,7 +468,11 @@ class PilotJobs(WorkerThread, LocalCluster):
         """Online and free processors: the slots of registered pilots that take new runs, and of
         those expected back after a restart (a run given to one waits for its re-registration;
         if it does not come back, the run is lost and requeued)."""
-        usable = [n for n in self.nodes() if n.state in ("registered", "awaiting") and n.key not in self.retiring]
+        usable = [
+            n
+            for n in self.nodes()
+            if n.state in ("registered", "awaiting") and n.key not in self.retiring and n.key not in self.vacating
+        ]
         busy = {slot[0] for slot in self.slots}
         now = time.time()
         self.idle_since = {n.key: self.idle_since.get(n.key, now) for n in usable if n.key not in busy}

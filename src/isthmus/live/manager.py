@@ -33,9 +33,11 @@ from sqlalchemy import select
 
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, kill_group, pilot_alive, still_pilot
 from isthmus.engine.backend import CloudBackend, SiteBackend
+from isthmus.engine.bags import BagSettings
 from isthmus.engine.budgets import ledger_snapshot
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
+from isthmus.live.bag_tasks import BagRunner
 from isthmus.live.batch import BatchCluster, batch_system
 from isthmus.live.errors import PersistError, RequestError
 from isthmus.live.iaas import ProviderCloud, provider_for
@@ -119,6 +121,8 @@ class ManagerConfig:
     max_batch_jobs: int = 10_000  # larger POST /jobs/batch get 413
     budget: float | None = None  # cap on the charged cost of all cloud leases ($), as in simulation
     enforce_walltime: bool = True  # a run reaching its job's requested runtime is killed: TIMEOUT
+    bag_preemption_time: float = 10.0  # a preempted bag launcher's processor is free after this at the latest
+    bag_prefetch: int = 1  # tasks a bag launcher keeps ahead of the one it runs (its local list)
 
     advertise_url: str | None = None  # what pilots on other machines are told; default from host/port
 
@@ -162,8 +166,13 @@ class Manager:
         #: the peer managers (None without [[peers]]; set by the server: docs/federation.md)
         self.federation: PeerHooks | None = None
         self.engine = self._build_engine()
+        #: the launchers of bags of tasks on the pilots (docs/bags.md)
+        self.bags = BagRunner(self, config.bag_prefetch)
+        self.engine.bags.launcher = self.bags
+        self.engine.bags.settings = BagSettings(preemption_time=config.bag_preemption_time, pull_latency=0.0)
         self.projector = Projector(self.engine.log, self.env, self.hub, self._forget)
         self.projector.vm_image = self._vm_image
+        self.projector.bags = self.bags
 
     def _vm_image(self, site: int, vm_id: int) -> int:
         """The image index of VM `vm_id` of cloud `site` (0 once it is gone)."""
@@ -226,6 +235,10 @@ class Manager:
     async def committed(self) -> None:
         """Wait until every job submitted so far is stored (see `Intake.committed`)."""
         await self.intake.committed()
+
+    def submit_bag(self, user: str, spec: dict[str, Any], commands: list[str]) -> int:
+        """Submit a validated bag of tasks (see `Intake.submit_bag`)."""
+        return self.intake.submit_bag(user, spec, commands)
 
     def check_size(self, size: int) -> None:
         """RequestError (400) when no site can ever offer `size` processors."""
@@ -487,6 +500,7 @@ class Manager:
     def _forget(self, job: int) -> None:
         self.intake.forget(job)
         self.hub.forget(job)
+        self.bags.forget(job)
 
 
 def free_port() -> int:

@@ -411,6 +411,12 @@ class PilotHub:
                 node.send({"op": "kill", "job": job, "run": run})
                 self.history_note(job, run, "stray run on a re-registered pilot killed")
         self._reports(node, body.get("reports", []))
+        # bag launchers: the task ends it kept while unheard count; the lanes it (re)registers
+        # with are preempted, those it lost failed (their tasks go back to their bags)
+        self.m.bags.reports(node, body.get("tasks", []))
+        self.m.bags.launchers_failed(node, "its pilot registered afresh")
+        for lane in body.get("lanes", []):
+            node.send({"op": "preempt", "bag": int(lane["bag"]), "lane": int(lane["lane"])})
         self.set_pilot_row(node, "registered")
         launcher = self.launchers.get(node.site)
         if launcher is not None:
@@ -520,6 +526,7 @@ class PilotHub:
         self._drop_acked(node, ack)
         self.m.external()
         self._reports(node, body.get("reports", []))
+        self.m.bags.reports(node, body.get("tasks", []))
         self.m.after()  # persists: what the commands imply is stored before they are answered
         cmds = self._commands_after(node, ack, upto_exit=True)
         if cmds and cmds[-1]["seq"] > node.sent:
@@ -623,6 +630,7 @@ class PilotHub:
             return True
         log.warning("pilot of %s lost: %s", node.key, why)
         self.terminate(node.pid, node.proc)
+        self.m.bags.launchers_failed(node, f"pilot lost ({why})")
         for a in [a for a in self.assign.values() if a.launcher == node.key]:
             # "killed" means killed: the run's processes do not outlive their pilot here, so
             # that its rerun never runs beside it (they are in their own process group)

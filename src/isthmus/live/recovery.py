@@ -1,6 +1,9 @@
 """Recovery: rebuild the live manager's engine from the database after a (possibly unclean) stop.
 
-Queued jobs go back into their queues with their recorded submit times and run counts; runs
+Bags of tasks come back from their task rows: tasks that reported (done, or failed for good)
+stay so; the others wait in the bag's queue again. A pilot that re-registers may still report
+ends of tasks it ran while the manager was down: those count (`BagRunner.recovered`), so no task
+that reported is run again. Queued jobs go back into their queues with their recorded submit times and run counts; runs
 recorded as starting or running are re-attached where they ran (each backend is told where
 through `expect_reattach`) and wait for their pilot to re-register, else they are lost (killed
 with cause LOST and requeued, a recorded restart). Leased VMs are restored with their lease
@@ -11,7 +14,7 @@ with the wall time at which it happens.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from isthmus.backends.local import pid_is_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend, VmState
@@ -86,10 +89,14 @@ def recover(m: Manager) -> None:
     # federation restores them as forwarded: isthmus.federation.live)
     elsewhere = m.federation.held_elsewhere() if m.federation is not None else set()
     active = [r for r in store.active_jobs() if r["id"] not in elsewhere]
+    engine.bags.reserve_slot_ids(store.max_bag_slot() + 1)
     for row in active:
         job_id = row["id"]
         m.intake.specs[job_id] = row["spec"]
         m.intake.users[job_id] = row["user"]
+        if row["spec"].get("kind") == "bag":
+            restore_bag(m, row)
+            continue
         engine.restore(
             m.intake.job_of(job_id, row["user"], row["spec"], row["submit_time"]),
             stage=row["stage"] or 0,
@@ -97,7 +104,10 @@ def recover(m: Manager) -> None:
             restarts=row["restarts"],
         )
     started = (JobState.STARTING.value, JobState.RUNNING.value)
-    running = sorted((r for r in active if r["state"] in started), key=lambda r: r["start_time"] or 0.0)
+    running = sorted(
+        (r for r in active if r["state"] in started and r["spec"].get("kind") != "bag"),
+        key=lambda r: r["start_time"] or 0.0,
+    )
     for row in running:
         job_id = row["id"]
         if job_id not in engine.entries:
@@ -136,3 +146,25 @@ def recover(m: Manager) -> None:
             hub.spawn(node)
     hub.sweep_pools()  # of VMs gone while the manager was down
     engine.request_round(now)  # a round at once (keeps clouds at their minimum)
+
+
+def restore_bag(m: Manager, row: dict[str, Any]) -> None:
+    """Bring back the bag of tasks of job row `row` from its task rows."""
+    bag_id = row["id"]
+    tasks = m.store.bag_tasks(bag_id)
+    m.bags.commands[bag_id] = [t["command"] for t in tasks]
+    queue = []
+    done = failed = 0
+    for t in tasks:
+        if t["state"] == "done":
+            done += 1
+        elif t["state"] == "failed":
+            failed += 1
+        else:
+            queue.append(t["idx"])
+            if t["state"] == "running" and t["node"]:
+                m.bags.recovered[(bag_id, t["idx"])] = t["node"]
+    job = m.intake.job_of(bag_id, row["user"], row["spec"], row["submit_time"])
+    bag = m.engine.bags.restore(job, row["submit_time"], queue, done, failed)
+    bag.failures.update({t["idx"]: t["failures"] for t in tasks if t["failures"]})
+    m.store.requeue_running_tasks(bag_id)

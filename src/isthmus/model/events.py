@@ -47,7 +47,10 @@ class EventKind(IntEnum):
     TASK_START = 24  # task `task` of bag `job` started on slot `vm` of site
     TASK_END = 25  # task `task` completed; value = its runtime
     TASK_PREEMPT = 26  # task `task` preempted on slot `vm` (back in the bag's queue); value = seconds of work lost
-    BAG_END = 27  # every task of bag `job` completed
+    BAG_END = 27  # every task of bag `job` completed (or failed for good); value = tasks completed
+    # Live bags only (task ends reported by pilots): a task run that exited non-zero
+    TASK_RETRY = 28  # task `task` failed on slot `vm` and goes back to the bag's queue; value = exit code
+    TASK_FAIL = 29  # task `task` failed on slot `vm` with no retry left; value = exit code
 
 
 class KillCause(IntEnum):

@@ -73,6 +73,8 @@ class Job:
     priority: PriorityClass = PriorityClass.HIGH
     kind: JobKind = JobKind.RIGID
     tasks: int = 1
+    #: a bag's task that exits non-zero runs again up to this many times (live bags)
+    retries: int = 0
     vm: VmRequirements | None = field(default=None)
 
     @property

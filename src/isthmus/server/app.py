@@ -33,12 +33,14 @@ from pydantic import BeforeValidator, TypeAdapter, ValidationError
 from sqlalchemy import insert, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from isthmus.agent.pilot import task_outputs
 from isthmus.config.errors import ConfigError
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import cap_rows
 from isthmus.federation.links import InvalidFieldError
 from isthmus.federation.live import LiveFederation
 from isthmus.live.accounting import account
+from isthmus.live.bag_tasks import progress
 from isthmus.live.batch import BatchCluster
 from isthmus.live.forecast import run_forecast, snapshot, what_if_environment
 from isthmus.live.iaas import ProviderCloud
@@ -55,6 +57,9 @@ from isthmus.server.prometheus import LatencyMiddleware, Metrics
 from isthmus.server.schemas import (
     INT64_MAX,
     AccountingRow,
+    BagInfo,
+    BagProgress,
+    BagRequest,
     BudgetRow,
     BudgetUpdate,
     ErrorResponse,
@@ -70,6 +75,7 @@ from isthmus.server.schemas import (
     StopResponse,
     SubmitRequest,
     SubmitResponse,
+    TaskResult,
     TokenInfo,
     TokenRequest,
     TokenResponse,
@@ -288,6 +294,8 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             spec=row["spec"],
             reason=row["reason"],
         )
+        if row["spec"].get("kind") == "bag":
+            info.bag = BagProgress(**progress(manager, row))
         if history:
             info.history = [HistoryItem(**h) for h in manager.store.history(row["id"])]
             if federation is not None:
@@ -499,6 +507,132 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         return PlainTextResponse(
             data.decode("utf-8", "replace"), headers={"X-Offset": str(offset + len(data)), "X-Run": str(r)}
         )
+
+    # ------------------------------------------------------------------------------ bags
+
+    def own_bag(bag_id: int, p: Principal) -> dict[str, Any]:
+        row = own_job(bag_id, p)
+        if row["spec"].get("kind") != "bag":
+            raise HTTPException(404, f"job {bag_id} is not a bag of tasks")
+        return row
+
+    def bag_info(row: dict[str, Any]) -> BagInfo:
+        return BagInfo(
+            id=row["id"],
+            user=row["user"],
+            name=row["name"],
+            state=row["state"],
+            submit_time=row["submit_time"],
+            start_time=row["start_time"],
+            end_time=row["end_time"],
+            progress=BagProgress(**progress(manager, row)),
+        )
+
+    @app.post(
+        "/bags",
+        status_code=201,
+        response_model=SubmitResponse,
+        tags=["bags"],
+        responses=_errors(
+            **{**_USER, **_BODY, "e400": "the body is not UTF-8 JSON, or no site or policy here runs bags"}
+        ),
+    )
+    async def submit_bag(req: BagRequest, p: User) -> SubmitResponse:
+        """Submit a bag of tasks (one command line per task, or a sweep); answers its job id."""
+        assert p.user is not None
+        commands = req.commands()  # at most isthmus.live.bagspec.MAX_TASKS (the schema's limit)
+        spec = req.model_dump(exclude_none=True, exclude={"tasks"})
+        bag_id = manager.submit_bag(p.user, spec, commands)
+        await manager.committed()
+        return SubmitResponse(id=bag_id)
+
+    @app.get("/bags", response_model=list[BagInfo], tags=["bags"], responses=_errors(**_USER))
+    async def list_bags(
+        p: User,
+        all_: Annotated[bool, Query(alias="all", description="include finished bags")] = False,
+        limit: Annotated[int, DecimalDigits, Query(ge=1, le=10000)] = 1000,
+    ) -> list[BagInfo]:
+        """Your bags of tasks (admin: everyone's) with their progress; active ones unless `all`."""
+        rows = manager.store.list_jobs(user=None if p.admin else p.user, states=None, limit=limit, finished=all_)
+        return [bag_info(r) for r in rows if r["spec"].get("kind") == "bag"]
+
+    @app.get(
+        "/bags/{job_id}",
+        response_model=BagInfo,
+        tags=["bags"],
+        responses=_errors(**_USER, e404="no such bag (or another user's)"),
+    )
+    async def show_bag(job_id: JobId, p: User) -> BagInfo:
+        """One bag of tasks with its progress."""
+        return bag_info(own_bag(job_id, p))
+
+    @app.get(
+        "/bags/{job_id}/results",
+        response_model=list[TaskResult],
+        tags=["bags"],
+        responses=_errors(**_USER, e404="no such bag (or another user's)"),
+    )
+    async def bag_results(
+        job_id: JobId,
+        p: User,
+        state: Annotated[list[Literal["queued", "running", "done", "failed"]] | None, Query()] = None,
+        offset: Annotated[int, DecimalDigits, Query(ge=0, le=INT64_MAX)] = 0,
+        limit: Annotated[int, DecimalDigits, Query(ge=1, le=100000)] = 100000,
+    ) -> list[TaskResult]:
+        """The results index (KOALA-CS thesis §3.5.4): each task's command line, its output and
+        error files, exit code and state, in task order."""
+        own_bag(job_id, p)
+        out = []
+        for t in manager.store.bag_tasks(job_id, states=state, offset=offset, limit=limit):
+            stdout, stderr = task_outputs(str(Path(t["output"]).parent), t["idx"])
+            out.append(
+                TaskResult(
+                    task=t["idx"],
+                    command=t["command"],
+                    state=t["state"],
+                    attempts=t["attempts"],
+                    exit_code=t["exit_code"],
+                    runtime=t["runtime"],
+                    end_time=t["end_time"],
+                    node=t["node"],
+                    output=stdout,
+                    error=stderr,
+                )
+            )
+        return out
+
+    @app.get(
+        "/bags/{job_id}/tasks/{task}/output",
+        response_class=PlainTextResponse,
+        tags=["bags"],
+        responses={
+            status: {
+                "description": r["description"],
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+            }
+            for status, r in _errors(**_USER, e404="no such bag or task (or another user's bag)").items()
+        },
+    )
+    async def task_output(
+        job_id: JobId,
+        task: Annotated[int, DecimalDigits, PathParam(ge=0, le=INT64_MAX)],
+        p: User,
+        stream: Annotated[str, Query(pattern="^(stdout|stderr)$")] = "stdout",
+        offset: Annotated[int, DecimalDigits, Query(ge=0, le=INT64_MAX)] = 0,
+    ) -> PlainTextResponse:
+        """Output of a task's last run (empty until it ran), from byte `offset`."""
+        own_bag(job_id, p)
+        t = manager.store.bag_task(job_id, task)
+        if t is None:
+            raise HTTPException(404, f"bag {job_id} has no task {task} (tasks are numbered from 0)")
+        stdout, stderr = task_outputs(str(Path(t["output"]).parent), task)
+        path = Path(stdout if stream == "stdout" else stderr)
+        data = b""
+        if path.is_file():
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(16 * 1024 * 1024)
+        return PlainTextResponse(data.decode("utf-8", "replace"), headers={"X-Offset": str(offset + len(data))})
 
     # ----------------------------------------------------------------------- sites, VMs
 

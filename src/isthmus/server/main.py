@@ -70,6 +70,8 @@ def serve(
     max_batch_jobs: int = ManagerConfig.max_batch_jobs,
     on_stop: str = ManagerConfig.on_stop,
     enforce_walltime: bool = ManagerConfig.enforce_walltime,
+    preemption_time: float = ManagerConfig.bag_preemption_time,
+    bag_prefetch: int = ManagerConfig.bag_prefetch,
 ) -> None:
     """Run the manager until SIGINT/SIGTERM or `isthmus stop` (`on_stop`: what a signal does to running jobs;
     `enforce_walltime`: whether a run reaching its job's requested runtime is killed).
@@ -82,6 +84,10 @@ def serve(
     host, port = parse_listen(listen)
     if max_body_bytes < 1024:
         raise ValueError(f"--max-body-bytes must be at least 1024, got {max_body_bytes}")
+    if not (0 <= preemption_time <= 3600):
+        raise ValueError(f"--preemption-time must be 0 to 3600 seconds, got {preemption_time}")
+    if not (0 <= bag_prefetch <= 100):
+        raise ValueError(f"--bag-prefetch must be 0 to 100 tasks, got {bag_prefetch}")
     if max_batch_jobs < 1:
         raise ValueError(f"--max-batch-jobs must be at least 1, got {max_batch_jobs}")
     if on_stop not in ("detach", "kill"):
@@ -113,6 +119,8 @@ def serve(
         max_batch_jobs=max_batch_jobs,
         on_stop=on_stop,
         enforce_walltime=enforce_walltime,
+        bag_preemption_time=preemption_time,
+        bag_prefetch=bag_prefetch,
     )
     manager = Manager(cfg)
     app = create_app(manager)

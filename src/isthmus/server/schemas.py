@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from isthmus.live.bagspec import MAX_COMMAND, MAX_PARAMS, MAX_TASKS, BagSpecError, check_command, expand_sweep
 from isthmus.model.states import JobState
 
 Priority = Literal["super-high", "high", "low", "super-low"]
@@ -85,7 +86,33 @@ class VmRequest(BaseModel):
     network: CleanStr | None = Field(None, min_length=1, max_length=64, description="network (VMNetwork)")
 
 
-class SubmitRequest(BaseModel):
+class RunSettings(BaseModel):
+    """What a job's or a bag's processes start with: extra environment variables and the
+    working directory."""
+
+    model_config = _STRICT
+    env: dict[EnvKey, Annotated[CleanStr, Field(max_length=65536)]] = Field(
+        default_factory=dict, max_length=1000, description="extra environment variables", json_schema_extra=_env_schema
+    )
+    cwd: CleanStr | None = Field(
+        None,
+        max_length=4096,
+        description="absolute working directory; default: the job's spool directory (a bag: its task output directory)",
+        json_schema_extra={"pattern": "^/[^\\u0000]*$"},
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        return _env_names(v)
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd_absolute(cls, v: str | None) -> str | None:
+        return _absolute_cwd(v)
+
+
+class SubmitRequest(RunSettings):
     """A job: a command with arguments run on `size` processors of one site."""
 
     model_config = _STRICT
@@ -96,15 +123,6 @@ class SubmitRequest(BaseModel):
         None, gt=0, le=MAX_RUNTIME, description="user's runtime estimate in seconds (finite, > 0)"
     )
     priority: Priority = "high"
-    env: dict[EnvKey, Annotated[CleanStr, Field(max_length=65536)]] = Field(
-        default_factory=dict, max_length=1000, description="extra environment variables", json_schema_extra=_env_schema
-    )
-    cwd: CleanStr | None = Field(
-        None,
-        max_length=4096,
-        description="absolute working directory; default: the job's spool directory",
-        json_schema_extra={"pattern": "^/[^\\u0000]*$"},
-    )
     name: CleanStr | None = Field(None, max_length=128)
     vm: VmRequest | None = None
     script: str | None = Field(
@@ -137,22 +155,130 @@ class SubmitRequest(BaseModel):
             raise ValueError(f"output and error paths must be absolute, got {v!r}")
         return check_template(v)
 
-    @field_validator("env")
+
+def _env_names(v: dict[str, str]) -> dict[str, str]:
+    """`v` if its keys are environment variable names a user may set, else ValueError."""
+    for k in v:
+        if not _ENV_KEY.fullmatch(k):
+            raise ValueError(f"invalid environment variable name {k!r}")
+        if k.startswith("ISTHMUS_"):
+            raise ValueError(f"{k!r}: ISTHMUS_* variables are set by the manager")
+    return v
+
+
+def _absolute_cwd(v: str | None) -> str | None:
+    """`v` if it is None or an absolute path, else ValueError."""
+    if v is not None and not v.startswith("/"):
+        raise ValueError(f"working directory must be an absolute path, got {v!r}")
+    return v
+
+
+class SweepRequest(BaseModel):
+    """A parameter sweep: `template` with ``{name}`` placeholders and ``NAME=VALUES`` parameters
+    (``1..1000``, ``a,b,c`` or one value; several give their cartesian product)."""
+
+    model_config = _STRICT
+    template: CleanStr = Field(..., min_length=1, max_length=MAX_COMMAND, description="shell command line template")
+    params: list[Annotated[CleanStr, Field(min_length=1, max_length=65536)]] = Field(
+        ..., min_length=1, max_length=MAX_PARAMS, description="NAME=VALUES, e.g. x=1..1000 or y=a,b,c"
+    )
+
+    @model_validator(mode="after")
+    def _expands(self) -> SweepRequest:
+        try:
+            expand_sweep(self.template, self.params)
+        except BagSpecError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def expand(self) -> list[str]:
+        """The tasks' command lines."""
+        return expand_sweep(self.template, self.params)
+
+
+class BagRequest(RunSettings):
+    """A bag of tasks (docs/bags.md): one shell command line per task, given as `tasks` or as a
+    `sweep`; it runs on processors no other job needs, growing and shrinking by the fair-share
+    policy. A task exiting non-zero runs again up to `retries` times."""
+
+    model_config = _STRICT
+    tasks: list[Annotated[CleanStr, Field(min_length=1, max_length=MAX_COMMAND)]] | None = Field(
+        None, min_length=1, max_length=MAX_TASKS, description="one shell command line per task"
+    )
+    sweep: SweepRequest | None = None
+    retries: Annotated[int, Field(ge=0, le=100), _INTEGRAL] = Field(0, description="runs again of a failed task")
+    name: CleanStr | None = Field(None, min_length=1, max_length=128)
+
+    @field_validator("tasks")
     @classmethod
-    def _env_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        for k in v:
-            if not _ENV_KEY.fullmatch(k):
-                raise ValueError(f"invalid environment variable name {k!r}")
-            if k.startswith("ISTHMUS_"):
-                raise ValueError(f"{k!r}: ISTHMUS_* variables are set by the manager")
+    def _task_lines(cls, v: list[str] | None) -> list[str] | None:
+        for i, command in enumerate(v or []):
+            try:
+                check_command(command, f"task {i}")
+            except BagSpecError as exc:
+                raise ValueError(str(exc)) from None
         return v
 
-    @field_validator("cwd")
-    @classmethod
-    def _cwd_absolute(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith("/"):
-            raise ValueError(f"working directory must be an absolute path, got {v!r}")
-        return v
+    @model_validator(mode="after")
+    def _one_source(self) -> BagRequest:
+        if (self.tasks is None) == (self.sweep is None):
+            raise ValueError("give the tasks either as `tasks` (a list of command lines) or as a `sweep`, not both")
+        return self
+
+    def commands(self) -> list[str]:
+        """The command line of every task, in task order."""
+        return list(self.tasks) if self.tasks is not None else self.sweep.expand()  # type: ignore[union-attr]
+
+
+class BagNode(BaseModel):
+    """Processors a bag holds on one pilot node."""
+
+    site: str
+    node: str
+    processors: int
+
+
+class BagProgress(BaseModel):
+    """Where a bag of tasks stands: its tasks by state, its throughput and what it holds now."""
+
+    tasks: int
+    done: int
+    running: int
+    failed: int
+    queued: int
+    retries: int
+    throughput: float | None = Field(description="tasks completed per second since it first held a processor")
+    held: dict[str, int] = Field(description="processors held per site now (those being preempted excluded)")
+    nodes: list[BagNode] = Field(default_factory=list, description="the pilot nodes its launchers run on now")
+
+
+class BagInfo(BaseModel):
+    """A bag of tasks in a list of bags."""
+
+    id: int
+    user: str
+    name: str
+    state: str
+    submit_time: float
+    start_time: float | None
+    end_time: float | None
+    progress: BagProgress
+
+
+class TaskResult(BaseModel):
+    """One task in a bag's results index (KOALA-CS thesis §3.5.4): its command line, where its
+    output went and how it ended."""
+
+    task: int
+    command: str
+    state: str
+    attempts: int
+    exit_code: int | None
+    runtime: float | None
+    end_time: float | None
+    node: str | None
+    output: str = Field(description="its stdout file")
+    error: str = Field(description="its stderr file")
 
 
 class SubmitResponse(BaseModel):
@@ -223,6 +349,7 @@ class JobInfo(BaseModel):
     received: dict[str, Any] | None = Field(
         None, description="a job a peer manager forwarded here: origin, its id there, sender, chain"
     )
+    bag: BagProgress | None = Field(None, description="a bag of tasks: its progress")
 
 
 class TokenRequest(BaseModel):
@@ -373,6 +500,29 @@ class PilotReport(BaseModel):
     pid: Pid | None = Field(None, description="started: the run's process, leader of its process group")
 
 
+class TaskReport(BaseModel):
+    """A bag launcher's report (docs/bags.md): a task ended (RESULT with exit code 0, FAILURE
+    otherwise), or the lane obeyed a preemption."""
+
+    model_config = _STRICT
+    bag: Id
+    lane: Id
+    event: Literal["ended", "preempted"]
+    time: float
+    task: Id | None = None
+    exit_code: ExitCode | None = None
+    runtime: float | None = Field(None, ge=0)
+    error: CleanStr | None = Field(None, max_length=4096)
+
+
+class LaneInfo(BaseModel):
+    """A bag lane a pilot holds when it registers."""
+
+    model_config = _STRICT
+    bag: Id
+    lane: Id
+
+
 class RegisterRequest(BaseModel):
     """A pilot registers (or re-registers after a manager restart)."""
 
@@ -382,6 +532,8 @@ class RegisterRequest(BaseModel):
     slots: Size = 1
     running: list[RunningTask] = Field(default_factory=list)
     reports: list[PilotReport] = Field(default_factory=list)
+    lanes: list[LaneInfo] = Field(default_factory=list, max_length=4096)
+    tasks: list[TaskReport] = Field(default_factory=list)
 
 
 class ReportRequest(BaseModel):
@@ -391,3 +543,4 @@ class ReportRequest(BaseModel):
     pilot_id: CleanStr = Field(..., max_length=128)
     ack: Id = 0
     reports: list[PilotReport] = Field(default_factory=list)
+    tasks: list[TaskReport] = Field(default_factory=list)

@@ -52,6 +52,25 @@ class RunDetails(Protocol):
         ...
 
 
+class BagDetails(Protocol):
+    """What the projector needs to know of live bags' tasks beyond the event log."""
+
+    def node(self, bag: int, slot: int) -> str | None:
+        """The pilot node holding processor `slot` of `bag`."""
+        ...
+
+    def runtime(self, bag: int, task: int) -> float | None:
+        """The runtime its pilot measured for the last run of a task that ended."""
+        ...
+
+
+_TASK_ENDS = {
+    int(EventKind.TASK_END): ("done", 0),
+    int(EventKind.TASK_RETRY): ("queued", 1),
+    int(EventKind.TASK_FAIL): ("failed", 1),
+}
+
+
 class Projector:
     """Turns new events of `log` into rows, within a transaction the caller commits."""
 
@@ -67,6 +86,8 @@ class Projector:
         self._timed_out: set[tuple[int, int]] = set()
         #: the image index of a leased VM (site, vm) -> index, set by the live manager (default 0)
         self.vm_image: Callable[[int, int], int] | None = None
+        #: what the live manager knows of bags' tasks (None: bag task events update no task row)
+        self.bags: BagDetails | None = None
 
     def _vm_image(self, site: int, vm: int) -> int:
         return self.vm_image(site, vm) if self.vm_image is not None else 0
@@ -85,6 +106,8 @@ class Projector:
         history: list[dict[str, Any]] = []
         ended: list[int] = []
         J = db.jobs  # noqa: N806
+        tasks: list[tuple[Any, dict[str, Any]]] = []  # task row updates, in event order
+        bags = self.bags
         for i in range(self.persisted, n):
             t, kind, job, site, vm, value, run = t_[i], k_[i], j_[i], s_[i], v_[i], x_[i], r_[i]
             rows.append(
@@ -103,7 +126,9 @@ class Projector:
                     "note": notes.get(i),
                 }
             )
-            if kind == EventKind.START:
+            if kind >= EventKind.GROW and bags is not None:
+                self._bag_event(conn, bags, tasks, history, ended, kind, t, job, vm, value, ta_[i])
+            elif kind == EventKind.START:
                 rec = self.details.run_record(job, run)
                 slots = list(rec.slots) if rec is not None else []
                 conn.execute(
@@ -178,6 +203,14 @@ class Projector:
                 )
             elif kind == EventKind.CANCEL:
                 conn.execute(update(J).where(J.c.id == job).values(state=JobState.CANCELLED.value, end_time=t))
+                if bags is not None:  # a cancelled bag's tasks that were running are not any more
+                    _flush(conn, tasks)
+                    tasks.clear()
+                    conn.execute(
+                        update(db.bag_tasks)
+                        .where(db.bag_tasks.c.bag == job, db.bag_tasks.c.state == "running")
+                        .values(state="queued")
+                    )
                 history.append({"job_id": job, "time": t, "state": "cancelled", "run": run, "detail": "cancelled"})
                 ended.append(job)
             elif kind == EventKind.REJECT:
@@ -213,11 +246,68 @@ class Projector:
                 conn.execute(
                     update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(state="gone", gone_at=t)
                 )
+        _flush(conn, tasks)
         if history:
             conn.execute(db.INSERT_HISTORY, history)
         if rows:
             conn.execute(db.INSERT_EVENTS, rows)
         self._ended = ended
+
+    def _bag_event(
+        self,
+        conn: Any,
+        bags: BagDetails,
+        tasks: list[tuple[Any, dict[str, Any]]],
+        history: list[dict[str, Any]],
+        ended: list[int],
+        kind: int,
+        t: float,
+        bag: int,
+        slot: int,
+        value: float,
+        task: int,
+    ) -> None:
+        """What a bag's event implies for its job row and its task rows."""
+        J = db.jobs  # noqa: N806
+        if kind == EventKind.GROW:
+            conn.execute(update(J).where(J.c.id == bag, J.c.state == "queued").values(state="running", start_time=t))
+        elif kind == EventKind.TASK_START:
+            tasks.append((db.UPDATE_TASK_START, {"b_bag": bag, "b_idx": task, "b_node": bags.node(bag, slot)}))
+        elif kind in _TASK_ENDS:
+            state, failed = _TASK_ENDS[kind]
+            runtime = bags.runtime(bag, task)
+            params = {
+                "b_bag": bag,
+                "b_idx": task,
+                "b_state": state,
+                "b_failed": failed,
+                "b_code": 0 if kind == EventKind.TASK_END else int(value),
+                "b_runtime": runtime if runtime is not None else (value if kind == EventKind.TASK_END else None),
+                "b_time": t,
+            }
+            tasks.append((db.UPDATE_TASK_END, params))
+        elif kind == EventKind.TASK_PREEMPT:
+            tasks.append((db.UPDATE_TASK_QUEUED, {"b_bag": bag, "b_idx": task}))
+        elif kind == EventKind.BAG_END:
+            _flush(conn, tasks)  # the task rows first: the bag's end is read from them
+            tasks.clear()
+            failed = conn.execute(db.COUNT_FAILED_TASKS, {"b_bag": bag}).scalar() or 0
+            state = JobState.FAILED if failed else JobState.COMPLETED
+            done = int(value)
+            conn.execute(
+                update(J)
+                .where(J.c.id == bag)
+                .values(
+                    state=state.value,
+                    exit_code=1 if failed else 0,
+                    end_time=t,
+                    runtime=t - J.c.start_time,
+                    reason=f"{failed} of {done + failed} tasks failed" if failed else None,
+                )
+            )
+            detail = f"{done} tasks completed" + (f", {failed} failed" if failed else "")
+            history.append({"job_id": bag, "time": t, "state": state.value, "run": 0, "detail": detail})
+            ended.append(bag)
 
     def committed(self, n: int) -> None:
         """The transaction that wrote events up to `n` was committed."""
@@ -228,3 +318,15 @@ class Projector:
             gone = set(self._ended)
             self._timed_out = {k for k in self._timed_out if k[0] not in gone}
         self._ended = []
+
+
+def _flush(conn: Any, ops: list[tuple[Any, dict[str, Any]]]) -> None:
+    """Execute `ops` in order, each run of the same statement as one executemany."""
+    i = 0
+    while i < len(ops):
+        stmt = ops[i][0]
+        j = i
+        while j < len(ops) and ops[j][0] is stmt:
+            j += 1
+        conn.execute(stmt, [params for _, params in ops[i:j]])
+        i = j

@@ -37,7 +37,7 @@ from sqlalchemy import (
     update,
 )
 
-from isthmus.model.events import EventLog
+from isthmus.model.events import EventKind, EventLog
 from isthmus.model.states import TERMINAL_NAMES
 
 metadata = MetaData()
@@ -174,6 +174,27 @@ pilots = Table(
     Column("last_seen", Float, nullable=True),
 )
 
+bag_tasks = Table(
+    "bag_tasks",
+    metadata,
+    # one row per task of a bag of tasks (docs/bags.md): its command line, where its output goes,
+    # and what became of it; the results index (KOALA-CS thesis §3.5.4) is read from here
+    Column("bag", Integer, primary_key=True, autoincrement=False),
+    Column("idx", Integer, primary_key=True, autoincrement=False),
+    Column("command", Text, nullable=False),
+    Column("state", String(12), nullable=False),  # queued | running | done | failed
+    Column("attempts", Integer, nullable=False, default=0),  # runs started
+    Column("failures", Integer, nullable=False, default=0),  # runs that exited non-zero
+    Column("exit_code", Integer, nullable=True),  # of its last run that ended
+    Column("runtime", Float, nullable=True),  # of its last run that ended, as its pilot measured it
+    Column("end_time", Float, nullable=True),
+    Column("node", String(64), nullable=True),  # the pilot node of its last run
+    Column("output", Text, nullable=False),  # its stdout file (stderr: the same name ending in .err)
+)
+
+BAG_TASK_STATES = ("queued", "running", "done", "failed")
+"""The states of a bag's task in the `bag_tasks` table."""
+
 forwarded_jobs = Table(
     "forwarded_jobs",
     metadata,
@@ -239,6 +260,30 @@ UPDATE_JOB_END = (
         end_time=bindparam("b_time"),
         runtime=bindparam("b_runtime"),
     )
+)
+INSERT_BAG_TASKS = insert(bag_tasks)
+_TASK_KEY = (bag_tasks.c.bag == bindparam("b_bag"), bag_tasks.c.idx == bindparam("b_idx"))
+UPDATE_TASK_START = (
+    update(bag_tasks)
+    .where(*_TASK_KEY)
+    .values(state="running", attempts=bag_tasks.c.attempts + 1, node=bindparam("b_node"))
+)
+UPDATE_TASK_END = (
+    update(bag_tasks)
+    .where(*_TASK_KEY)
+    .values(
+        state=bindparam("b_state"),
+        failures=bag_tasks.c.failures + bindparam("b_failed"),
+        exit_code=bindparam("b_code"),
+        runtime=bindparam("b_runtime"),
+        end_time=bindparam("b_time"),
+    )
+)
+UPDATE_TASK_QUEUED = update(bag_tasks).where(*_TASK_KEY).values(state="queued")
+COUNT_FAILED_TASKS = (
+    select(func.count())
+    .select_from(bag_tasks)
+    .where(bag_tasks.c.bag == bindparam("b_bag"), bag_tasks.c.state == "failed")
 )
 UPDATE_JOB_RUNNING = (
     update(jobs)
@@ -507,6 +552,52 @@ class Store:
         rows = list(rows)
         if rows:
             conn.execute(INSERT_EVENTS, rows)
+
+    def bag_tasks(
+        self, bag: int, *, states: Sequence[str] | None = None, offset: int = 0, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The tasks of `bag` in index order (only those in `states` when given), from `offset`."""
+        q = select(bag_tasks).where(bag_tasks.c.bag == bag)
+        if states:
+            q = q.where(bag_tasks.c.state.in_(list(states)))
+        q = q.order_by(bag_tasks.c.idx).offset(offset)
+        if limit is not None:
+            q = q.limit(limit)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def bag_task(self, bag: int, idx: int) -> dict[str, Any] | None:
+        """One task of `bag`, None if it has no task `idx`."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(bag_tasks).where(bag_tasks.c.bag == bag, bag_tasks.c.idx == idx)).first()
+        return dict(row._mapping) if row is not None else None
+
+    def requeue_running_tasks(self, bag: int) -> None:
+        """After a restart: the tasks of `bag` recorded as running wait in its queue again."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(bag_tasks).where(bag_tasks.c.bag == bag, bag_tasks.c.state == "running").values(state="queued")
+            )
+
+    def bag_counts(self, bag: int) -> dict[str, int]:
+        """How many tasks of `bag` are in each state (states with none are absent)."""
+        q = select(bag_tasks.c.state, func.count()).where(bag_tasks.c.bag == bag).group_by(bag_tasks.c.state)
+        with self.engine.connect() as conn:
+            return {state: int(n) for state, n in conn.execute(q)}
+
+    def bag_span(self, bag: int) -> tuple[float | None, float | None]:
+        """(first, last) end time of the tasks of `bag` that ended."""
+        q = select(func.min(bag_tasks.c.end_time), func.max(bag_tasks.c.end_time)).where(bag_tasks.c.bag == bag)
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return (row[0], row[1]) if row is not None else (None, None)
+
+    def max_bag_slot(self) -> int:
+        """The largest bag processor (launcher) id in the event log, -1 when there is none."""
+        kinds = [int(EventKind.TASK_START), int(EventKind.BAG_RELEASE)]
+        with self.engine.connect() as conn:
+            value = conn.execute(select(func.max(events.c.vm)).where(events.c.kind.in_(kinds))).scalar()
+        return int(value) if value is not None else -1
 
     def max_job_id(self) -> int:
         """The largest job id stored, 0 when there is none."""

@@ -141,8 +141,10 @@ class SiteRoom:
 
 def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict[int, SiteRoom]:
     """Walk the waiting rigid jobs in queue order (queue 0 first) and claim processors for each,
-    as if the allocation policy started them on the first of their sites where they fit (free or
-    being preempted). A job that fits nowhere, but would on a site if bags gave back processors
+    as the allocation policy would start them: on the first of their sites where they fit on the
+    processors free now (the allocation, deciding after this policy, starts them this round),
+    else on the first where they fit on those free or being preempted (the free ones there
+    first). A job that fits nowhere, but would on a site if bags gave back processors
     there, claims that site (the one needing the fewest back; §3.1.3: "it determines how many
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
     claims nothing: bags may use the processors until it could start; with `blocking` (strict
@@ -150,10 +152,12 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     bags = view.bags
     now = view.now
     avail = {}
+    free = {}
     release = {}
     for i, s in enumerate(view.sites):
         if s.available(now):
             avail[i] = s.free + bags.leaving(i)
+            free[i] = s.free
             release[i] = bags.held(i) - bags.leaving(i)
     watched = set(sites)
     need = dict.fromkeys(sites, 0)
@@ -166,9 +170,12 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
             ):
                 break
             size = entry.job.size
-            fit = next((i for i in choices if avail[i] >= size), None)
+            fit = next((i for i in choices if free[i] >= size), None)
+            if fit is None:
+                fit = next((i for i in choices if avail[i] >= size), None)
             if fit is not None:
                 avail[fit] -= size
+                free[fit] -= min(free[fit], size)
                 continue
             best = None
             for i in choices:
@@ -178,6 +185,7 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
             if best is not None:
                 missing = size - avail[best]
                 avail[best] = 0
+                free[best] = 0
                 release[best] -= missing
                 need[best] += missing
                 claims[best].append((entry.job.id, missing))
@@ -191,7 +199,7 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
             continue
         other = s.online - s.free - bags.held(i)
         load = other / s.online if s.online else 1.0
-        rooms[i] = SiteRoom(min(s.free, avail[i]), avail[i], need[i], load, tuple(claims[i]))
+        rooms[i] = SiteRoom(min(free[i], avail[i]), avail[i], need[i], load, tuple(claims[i]))
     return rooms
 
 

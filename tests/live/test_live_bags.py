@@ -1,0 +1,243 @@
+"""Live bags of tasks (docs/bags.md): real manager processes, real pilots, SQLite and PostgreSQL.
+
+Each task of these bags appends its index to a file of its own when it completes, so the tests
+count how many times each task really ran to its end, beside what the API reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from livekit import LiveServer, tagged_pids, wait_for, wait_state
+
+BAG_ENV = """
+name = "bags"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 2
+cores_per_node = 2
+[policies]
+allocation = "fcfs"
+fairshare = "sep"
+"""
+
+
+def bag_env(path: Path, fairshare: str = "sep") -> Path:
+    """One local cluster of 2 nodes x 2 cores; bags grow and shrink by `fairshare`."""
+    path.write_text(BAG_ENV.replace('"sep"', f'"{fairshare}"'))
+    return path
+
+
+def ran_counts(ran: Path, n: int) -> list[int]:
+    """How many times each of tasks 0..n-1 ran to its end (lines in its file)."""
+    return [len((ran / f"{i}.ran").read_text().splitlines()) if (ran / f"{i}.ran").exists() else 0 for i in range(n)]
+
+
+def cli(server: LiveServer, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run `isthmus ARGS` against `server` with the admin token."""
+    env = dict(os.environ, ISTHMUS_URL=server.url, ISTHMUS_TOKEN=server.admin_token)
+    proc = subprocess.run(
+        [sys.executable, "-m", "isthmus.cli.live_entry", *args],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def bag(c: Any, bag_id: int) -> dict[str, Any]:
+    """The bag's progress as GET /jobs/{id} gives it, with its state."""
+    j = c.job(bag_id)
+    return {**j["bag"], "state": j["state"]}
+
+
+@pytest.fixture
+def bags(request: pytest.FixtureRequest, tmp_path: Path, db_url: str, tag: str) -> Any:
+    """A manager on the bag environment (preemption time 10 s), SEP unless parametrized."""
+    fairshare = getattr(request, "param", "sep")
+    server = LiveServer(bag_env(tmp_path / "env.toml", fairshare), tmp_path / "state", db_url, tag).start()
+    yield server
+    server.stop()
+
+
+def test_a_sweep_of_300_tasks_runs_each_task_exactly_once(bags: LiveServer, tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    out = cli(bags, "submit", "--sweep", f"echo out {{x}}; echo {{x}} >> {ran}/{{x}}.ran", "--param", "x=0..299")
+    bag_id = int(out.stdout.split()[-1])
+    with bags.client() as c:
+        wait_state(c, bag_id, ("completed",), timeout=120)
+        b = bag(c, bag_id)
+        assert (b["tasks"], b["done"], b["failed"], b["running"], b["queued"]) == (300, 300, 0, 0, 0)
+        assert b["throughput"] > 0
+    assert ran_counts(ran, 300) == [1] * 300
+    index = json.loads(cli(bags, "results", str(bag_id), "--json").stdout)
+    assert [r["task"] for r in index] == list(range(300))
+    assert all(r["state"] == "done" and r["exit_code"] == 0 and r["attempts"] == 1 for r in index)
+    assert [r["command"] for r in index[:2]] == [
+        f"echo out 0; echo 0 >> {ran}/0.ran",
+        f"echo out 1; echo 1 >> {ran}/1.ran",
+    ]
+    assert Path(index[7]["output"]).read_text() == "out 7\n"
+    assert cli(bags, "logs", str(bag_id), "--task", "7").stdout == "out 7\n"
+    shown = cli(bags, "show", str(bag_id)).stdout
+    assert "Done 300" in " ".join(shown.split()) and "COMPLETED" in shown
+    listed = json.loads(cli(bags, "bags", "--all", "--json").stdout)
+    assert [(b["id"], b["progress"]["done"]) for b in listed] == [(bag_id, 300)]
+
+
+def test_a_task_file_with_retries_and_a_failing_task(bags: LiveServer, tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    tasks = tmp_path / "tasks.txt"
+    tasks.write_text(f"# a comment\n\necho 0 >> {ran}/0.ran\necho 1 >> {ran}/1.ran; exit 3\n  true  \n")
+    out = cli(bags, "submit", "--tasks", str(tasks), "--retries", "2")
+    bag_id = int(out.stdout.split()[-1])
+    with bags.client() as c:
+        j = wait_state(c, bag_id, ("failed",), timeout=60)
+        assert j["reason"] == "1 of 3 tasks failed"
+        assert (j["bag"]["done"], j["bag"]["failed"]) == (2, 1)
+        index = c.results(bag_id)
+    outcome = [(r["state"], r["exit_code"], r["attempts"]) for r in index]
+    assert outcome == [("done", 0, 1), ("failed", 3, 3), ("done", 0, 1)]
+    assert ran_counts(ran, 2) == [1, 3]  # the failing task ran once and was retried twice
+
+
+@pytest.mark.parametrize("bags", ["sep", "gep"], indirect=True)
+def test_a_rigid_job_arriving_shrinks_the_bag_and_starts_within_the_preemption_time(
+    bags: LiveServer, tmp_path: Path
+) -> None:
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    with bags.client() as c:
+        bag_id = c.submit_bag(sweep={"template": f"sleep 0.5; echo {{x}} >> {ran}/{{x}}.ran", "params": ["x=0..39"]})
+        wait_for(lambda: bag(c, bag_id)["held"].get("c1") == 4, timeout=20, what="the bag holding all 4 processors")
+        rigid = c.submit(command="true", size=3)
+        j = wait_state(c, rigid, ("completed",), timeout=20)
+        assert j["start_time"] - j["submit_time"] < 10.0  # the preemption time
+        wait_state(c, bag_id, ("completed",), timeout=90)
+        index = c.results(bag_id)
+        events = c.events()
+    assert all(r["state"] == "done" for r in index)
+    assert ran_counts(ran, 40) == [1] * 40  # a preempted task's run was killed before it could end
+    shrinks = [e for e in events if e[1] == 22 and e[2] == bag_id]  # SHRINK events of the bag
+    assert shrinks and sum(e[5] for e in shrinks) >= 3
+
+
+def test_the_bag_survives_a_manager_kill_without_redoing_a_reported_task(tmp_path: Path, db_url: str, tag: str) -> None:
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    server = LiveServer(bag_env(tmp_path / "env.toml"), tmp_path / "state", db_url, tag).start()
+    try:
+        with server.client() as c:
+            bag_id = c.submit_bag(
+                sweep={"template": f"sleep 0.1; echo {{x}} >> {ran}/{{x}}.ran", "params": ["x=0..119"]}, retries=1
+            )
+            wait_for(lambda: bag(c, bag_id)["done"] >= 30, timeout=60, what="30 tasks done")
+        server.kill(signal.SIGKILL)
+        server.start()
+        with server.client() as c:
+            # what the database records as done after the restart: never run again from now on
+            reported = {r["task"] for r in c.results(bag_id, ["done"])}
+            at_restart = ran_counts(ran, 120)
+            assert len(reported) >= 30
+            wait_state(c, bag_id, ("completed",), timeout=120)
+            index = c.results(bag_id)
+    finally:
+        server.stop()
+    assert all(r["state"] == "done" for r in index)
+    counts = ran_counts(ran, 120)
+    assert all(counts[t] == at_restart[t] >= 1 for t in reported), {t: counts[t] for t in reported}
+    assert all(n >= 1 for n in counts)
+
+
+def test_cancelling_a_bag_kills_its_tasks_and_keeps_its_results(bags: LiveServer, tmp_path: Path) -> None:
+    with bags.client() as c:
+        bag_id = c.submit_bag(tasks=["true", "true"] + ["sleep 60"] * 10)
+        wait_for(lambda: bag(c, bag_id)["done"] == 2 and bag(c, bag_id)["running"] == 4, 20, what="4 tasks running")
+        wait_for(lambda: len(tagged_pids(bags.tag)) >= 1 + 2 + 4, timeout=20, what="the tasks' processes")
+        cli(bags, "cancel", str(bag_id))
+        assert c.job(bag_id)["state"] == "cancelled"
+        wait_for(lambda: len(tagged_pids(bags.tag)) == 1 + 2, timeout=20, what="the tasks killed")
+        states = [r["state"] for r in c.results(bag_id)]
+        assert states == ["done", "done"] + ["queued"] * 10
+        wait_for(lambda: sum(s["free"] for s in c.sites()) == 4, timeout=20, what="the processors free again")
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_launchers_of_a_dead_manager_kill_their_tasks_and_exit(tmp_path: Path, db_url: str, tag: str) -> None:
+    server = LiveServer(bag_env(tmp_path / "env.toml"), tmp_path / "state", db_url, tag, pilot_timeout=2.0).start()
+    with server.client() as c:
+        bag_id = c.submit_bag(tasks=["sleep 60"] * 8)
+        wait_for(lambda: bag(c, bag_id)["running"] == 4, timeout=20, what="4 tasks running")
+    wait_for(lambda: len(tagged_pids(tag)) >= 1 + 2 + 4, timeout=20, what="the manager, 2 pilots, 4 tasks")
+    server.kill(signal.SIGKILL)
+    # the launchers notice their manager is gone, kill their tasks and exit (§3.6)
+    wait_for(lambda: not tagged_pids(tag), timeout=20, what="pilots and tasks of a dead manager gone")
+
+
+def test_hostile_bag_input_is_refused_naming_the_field(bags: LiveServer, tmp_path: Path) -> None:
+    headers = {"Authorization": f"Bearer {bags.admin_token}"}
+
+    def post(body: Any) -> httpx.Response:
+        return httpx.post(bags.url + "/bags", json=body, headers=headers, timeout=30)
+
+    cases: list[tuple[Any, str]] = [
+        ({"tasks": ["true"] * 100_001}, "tasks"),
+        ({"tasks": ["echo \x00"]}, "tasks"),
+        ({"tasks": ["echo a\nrm -rf /"]}, "tasks"),
+        ({"tasks": []}, "tasks"),
+        ({"tasks": ["x" * 20_000]}, "tasks"),
+        ({"sweep": {"template": "echo {y}", "params": ["x=1..3"]}}, "sweep"),
+        ({"sweep": {"template": "echo {x}", "params": ["x=1..100000000"]}}, "sweep"),
+        ({"sweep": {"template": "echo {x} {y}", "params": ["x=1..1000", "y=1..1000"]}}, "sweep"),
+        ({"sweep": {"template": "echo {x}", "params": ["x=5..1"]}}, "sweep"),
+        ({"sweep": {"template": "echo {x", "params": ["x=1"]}}, "sweep"),
+        ({"tasks": ["true"], "retries": -1}, "retries"),
+        ({"tasks": ["true"], "retries": 10**30}, "retries"),
+        ({"tasks": ["true"], "env": {"ISTHMUS_JOB_ID": "1"}}, "env"),
+        ({"tasks": ["true"], "cwd": "relative"}, "cwd"),
+        ({"tasks": ["true"], "sweep": {"template": "echo {x}", "params": ["x=1"]}}, "body"),
+        ({"tasks": ["true"], "unknown": 1}, "unknown"),
+    ]
+    for body, field in cases:
+        r = post(body)
+        assert r.status_code == 422, (body if len(str(body)) < 200 else field, r.status_code, r.text[:300])
+        locs = [e["loc"] for e in r.json()["detail"]]
+        assert any(field in loc for loc in locs), (field, locs)
+    assert post({"tasks": ["true"]}).status_code == 201
+    # the CLI: a bad task file line is named file:line, a bad sweep named, exit status 2
+    bad = tmp_path / "bad.txt"
+    bad.write_text("true\n\n" + "x" * 20_000 + "\n")
+    r = cli(bags, "submit", "--tasks", str(bad), check=False)
+    assert r.returncode == 2 and f"{bad}:3:" in r.stderr
+    r = cli(bags, "submit", "--sweep", "echo {x}", "--param", "x=1..", check=False)
+    assert r.returncode == 2 and "parameter x" in r.stderr
+    r = cli(bags, "submit", "--sweep", "echo {x}", "--param", "x=1", "--size", "2", check=False)
+    assert r.returncode == 2 and "--size" in r.stderr
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_an_environment_without_a_bag_policy_refuses_bags(tmp_path: Path, db_url: str, tag: str) -> None:
+    env = tmp_path / "env.toml"
+    env.write_text(BAG_ENV.replace('fairshare = "sep"\n', ""))
+    server = LiveServer(env, tmp_path / "state", db_url, tag).start()
+    try:
+        with server.client() as c:
+            r = c.http.post("/bags", json={"tasks": ["true"]})
+        assert r.status_code == 400 and "fairshare" in r.json()["detail"]
+    finally:
+        server.stop()
