@@ -26,7 +26,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from cloudkit import AMI, VmPlayer
+from cloudkit import VmPlayer, typed_ec2
 
 from isthmus.config import load_file
 from isthmus.live.validate import ValidationCase, validate
@@ -41,7 +41,7 @@ round_interval = "event"
 [policies]
 allocation = "ff"
 provisioning = "on-demand"
-fairshare = {{ name = "vm-share", params = {{ mode = "graceful" }} }}
+fairshare = { name = "vm-share", params = { mode = "graceful" } }
 [[sites]]
 name = "local"
 nodes = 1
@@ -53,29 +53,6 @@ max_vms = 4
 boot_time = 2
 shutdown_time = 0
 billing_increment = 60
-[[sites.instance_types]]
-name = "small"
-cores = 1
-memory_mb = 1024
-arch = "x86_64"
-price_per_hour = 36
-provider_size = "t2.micro"
-[[sites.instance_types]]
-name = "large"
-cores = 2
-memory_mb = 8192
-arch = "x86_64"
-price_per_hour = 72
-provider_size = "t2.large"
-[[sites.images]]
-name = "worker"
-provider_id = "{ami}"
-[sites.provider]
-driver = "ec2"
-endpoint = "{endpoint}"
-key_env = "ISTHMUS_TEST_EC2_KEY"
-secret_env = "ISTHMUS_TEST_EC2_SECRET"
-boot_timeout = 12
 [[budgets]]
 name = "ec2-total"
 limit = 2.5
@@ -100,7 +77,8 @@ def _events(path: Path) -> list[dict[str, str]]:
 
 def test_two_users_vm_requirements_budget_error_vm_and_validate(tmp_path: Path, tag: str, endpoint: str) -> None:
     env_file = tmp_path / "env.toml"
-    env_file.write_text(ENV.format(ami=AMI, endpoint=endpoint))
+    cloud = typed_ec2(endpoint, small=36, large=72, boot_timeout=12)
+    env_file.write_text(ENV.replace("[[budgets]]", cloud + "[[budgets]]"))
     env = load_file(env_file)
     case = ValidationCase(env, _jobs(), "e2e", 1.0, 2.5, None, LEAD_IN)
 
