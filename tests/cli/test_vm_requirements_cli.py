@@ -174,9 +174,9 @@ def test_simulate_with_vm_share_reports_vm_hours_per_user(tmp_path: Path) -> Non
     assert summary["vm_hours_by_user"] == pytest.approx({"1": 160 / 3600, "2": 480 / 3600})
     assert "VM-hours per user: 1 " in " ".join(result.output.split())
     wrong = runner.invoke(
-        app, ["simulate", "-e", str(env), "-w", str(trace), "-p", "ff", "--provisioning", "on-demand", "-o", str(out)]
+        app, ["simulate", "-e", str(env), "-w", str(trace), "-p", "ff", "--provisioning", "startup", "-o", str(out)]
     )
-    assert wrong.exit_code == 2 and "provisioning 'none'" in wrong.stderr
+    assert wrong.exit_code == 2 and "provisioning 'none' or 'on-demand', not 'startup'" in wrong.stderr
 
 
 def test_the_commands_of_docs_clouds_print_the_figures_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,3 +206,12 @@ def test_the_commands_of_docs_clouds_print_the_figures_shown(tmp_path: Path, mon
         for line in lines.strip().splitlines():
             for part in re.split(r"\s{2,}|│", line):
                 assert part.strip() in printed, (part, result.output)
+
+
+def test_validate_takes_vm_rules_and_names_a_bad_one(tmp_path: Path) -> None:
+    # a bad rule is refused before anything starts (exit 2, naming the option); the rules themselves
+    # are those of `simulate --vm` (tests/live/test_live_cloud_e2e.py runs requirements live)
+    trace = tmp_path / "t.swf"
+    trace.write_text("1 0 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n")
+    result = runner.invoke(app, ["validate", "-w", str(trace), "--vm", "memory_mb=lots", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "--vm:" in result.stderr and "memory_mb" in result.stderr, result.stderr

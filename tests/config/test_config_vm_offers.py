@@ -72,6 +72,7 @@ name = "bad"
 
 [policies]
 fairshare = "vm-share"
+provisioning = "startup"
 
 [[sites]]
 name = "ec2"
@@ -97,13 +98,13 @@ networks = ["private"]
 
 # (key path, line, fragment of the message), counted by hand from BAD
 EXPECTED = [
-    ("policies.provisioning", 3, 'fair-share policy "vm-share" leases and releases'),
-    ("sites[0].cores_per_node", 10, "with instance_types give cores and price_per_hour per type"),
-    ("sites[0].instance_types[1].name", 13, "duplicate instance type 'a' (also instance_types[0])"),
-    ("sites[0].instance_types[1].cores", 13, "expected an integer >= 1, got 0"),
-    ("sites[0].images", 15, "an empty list; give at least one image or leave images out"),
-    ("sites[0].provider.image", 17, "needed unless the site lists images"),
-    ("sites[1].networks", 25, "networks applies only to cloud sites"),
+    ("policies.provisioning", 5, 'fair-share policy "vm-share" leases and releases'),
+    ("sites[0].cores_per_node", 11, "with instance_types give cores and price_per_hour per type"),
+    ("sites[0].instance_types[1].name", 14, "duplicate instance type 'a' (also instance_types[0])"),
+    ("sites[0].instance_types[1].cores", 14, "expected an integer >= 1, got 0"),
+    ("sites[0].images", 16, "an empty list; give at least one image or leave images out"),
+    ("sites[0].provider.image", 18, "needed unless the site lists images"),
+    ("sites[1].networks", 26, "networks applies only to cloud sites"),
 ]
 
 

@@ -13,9 +13,11 @@ import pytest
 from helpers import cloud_env, job
 from isthmus.engine.budgets import Ledger, ledger_snapshot, merge_charged, restore_vm_users
 from isthmus.model.budget import BudgetCap
+from isthmus.model.decisions import LeaseVms
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, KillCause
 from isthmus.model.status import StatusCode
+from isthmus.sim.harness import Harness
 from isthmus.sim.runner import SimulationResult, simulate
 
 
@@ -47,9 +49,9 @@ def _cap(result: SimulationResult, name: str) -> dict[str, object]:
 def test_a_users_cap_stops_their_vm_and_leases_while_another_user_proceeds() -> None:
     # t=0: two VMs leased, vm0 for alice (job 1 first in the queue), vm1 for bob; each takes
     # its user's job. alice pays $1 at 0, 1, 2: the boundary at 3 would pass her $3 cap, so
-    # vm0 is released at 3, job 1 requeued, and the lease On-Demand asks for it is refused
-    # naming her cap. bob's job ends at 4 on his VM (no cap covers bob). At 4 job 1 takes the
-    # idle vm1: the VM is now alice's and its boundary at 4 cannot be paid: released again.
+    # vm0 is released at 3 and job 1 requeued; On-Demand asks no VM for her any more (her cap
+    # cannot pay one). bob's job ends at 4 on his VM (no cap covers bob); job 1 may not take
+    # the idle vm1 over (its next increment, at 4, would be alice's), so vm1 is released.
     result = simulate(
         _env(BudgetCap("alice-cap", 3.0, users=("alice",))),
         [job(1, 0, 1, 10, user="alice"), job(2, 0, 1, 4, user="bob")],
@@ -57,21 +59,20 @@ def test_a_users_cap_stops_their_vm_and_leases_while_another_user_proceeds() -> 
         "on-demand",
     )
     assert _ends(result) == [(4.0, 2, 1)]
-    assert _kills(result) == [(3.0, 1), (4.0, 1)]
-    notes = _over_budget_notes(result)
-    assert [t for t, _ in notes] == [3.0, 4.0]
-    assert "exceeds budget alice-cap (users alice): $3.0000 of $3.0000 committed" in notes[0][1]
+    assert _kills(result) == [(3.0, 1)]
+    assert [e.time for e in result.log if e.kind is EventKind.START] == [0.0, 0.0]
+    assert _over_budget_notes(result) == []
     assert list(result.unfinished) == [1]
     assert "budget alice-cap cannot pay its next increment for alice" in result.unfinished[1]
     cap = _cap(result, "alice-cap")
-    assert cap["spent"] == 3.0 and cap["released_vms"] == 2 and cap["refused_leases"] == 2
+    assert cap["spent"] == 3.0 and cap["released_vms"] == 1 and cap["refused_leases"] == 0
 
 
 def test_a_lease_goes_to_the_user_who_can_pay_and_the_capped_user_waits_for_the_cluster() -> None:
-    # carol fills the one-node cluster 0-10. alice (cap $0) arrives at 1: the lease for her job
-    # is refused. bob arrives at 2: On-Demand asks for 2 VMs (alice's and bob's jobs); the one
-    # for bob is leased (booting 10 s), the one for alice refused. At 10 carol's job ends and
-    # alice's job takes the cluster; at 12 bob's VM is ready and his job runs there.
+    # carol fills the one-node cluster 0-10. alice (cap $0) arrives at 1: On-Demand asks no VM
+    # for her (her cap cannot pay one). bob arrives at 2: one VM is leased for him (booting
+    # 10 s). At 10 carol's job ends and alice's job takes the cluster; at 12 bob's VM is ready
+    # and his job runs there.
     result = simulate(
         _env(BudgetCap("alice-cap", 0.0, users=("alice",)), cluster=1, boot=10.0),
         [job(0, 0, 1, 10, user="carol"), job(1, 1, 1, 5, user="alice"), job(2, 2, 1, 5, user="bob")],
@@ -80,11 +81,42 @@ def test_a_lease_goes_to_the_user_who_can_pay_and_the_capped_user_waits_for_the_
     )
     assert _ends(result) == [(10.0, 0, 0), (15.0, 1, 0), (17.0, 2, 1)]
     assert [e.time for e in result.log if e.kind is EventKind.VM_LEASE] == [2.0]
-    notes = _over_budget_notes(result)
-    assert [t for t, _ in notes][:2] == [1.0, 2.0]
-    assert all("budget alice-cap (users alice)" in n for _, n in notes)
-    assert "lease of 1 VMs" in notes[1][1]  # the lease of 2 at 2: one for bob, one refused
+    assert _over_budget_notes(result) == []
     assert not _kills(result)
+
+
+def test_a_lease_the_policy_asks_is_cut_to_the_users_who_can_pay() -> None:
+    # a provisioning policy that does not ask View.user_can_pay: the engine gives the VMs to
+    # the queued jobs in order (alice's first) and refuses the one alice cannot pay, naming her cap
+    h = Harness(_env(BudgetCap("alice-cap", 0.0, users=("alice",))), "ff", "none")
+    h.queue(job(1, 0, 1, 10, user="alice"))
+    h.queue(job(2, 0, 1, 10, user="bob"))
+    assert not h.view.user_can_pay(1, "alice", 1.0) and h.view.user_can_pay(1, "bob", 1.0)
+    assert h.engine.apply(LeaseVms(1, 2)).accepted
+    assert h.engine.ledger.vm_user == {(1, 0): "bob"}
+    (note,) = [h.engine.log.notes[i] for i, e in enumerate(h.engine.log) if e.kind is EventKind.DECISION]
+    assert "lease of 1 VMs on cloud" in note and "exceeds budget alice-cap (users alice)" in note
+
+
+def test_a_capped_users_job_never_takes_over_another_users_vm_it_could_not_keep() -> None:
+    # The livelock the budget property found: a job of a user whose cap cannot pay took over a
+    # VM leased for another user's waiting job, was killed at the VM's next boundary (now its
+    # user's), and the other job's VM was leased again, for ever. Now: bob's job 1 runs on vm0
+    # 10-110 (leased at 0, boots 10 s). Job 2 (bob, 2 VMs) has no room while vm0 is busy and
+    # alice (cap $0) gets no lease. At 110 vm0 is idle: alice's job may not take it (its next
+    # increment, at 110, would be hers); job 2 is placed on vm0 and one more VM is leased,
+    # ready at 120: job 2 runs 120-130. Both VMs are released idle at 130; alice's job waits.
+    result = simulate(
+        _env(BudgetCap("alice-cap", 0.0, users=("alice",)), boot=10.0),
+        [job(1, 0, 1, 100, user="bob"), job(2, 5, 2, 10, user="bob"), job(3, 5, 1, 100, user="alice")],
+        "ff",
+        "on-demand",
+    )
+    assert _ends(result) == [(110.0, 1, 1), (130.0, 2, 1)]
+    assert [e.time for e in result.log if e.kind is EventKind.VM_LEASE] == [0.0, 110.0]
+    assert [(e.time, e.vm) for e in result.log if e.kind is EventKind.VM_RELEASE] == [(130.0, 0), (130.0, 1)]
+    assert not _kills(result) and _over_budget_notes(result) == []
+    assert list(result.unfinished) == [3] and result.end_time == 130.0
 
 
 def _two_jobs(mode: str) -> SimulationResult:
@@ -170,3 +202,19 @@ def test_a_restart_keeps_vm_users_and_per_user_charges() -> None:
     assert after.get("alice-cap").charged == {"": pytest.approx(1.8)}  # type: ignore[union-attr]
     assert after.get("all").charged == {"": pytest.approx(2.4)}  # type: ignore[union-attr]
     assert restore_vm_users(Ledger(caps, {"cloud": 1}, frozenset({1})), None) == {}
+
+
+def test_a_run_whose_queued_jobs_can_never_start_ends_though_a_cap_pays_its_vms_for_ever() -> None:
+    # Startup leases the cloud's one VM ($0.50 an hour) at 0 for bob's job (alice's cap of $0
+    # cannot pay one); bob's job runs 0-10. alice's job may never take the VM over, yet Startup
+    # keeps it and the daily $50 cap would pay it for ever. Once bob's job ends at 10, only the
+    # VM's billing boundaries remain: the run ends there (it used to go on paying one hour after
+    # another without end), charged the one increment started.
+    env = dataclasses.replace(
+        cloud_env(cluster=0, max_vms=1, price=0.5, increment=3600.0),
+        budgets=(BudgetCap("alice-cap", 0.0, users=("alice",)), BudgetCap("daily", 50.0, period="day")),
+    )
+    result = simulate(env, [job(1, 0, 1, 10, user="bob"), job(2, 0, 1, 10, user="alice")], "ff", "startup")
+    assert _ends(result) == [(10.0, 1, 1)]
+    assert result.end_time == 10.0 and list(result.unfinished) == [2]
+    assert _cap(result, "daily")["spent"] == 0.5

@@ -16,10 +16,41 @@ from moto.server import ThreadedMotoServer
 
 from isthmus.live.vm_player import VmPlayer, ec2_client
 
-__all__ = ["AMI", "CREDENTIALS", "VmPlayer", "ec2_client", "ec2_server", "wait_until"]
+__all__ = ["AMI", "CREDENTIALS", "VmPlayer", "ec2_client", "ec2_server", "typed_ec2", "wait_until"]
 
 AMI = "ami-12c6146b"  # one of moto's default images
 CREDENTIALS = {"ISTHMUS_TEST_EC2_KEY": "testing", "ISTHMUS_TEST_EC2_SECRET": "testing"}
+
+
+def typed_ec2(endpoint: str, *, small: float, large: float, boot_timeout: float) -> str:
+    """The TOML of a cloud site's offers (goes after its `[[sites]]` keys): types "small" (1 core,
+    1 GB, t2.micro at `small` $ an hour) and "large" (2 cores, 8 GB, t2.large at `large`), the
+    image "worker" (AMI), and the provider: EC2 at `endpoint` with the test's credentials."""
+    return f"""
+[[sites.instance_types]]
+name = "small"
+cores = 1
+memory_mb = 1024
+arch = "x86_64"
+price_per_hour = {small}
+provider_size = "t2.micro"
+[[sites.instance_types]]
+name = "large"
+cores = 2
+memory_mb = 8192
+arch = "x86_64"
+price_per_hour = {large}
+provider_size = "t2.large"
+[[sites.images]]
+name = "worker"
+provider_id = "{AMI}"
+[sites.provider]
+driver = "ec2"
+endpoint = "{endpoint}"
+key_env = "ISTHMUS_TEST_EC2_KEY"
+secret_env = "ISTHMUS_TEST_EC2_SECRET"
+boot_timeout = {boot_timeout}
+"""
 
 
 def _free_port() -> int:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cloudkit import AMI, VmPlayer, wait_until
+from cloudkit import AMI, VmPlayer, typed_ec2, wait_until
 from livekit import LiveServer, wait_state
 
 from isthmus.live.client import ApiError
@@ -28,7 +28,7 @@ round_interval = "event"
 [policies]
 allocation = "ff"
 provisioning = "none"
-fairshare = {{ name = "vm-share", params = {{ mode = "graceful" }} }}
+fairshare = { name = "vm-share", params = { mode = "graceful" } }
 [[sites]]
 name = "ec2"
 kind = "cloud"
@@ -37,35 +37,12 @@ boot_time = 2
 shutdown_time = 0
 billing_increment = 60
 networks = ["private"]
-[[sites.instance_types]]
-name = "small"
-cores = 1
-memory_mb = 1024
-arch = "x86_64"
-price_per_hour = 0.0116
-provider_size = "t2.micro"
-[[sites.instance_types]]
-name = "large"
-cores = 2
-memory_mb = 8192
-arch = "x86_64"
-price_per_hour = 0.0928
-provider_size = "t2.large"
-[[sites.images]]
-name = "worker"
-provider_id = "{ami}"
-[sites.provider]
-driver = "ec2"
-endpoint = "{endpoint}"
-key_env = "ISTHMUS_TEST_EC2_KEY"
-secret_env = "ISTHMUS_TEST_EC2_SECRET"
-boot_timeout = 30
 """
 
 
 def _live(tmp_path: Path, endpoint: str, tag: str, **options: float) -> LiveServer:
     path = tmp_path / "env.toml"
-    path.write_text(ENV.format(ami=AMI, endpoint=endpoint))
+    path.write_text(ENV + typed_ec2(endpoint, small=0.0116, large=0.0928, boot_timeout=30))
     return LiveServer(path, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag, **options)
 
 

@@ -185,9 +185,35 @@ def test_decisions_go_through_the_engine_with_statuses():
     assert not h.engine.apply(ReleaseVms(0, (ids[0],))).accepted  # busy: not released
 
 
-def test_vm_share_needs_provisioning_none():
-    with pytest.raises(PolicyError, match="provisioning 'none', not 'on-demand'"):
-        build_policies(PolicyChoice("ff"), PolicyChoice("on-demand"), None, {"fairshare": PolicyChoice("vm-share")})
+def test_with_on_demand_shares_are_even_and_idle_vms_go_by_on_demands_rule():
+    # The graceful schedule above, provisioning "on-demand": the same leases, retirements and
+    # starts (even shares, alice 2 and bob 2 from 110), but once each user's jobs end nobody else
+    # needs their VMs: On-Demand's rule keeps them for the cloud's idle time (300 s), so alice's
+    # go at 210 + 300 and bob's at 220 + 300, released by "on-demand" (vm-share alone: at once).
+    jobs = jobs_of("alice", 1, 6, 0) + jobs_of("bob", 11, 2, 50)
+    fair = PolicyChoice("vm-share", {"mode": "graceful"})
+    result = simulate(cloud(4), jobs, "ff", "on-demand", fairshare=fair, check_purity=True)
+    log = result.log
+    assert [(e.time, e.vm) for e in log if e.kind is EventKind.VM_RETIRE] == [(50, 3), (50, 2)]
+    assert held(log, 110) == {"alice": 2, "bob": 2}
+    assert starts(result) == {1: 10, 2: 10, 3: 10, 4: 10, 5: 110, 6: 110, 11: 120, 12: 120}
+    released = [(e.time, e.vm, e.policy) for e in log if e.kind is EventKind.VM_RELEASE]
+    assert released == [
+        (110, 2, "vm-share"),
+        (110, 3, "vm-share"),
+        (510, 0, "on-demand"),
+        (510, 1, "on-demand"),
+        (520, 4, "on-demand"),
+        (520, 5, "on-demand"),
+    ]
+
+
+def test_vm_share_runs_with_provisioning_none_or_on_demand():
+    with pytest.raises(PolicyError, match="provisioning 'none' or 'on-demand', not 'startup'"):
+        build_policies(PolicyChoice("ff"), PolicyChoice("startup"), None, {"fairshare": PolicyChoice("vm-share")})
+    # paired: one round decides both (the provisioning slot holds "none")
+    built = build_policies(PolicyChoice("ff"), PolicyChoice("on-demand"), None, {"fairshare": PolicyChoice("vm-share")})
+    assert built.provisioning.name == "none" and [p.name for p in built.deciders] == ["none", "vm-share", "ff"]
     with pytest.raises(PolicyError, match="mode"):
         build_policies(
             PolicyChoice("ff"), PolicyChoice("none"), None, {"fairshare": PolicyChoice("vm-share", {"mode": "soft"})}

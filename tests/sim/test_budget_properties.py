@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from invariants import workloads
 from isthmus.engine.budgets import Ledger, period_key
+from isthmus.engine.engine import Engine
 from isthmus.model import Environment, Site, SiteKind
 from isthmus.model.budget import BudgetCap
 from isthmus.model.events import EventKind
@@ -141,12 +142,34 @@ def _booked() -> Iterator[list[tuple[int, float, float, str]]]:
         yield booked
 
 
+@contextmanager
+def _bounded_rounds(limit: int) -> Iterator[list[int]]:
+    """Fail once the engine runs more than `limit` rounds: a run whose decisions repeat without
+    end (a start and a kill per increment, a lease and a release per boot) never finishes."""
+    rounds = [0]
+    run_round = Engine.run_round
+
+    def counting(self: Engine) -> None:
+        rounds[0] += 1
+        if rounds[0] > limit:
+            raise AssertionError(f"more than {limit} rounds: the run repeats its decisions without end")
+        run_round(self)
+
+    with mock.patch.object(Engine, "run_round", counting):
+        yield rounds
+
+
 @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.sampled_from(["ff", "fcfs", "easy"]), st.sampled_from(["on-demand", "startup"]))
 def test_no_cap_is_ever_passed_and_cluster_jobs_always_run(scenario, allocation: str, provisioning: str) -> None:  # type: ignore[no-untyped-def]
     env, jobs = scenario
-    with _booked() as booked:
-        result = simulate(env, jobs, allocation, provisioning)
+    # Every run ends by itself within a day of its last arrival (jobs of at most 200 s, boots of
+    # at most 120 s: what is left then waits for ever), in a number of rounds proportional to
+    # its jobs; a run that repeats decisions without end would otherwise never return.
+    last = jobs[-1].submit
+    with _booked() as booked, _bounded_rounds(2000 + 200 * len(jobs)):
+        result = simulate(env, jobs, allocation, provisioning, until=last + 2 * DAY)
+    assert result.end_time <= last + DAY, (result.end_time, last)
     limits = {c.name: c.limit for c in env.budgets}
     for (cap, period), charged in _charges(env, result.log, result.end_time).items():
         if not next(c for c in env.budgets if c.name == cap).users:

@@ -6,6 +6,7 @@ options and prints the Rich table (and JSON).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
@@ -123,6 +124,14 @@ def validate_command(
         float | None, typer.Option("--timeout", help="Give up on the live run this many seconds after it starts.")
     ] = None,
     cancelled: Annotated[str, typer.Option("--cancelled", help=CANCELLED_HELP)] = RUN_CANCELLED,
+    vm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--vm",
+            help="VM requirements of the jobs, '[user=U:]key=value,...' as in `isthmus simulate --vm`; both sides "
+            "run them (live: the API's vm object).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run a time-scaled, reduced workload as sleep jobs live and in simulation; compare them side by side."""
@@ -139,6 +148,7 @@ def validate_command(
         resolve_workload,
     )
     from isthmus.workloads.resolve import looks_like_path
+    from isthmus.workloads.vm_requirements import apply_vm_rules, parse_vm_rule
 
     def fail(message: str) -> typer.Exit:
         err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
@@ -159,6 +169,10 @@ def validate_command(
     except (PolicyError, ValueError) as exc:
         raise fail(str(exc)) from None
     try:
+        rules = [parse_vm_rule(text) for text in vm or ()]
+    except ValueError as exc:
+        raise fail(f"--vm: {exc}") from None
+    try:
         conversion = SwfConversion(cancelled=cast(Cancelled, cancelled))
     except ValueError as exc:
         raise fail(f"--cancelled: {exc}") from None
@@ -176,9 +190,10 @@ def validate_command(
             )
 
         def case_of(w: Workload) -> ValidationCase:
-            return prepare_case(
+            c = prepare_case(
                 environment, w, scale=scale, jobs=jobs, min_runtime=min_runtime, max_runtime=max_runtime, name=workload
             )
+            return dataclasses.replace(c, jobs=tuple(apply_vm_rules(c.jobs, rules))) if rules else c
 
         case = case_of(wl)
         repeats = [case_of(resolve_workload(workload, seed=seed + i)) for i in range(repeat)] if repeat > 1 else []

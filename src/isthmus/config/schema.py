@@ -818,18 +818,19 @@ BAG_FAIRSHARE = ("gep", "sep")
 
 def _fairshare_pairing(policies: Mapping[str, Any]) -> list[tuple[Loc, str]]:
     """A fair-share policy that leases and releases VMs itself (vm-share) runs with provisioning
-    "none": two policies leasing on the same clouds would undo each other."""
+    "none" or "on-demand" (paired: On-Demand's release rule): two policies leasing on the same
+    clouds independently would undo each other."""
     fair = _policy_name(policies.get("fairshare"))
     if fair != "vm-share":
         return []
     prov = _policy_name(policies.get("provisioning", "on-demand"))
-    if prov in (None, "none"):
+    if prov in (None, "none", "on-demand"):
         return []
     return [
         (
             ("policies", "provisioning"),
             f'fair-share policy "vm-share" leases and releases the clouds\' VMs itself; set provisioning = "none" '
-            f"(got {prov!r})",
+            f'or "on-demand" (got {prov!r})',
         )
     ]
 

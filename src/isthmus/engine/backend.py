@@ -222,6 +222,9 @@ class CloudBackend(SiteBackend):
         self.selective = len(site.types) > 1 or len(site.vm_images) > 1
         #: called with (vm id, now) when a retiring VM's last run ended (set by the RetireVms kind)
         self.retired_hook: Callable[[int, float], None] | None = None
+        #: whether a job may take over a VM running nothing (per-user budget caps: its user's caps
+        #: must pay the VM's next increment; set by `isthmus.engine.budgets.guard_takeovers`)
+        self.takeover: Callable[[Vm, Job], bool] | None = None
 
     def free_for(self, job_id: int) -> int:
         """Free processors job `job_id` may use: the free ones less those reserved for other jobs."""
@@ -388,8 +391,11 @@ class CloudBackend(SiteBackend):
 
     def vm_accepts(self, vm: Vm, job: Job) -> bool:
         """Whether ready VM `vm` may take a run of `job`: not retiring, serving the job's user or
-        anyone, and of a type and image meeting the job's VM requirements."""
+        anyone, running something or affordable for the job's user (`takeover`), and of a type
+        and image meeting the job's VM requirements."""
         if vm.retiring or (vm.owner is not None and vm.owner != job.user):
+            return False
+        if self.takeover is not None and vm.load == 0 and not self.takeover(vm, job):
             return False
         req = job.vm
         if req is None:

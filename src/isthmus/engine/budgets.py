@@ -36,8 +36,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import VmState
+from isthmus.engine.backend import CloudBackend, Vm, VmState
 from isthmus.model.budget import BudgetCap
+from isthmus.model.job import Job
 
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
@@ -253,6 +254,36 @@ class Ledger:
         must be followed)."""
         return any(c.covers(site, user) for c in self.caps)
 
+    def next_boundary(self, key: tuple[int, int], leased_at: float, increment: float, now: float) -> float:
+        """The next boundary not yet paid of VM `key` leased at `leased_at`: the one recorded, or
+        (not followed meanwhile: increments started were charged to no cap) the first at or after `now`."""
+        nb = self.next_due.get(key, leased_at + increment)
+        if nb < now - _EPS:
+            nb += increment * math.ceil((now - nb) / increment - _EPS)
+        return nb
+
+    def may_take(
+        self, site: int, vm_id: int, leased_at: float, increment: float, price: float, user: str, now: float
+    ) -> bool:
+        """Whether a job of `user` may take over VM `vm_id`, running nothing now: yes when the VM
+        is already `user`'s, or when every cap naming users that would charge the VM's next
+        increment to `user` can pay it then (on top of what it spent and committed). Otherwise
+        the job would run on an increment another user paid and be killed at the boundary, and
+        the VM's own user's jobs would have to lease again: a start and a kill per increment,
+        for ever while the caps refuse (docs/clouds.md, "Budgets")."""
+        key = (site, vm_id)
+        if price <= 0 or self.vm_user.get(key, "") == user:
+            return True
+        return self.user_can_pay(site, user, price, self.next_boundary(key, leased_at, increment, now))
+
+    def user_can_pay(self, site: int, user: str, price: float, t: float) -> bool:
+        """Whether every cap naming users that books increments of `site` charged to `user` can
+        pay `price` more at `t` (on top of what it spent and committed in that period)."""
+        for c in self.caps:
+            if c.users and c.covers(site, user) and c.spent(t) + self.committed(c, t) + price > c.limit + _EPS:
+                return False
+        return True
+
     def started(self, engine: Engine, job_id: int, site: int) -> list[tuple[int, float]]:
         """Job `job_id` started now on VMs of cloud `site`: each VM it took idle is now charged to
         its user; with a finish cap, commit the increments its requested runtime needs. Returns
@@ -269,10 +300,7 @@ class Ledger:
                 self.vm_user[key] = user
                 if key in self.unbilled and self.bills(site, user):
                     self.unbilled.discard(key)
-                    inc = backend.site.billing_increment
-                    nb = self.next_due.get(key, vm.leased_at + inc)
-                    if nb < now - _EPS:  # increments started meanwhile were charged to no cap
-                        nb += inc * math.ceil((now - nb) / inc - _EPS)
+                    nb = self.next_boundary(key, vm.leased_at, backend.site.billing_increment, now)
                     self.next_due[key] = nb
                     follow.append((vm_id, nb))
             self.fresh.discard(key)
@@ -319,6 +347,32 @@ class Ledger:
             del m.until[job_id]
             if not m.until:
                 del self.commits[key]
+
+
+def guard_takeovers(engine: Engine) -> None:
+    """On every paid cloud covered by a cap naming users, let a job take over an idle VM only if
+    its user's caps can pay that VM's next increment (`Ledger.may_take`): the backend's placement,
+    the start's validation and the policies' view (`vm_accepts`) then all see it."""
+    ledger = engine.ledger
+    if not ledger.per_user:
+        return
+    clock = engine.clock
+    for backend in engine.clouds:
+        site = backend.index
+        if not backend.site.is_paid or not any(c.users and site in c.sites for c in ledger.caps):
+            continue
+
+        def takeover(
+            vm: Vm,
+            job: Job,
+            site: int = site,
+            backend: CloudBackend = backend,
+            inc: float = backend.site.billing_increment,
+        ) -> bool:
+            return ledger.may_take(site, vm.id, vm.leased_at, inc, backend.price_of(vm), job.user, clock.now)
+
+        backend.takeover = takeover
+        backend.selective = True
 
 
 def lease_users(

@@ -28,7 +28,7 @@ from sortedcontainers import SortedList
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.bags import BagBook
-from isthmus.engine.budgets import Ledger
+from isthmus.engine.budgets import Ledger, guard_takeovers
 from isthmus.engine.clock import (
     EV_BILLING,
     EV_END,
@@ -140,6 +140,7 @@ class Engine:
             {s.name: i for i, s in enumerate(env.sites)},
             frozenset(i for i, s in enumerate(env.sites) if s.is_cloud),
         )
+        guard_takeovers(self)
         self.view = EngineView(self)
         allocation = self.allocation
         self.stage_sites: list[tuple[int, ...]] = allocation.stage_sites(env)
@@ -211,9 +212,13 @@ class Engine:
         return sum(n for code, n in self.refusals.items() if code is not StatusCode.HELD)
 
     def idle(self) -> bool:
-        """True when no job is queued or running here nor forwarded from here and not yet ended
-        (only background events may remain)."""
-        return not self.entries and not self.forwarded
+        """True when no job runs here nor is forwarded from here and not yet ended: once only
+        background events (billing boundaries) remain, the jobs still queued wait for ever, and
+        a run that went on would only pay boundaries of VMs kept for them (Startup keeps every
+        VM; a daily cap may pay it for ever) without an end."""
+        if self.forwarded:
+            return False
+        return not self.entries or not any(b.running for b in self.backends)
 
     def attach(self, federation: Federation) -> None:
         """Take part in forwarding through `federation`: new jobs are offered to the selection

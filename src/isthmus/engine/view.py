@@ -392,6 +392,12 @@ class EngineView:
         e = self._e
         return None if e.budget is None else max(0.0, e.budget - e.spent)
 
+    def user_can_pay(self, site: int, user: str, price: float) -> bool:
+        """True when the budget caps naming users that would charge `user` an increment of
+        `price` on cloud `site` can pay it now (always, without such caps)."""
+        e = self._e
+        return not e.ledger.per_user or e.ledger.user_can_pay(site, user, price, e.clock.now)
+
     @property
     def manager(self) -> str:
         """This manager's name among its peers."""

@@ -280,7 +280,8 @@ def run_live(
     tag: str | None = None,
     vms_kept: int = 0,
 ) -> LiveRun:
-    """The live side: submit the case's jobs as `sleep RUNTIME` to a real manager and read its event log.
+    """The live side: submit the case's jobs as `sleep RUNTIME` (with their VM requirements) to a
+    real manager and read its event log.
 
     The manager does not kill runs at their requested runtime, as the simulator does not. A job
     without a requested runtime is submitted with its runtime as one unless the allocation
@@ -325,8 +326,10 @@ def run_live(
             "the capacity of sites in direct mode",
         )
         users: dict[str, Client] = {}
+        workload_user: dict[str, str] = {}  # the token's user -> the workload's
         for job in case.jobs:
             if job.user not in users:
+                workload_user[f"u{len(users)}"] = job.user
                 tok = admin.create_token(f"u{len(users)}")["token"]
                 users[job.user] = Client(admin.url, tok)
         try:
@@ -344,6 +347,8 @@ def run_live(
                     "size": job.size,
                     "name": f"validate-{job.id}",
                 }
+                if job.vm is not None:  # VM requirements (Cloud Scheduler, Appendix I), as the API takes them
+                    spec["vm"] = {k: v for k, v in dataclasses.asdict(job.vm).items() if v is not None}
                 requested = job.requested_runtime if job.requested_runtime is not None or predicts else job.runtime
                 if requested is not None:
                     spec["requested_runtime"] = requested
@@ -376,6 +381,8 @@ def run_live(
             notes.append(str(exc))
         horizon_wall = time.time()
         rows = admin.events()
+        # the user each VM serves (vm-share), named in the log's VM_USER events as the simulation names it
+        owners = {(int(v["site"]), int(v["vm"])): v.get("owner") for v in admin.vms(True)}
         reasons = {
             r["id"]: r["reason"] for r in admin.jobs(all_=True, limit=MAX_LIST) if r["id"] in ids and r.get("reason")
         }
@@ -384,7 +391,10 @@ def run_live(
         jid = ids.get(int(live_job), -1) if live_job >= 0 else -1
         if live_job >= 0 and jid < 0:
             continue  # not one of ours
-        log.append(float(t) - t0, int(kind), jid, int(site), int(vm), float(value))
+        i = log.append(float(t) - t0, int(kind), jid, int(site), int(vm), float(value))
+        if int(kind) == EventKind.VM_USER:
+            owner = owners.get((int(site), int(vm))) or ""
+            log.notes[i] = workload_user.get(owner, owner)
     for live_id, reason in reasons.items():
         log.reasons[ids[live_id]] = reason
     jobs = {j.id: j for j in case.jobs}

@@ -49,7 +49,7 @@ class VmPlayer:
     `boot_delay`: seconds between the server reporting an instance running and its script
     starting (what a real VM spends booting). `refuse`: instance ids whose VM never boots (their
     script is not run: error VMs, for fault tests); `dead_on_arrival`: how many of the next
-    instances never boot.
+    instances never boot; `dead_of_type`: the same per instance type.
     """
 
     def __init__(
@@ -70,6 +70,8 @@ class VmPlayer:
         self.played: set[str] = set()
         self.refuse = refuse if refuse is not None else set()
         self.dead_on_arrival = 0
+        #: how many of the next instances of each instance type (provider size) never boot
+        self.dead_of_type: dict[str, int] = {}
         self._booting: dict[str, float] = {}  # instance id -> when its script starts
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vm-player", daemon=True)
@@ -119,6 +121,10 @@ class VmPlayer:
                 self.played.add(iid)
                 if self.dead_on_arrival > 0:
                     self.dead_on_arrival -= 1
+                    self.refuse.add(iid)
+                size = inst.get("InstanceType", "")
+                if self.dead_of_type.get(size, 0) > 0:
+                    self.dead_of_type[size] -= 1
                     self.refuse.add(iid)
                 if iid in self.refuse:
                     continue

@@ -68,10 +68,14 @@ def build_policies(
             raise registry.PolicyError(
                 f"{family!r} is not a family of policies consulted each round besides allocation and provisioning"
             )
-        built[family] = registry.create(family, choice.name, choice.params)
-        if getattr(built[family], "leases_vms", False) and prov.name != "none":
-            raise registry.PolicyError(
-                f"{family} policy {choice.name!r} leases and releases the clouds' VMs itself; it runs with "
-                f"provisioning 'none', not {prov.name!r}"
-            )
+        built[family] = policy = registry.create(family, choice.name, choice.params)
+        if getattr(policy, "leases_vms", False) and prov.name != "none":
+            if prov.name not in getattr(policy, "pairs_with", ()):
+                raise registry.PolicyError(
+                    f"{family} policy {choice.name!r} leases and releases the clouds' VMs itself; it runs with "
+                    f"provisioning 'none' or {', '.join(repr(n) for n in policy.pairs_with)}, not {prov.name!r}"
+                )
+            # the pair decides together (vm-share reads On-Demand's release rule): one policy, one round
+            policy.pair(prov)
+            prov = registry.create("provisioning", "none", {})
     return PolicySet(alloc, prov, pred, built)

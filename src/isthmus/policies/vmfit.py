@@ -90,6 +90,19 @@ class PaperVms:
                 break
         return True
 
+    def topped_up(self, plan: LeasePlan, job: Job) -> LeasePlan:
+        """`plan` cut to the VMs `job` still needs once the free processors of VMs that accept it
+        are counted (KOALA-C's On-Demand leases only what is missing); `plan` itself when that
+        saves no VM."""
+        have = sum(
+            self.free[v.id]
+            for v in self.vms
+            if self.free[v.id] > 0 and v.reserved_for in (-1, job.id) and self.cloud.vm_accepts(v, job)
+        )
+        cores = self.cloud.site.types[plan.vm_type].cores
+        count = max(1, -(-(job.size - have) // cores))
+        return plan if count >= plan.count else LeasePlan(plan.vm_type, plan.image, count)
+
     def take_planned(self, plan: LeasePlan, job: Job) -> bool:
         """Place `job` on processors left over by VMs planned this round with the same type
         and image (a VM leased for a smaller job can hold the next one)."""
@@ -100,7 +113,19 @@ class PaperVms:
         return False
 
     def plan(self, plan: LeasePlan, job: Job) -> None:
-        """Count the VMs of `plan` (leased this round) as taken by `job`, keeping what is left."""
+        """Count the VMs of `plan` (leased this round) as taken by `job`, keeping what is left;
+        a plan cut by `topped_up` takes the free processors of the VMs that accept the job first."""
         key = (plan.vm_type, plan.image)
         cores = self.cloud.site.types[plan.vm_type].cores
-        self.spare[key] = self.spare.get(key, 0) + plan.count * cores - job.size
+        rest = job.size
+        if plan.count * cores < rest:
+            for v in self.vms:
+                free = self.free[v.id]
+                if free > 0 and v.reserved_for in (-1, job.id) and self.cloud.vm_accepts(v, job):
+                    take = min(free, rest - plan.count * cores)
+                    self.free[v.id] -= take
+                    self.claimed.add(v.id)
+                    rest -= take
+                    if rest <= plan.count * cores:
+                        break
+        self.spare[key] = self.spare.get(key, 0) + plan.count * cores - rest

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from isthmus.model.decisions import Decision, KillJob, ReleaseVms, RetireVms
 from isthmus.policies.api import CloudInfo, JobInfo, View, VmInfo
 from isthmus.policies.provisioning.common import usable_clouds
+from isthmus.policies.provisioning.on_demand import OnDemand
 from isthmus.policies.vmfit import LeasePlan, PaperVms, lease_plan
 
 
@@ -61,7 +62,8 @@ class VmShare:
     """VM-Share: each cloud's VMs split evenly among the users with work, every VM serving one user.
 
     Cloud Scheduler §3.3 (cloud-scheduler-uvic.txt). Each round, per cloud in its window: a
-    user's want is the VMs busy with its jobs plus the VMs its queued jobs need (placed on paper
+    user's want is the VMs busy with its jobs plus the VMs its queued jobs need (none for those
+    that fit in free processors of a cluster of their queue now; the others placed on paper
     on its idle and booting VMs that accept them, VM requirements included, then the cheapest
     instance type meeting each job's requirements). The cloud's `max_vms` is split among the
     users by max-min fairness (`even_shares`): after rebalancing, users with queued work hold
@@ -71,7 +73,8 @@ class VmShare:
     VM released at once). A user under its share gets VMs leased for it (LeaseVms with the user:
     they run its jobs only), up to its share and the room left below `max_vms`. Idle VMs no queued
     job of their user needs are released. VMs not serving a user (leased by hand) are left alone.
-    It leases and releases itself: the environment's provisioning policy must be "none".
+    It leases and releases itself: the environment's provisioning policy is "none", or
+    "on-demand" (`pair`: idle VMs no job needs then go by On-Demand's billing-aware rule).
     """
 
     name: ClassVar[str] = "vm-share"
@@ -81,18 +84,55 @@ class VmShare:
     shares: ClassVar[Literal["bags", "vms"]] = "vms"
     #: leases and releases VMs itself (build_policies pairs it with provisioning "none")
     leases_vms: ClassVar[bool] = True
+    #: provisioning policies it runs with, deciding together (`pair`)
+    pairs_with: ClassVar[tuple[str, ...]] = ("on-demand",)
 
     def __init__(self, params: VmShareParams | None = None) -> None:
         self.params = params or VmShareParams()
+        #: the On-Demand policy whose release rule decides when idle VMs no job needs go
+        self._on_demand: OnDemand | None = None
+
+    def pair(self, provisioning: object) -> None:
+        """Run with On-Demand provisioning (build_policies): On-Demand's demand is what each
+        user's queued jobs need (placed VM by VM, the cheapest type that fits: the same code,
+        `isthmus.policies.vmfit`), vm-share splits it by even shares and rebalances, and an idle
+        VM no job of its user needs goes by On-Demand's rule (a paid VM only close to the end of
+        its billing increment, a free one after the idle time) instead of at once."""
+        if not isinstance(provisioning, OnDemand):
+            raise TypeError(f"vm-share pairs with On-Demand, not {provisioning!r}")
+        self._on_demand = provisioning
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Per cloud: releases, retirements (and kills) of over-share VMs, leases for users under their share."""
         clouds, out = usable_clouds(view, self.name)
+        if not clouds:
+            return out
+        on_clusters = self._on_clusters(view)
         for i, c in clouds.items():
-            out.extend(self._cloud(view, i, c))
+            out.extend(self._cloud(view, i, c, on_clusters))
         return out
 
-    def _cloud(self, view: View, index: int, c: CloudInfo) -> list[Decision]:
+    @staticmethod
+    def _on_clusters(view: View) -> set[int]:
+        """Ids of the queued jobs that fit, on paper and in queue order, in free processors of a
+        cluster of their queue now (as On-Demand counts them): they need no VM."""
+        free = view.free_processors()
+        placed: set[int] = set()
+        for stage in range(view.stages):
+            clusters = [i for i in view.stage_sites(stage) if view.cloud(i) is None]
+            if not clusters:
+                continue
+            for e in view.queue(stage):
+                if e.job.vm is not None:
+                    continue
+                for i in clusters:
+                    if free[i] >= e.job.size:
+                        free[i] -= e.job.size
+                        placed.add(e.job.id)
+                        break
+        return placed
+
+    def _cloud(self, view: View, index: int, c: CloudInfo, on_clusters: set[int]) -> list[Decision]:
         vms = [v for v in c.vms() if v.owner is not None]
         mine: dict[str, list[VmInfo]] = {}
         for v in vms:
@@ -102,7 +142,8 @@ class VmShare:
         for stage in range(view.stages):
             if index in view.stage_sites(stage):
                 for e in view.queue(stage):
-                    queued.setdefault(e.job.user, []).append(e)
+                    if e.job.id not in on_clusters:
+                        queued.setdefault(e.job.user, []).append(e)
         wants: dict[str, int] = {}
         plans: dict[str, list[tuple[LeasePlan, JobInfo]]] = {}
         claimed: dict[str, set[int]] = {}
@@ -128,13 +169,22 @@ class VmShare:
         release: list[int] = []
         retire: list[int] = []
         kills: list[int] = []
+        # paired with On-Demand, VMs over a share are given back only as far as users under
+        # theirs need the room (Cloud Scheduler rebalances "as other users submit jobs")
+        short = sum(max(0, shares.get(u, 0) - len(mine.get(u, ()))) for u in plans if plans[u])
+        needed = max(0, short - (c.site.max_vms - c.leased))
         for user, own in mine.items():
             share = shares.get(user, 0)
             idle = [v for v in own if v.ready and v.free == v.cores and v.reserved_for < 0]
             # idle VMs no queued job of the user was placed on: not needed any more (§3.2)
             spare = [v for v in idle if v.id not in claimed[user]]
             over = len(own) - share
-            gone = spare + [v for v in idle if v.id in claimed[user]][: max(0, over - len(spare))]
+            if self._on_demand is None:
+                gone = spare + [v for v in idle if v.id in claimed[user]][: max(0, over - len(spare))]
+            else:  # what others need back now; idle VMs no job needs go by On-Demand's rule
+                over = min(over, needed)
+                needed -= max(0, over)
+                gone = (spare + [v for v in idle if v.id in claimed[user]])[: max(0, over)]
             release.extend(v.id for v in gone)
             over -= len(gone)
             if over <= 0:
@@ -146,6 +196,9 @@ class VmShare:
                     kills.extend(j for j in self._jobs_on(c, v.id) if j not in kills)
         if release:
             out.append(ReleaseVms(index, tuple(release), by=self.name))
+        if self._on_demand is not None:
+            kept = set(release).union(retire, *claimed.values())
+            self._on_demand.release_idle(view, {index: c}, {index: c.leased - len(release)}, {index: kept}, out)
         if retire:
             out.append(RetireVms(index, tuple(retire), by=self.name))
         for job_id in kills:
@@ -157,6 +210,8 @@ class VmShare:
             have = len(mine.get(user, ())) - sum(1 for v in mine.get(user, ()) if v.id in release)
             allowed = shares.get(user, 0) - have
             for plan, _ in plans[user]:
+                if not view.user_can_pay(index, user, c.site.type_price_per_increment(plan.vm_type)):
+                    break  # per-user budget caps refuse this user's VMs
                 n = min(plan.count, allowed, room)
                 if n < plan.count:
                     break  # the job needs them all: lease nothing for it now

@@ -13,8 +13,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from isthmus.model.decisions import Decision, ReleaseVms, WakeUp
+from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
 from isthmus.policies.api import CloudInfo, JobInfo, View
+from isthmus.policies.vmfit import LeasePlan, lease_plan
 
 
 def usable_clouds(view: View, name: str) -> tuple[dict[int, CloudInfo], list[Decision]]:
@@ -44,11 +45,29 @@ class Demand:
     claimed_vms: dict[int, int] = field(default_factory=dict)
     #: queued jobs that fit nowhere, even after the leases (over every cloud's maximum)
     unplaced: int = 0
+    #: with VMs that are not interchangeable (`View.vm_matching`): what each cloud's VMs to lease
+    #: are, in the order they were planned (the minimum first, then each job's cheapest fitting type)
+    plans: dict[int, list[LeasePlan]] = field(default_factory=dict)
 
     @property
     def total_lease(self) -> int:
         """VMs to lease over all clouds."""
         return sum(self.lease.values())
+
+    def lease_decisions(self, cloud: CloudInfo, n: int, by: str) -> list[Decision]:
+        """The leases of `n` VMs on `cloud`: the first `n` planned VMs, by type and image (VM
+        requirements: the cheapest type that fits each job), the rest of the default type."""
+        left = n
+        out: list[Decision] = []
+        for plan in self.plans.get(cloud.index, ()):
+            if left <= 0:
+                break
+            take = min(left, plan.count)
+            out.append(plan.decision(cloud, by, count=take))
+            left -= take
+        if left > 0:
+            out.append(LeaseVms(cloud.index, left, by=by))
+        return out
 
 
 def queue_demand(
@@ -62,14 +81,26 @@ def queue_demand(
     free processors of a cloud are its claimed VMs: idle VMs a release must leave alone (the
     dissertation's reservation of partially available VMs, §7.3.1, falls out of this: an idle
     VM waiting for the head job to fit is claimed by it).
+
+    When VMs are not interchangeable (`View.vm_matching`: VM requirements, several types), a job
+    with VM requirements is placed on no cluster, and the VMs leased for a job are of the
+    cheapest type of the cloud that fits it (`isthmus.policies.vmfit.lease_plan`, Cloud
+    Scheduler Appendix I), kept in `Demand.plans` for `Demand.lease_decisions`; free processors
+    are still counted per site, not VM by VM.
     """
     demand = Demand(lease=dict.fromkeys(clouds, 0), claimed_vms=dict.fromkeys(clouds, 0))
+    typed = view.vm_matching
     ready_free = [s.free for s in view.sites]
     free = list(ready_free)
     for i, c in clouds.items():
         deficit = max(0, c.site.min_vms - c.leased)
         demand.lease[i] = deficit
-        free[i] += (c.booting + deficit) * c.site.cores_per_node
+        if typed:  # booting VMs of several types: their own cores
+            free[i] += sum(v.cores for v in c.vms() if not v.ready) + deficit * c.site.cores_per_node
+        else:
+            free[i] += (c.booting + deficit) * c.site.cores_per_node
+        if typed:
+            demand.plans[i] = [LeasePlan(0, 0 if c.site.vm_images else -1, deficit)] if deficit else []
     claimed = [0] * len(free)
     for stage in range(view.stages):
         order = view.stage_sites(stage)
@@ -77,6 +108,8 @@ def queue_demand(
             size = e.job.size
             placed = False
             for i in order:
+                if e.job.vm is not None and i not in clouds:
+                    continue  # a job with VM requirements runs on no cluster
                 if free[i] >= size:
                     free[i] -= size
                     claimed[i] += size
@@ -88,11 +121,19 @@ def queue_demand(
                 cl = clouds.get(i)
                 if cl is None:
                     continue
-                vms = math.ceil((size - free[i]) / cl.site.cores_per_node)
+                cores = cl.site.cores_per_node
+                plan = lease_plan(cl, e.job) if typed else None
+                if typed:
+                    if plan is None:
+                        continue  # no type of this cloud serves the job
+                    cores = cl.site.types[plan.vm_type].cores
+                vms = math.ceil((size - free[i]) / cores)
                 if cl.leased + demand.lease[i] + vms <= cl.site.max_vms:
                     demand.lease[i] += vms
+                    if plan is not None:
+                        demand.plans[i].append(LeasePlan(plan.vm_type, plan.image, vms))
                     claimed[i] += free[i]
-                    free[i] += vms * cl.site.cores_per_node - size
+                    free[i] += vms * cores - size
                     placed = True
                     break
             if not placed:

@@ -23,8 +23,9 @@ def matching_demand(view: View, clouds: dict[int, CloudInfo], name: str) -> tupl
     order, go on the first site of their queue that can take them on paper: a cluster with
     enough free processors (jobs without VM requirements only), or a cloud whose ready and
     booting VMs accepting the job have its size free, or processors left on VMs planned this
-    round; a job placed nowhere gets the cheapest VMs that serve it on the first cloud of its
-    queue with room below its maximum.
+    round; a job placed nowhere gets the cheapest VMs that serve it (less the free processors
+    of VMs that accept it) on the first cloud of its queue with room below its maximum whose
+    per-user budget caps can pay its user's VMs (`View.user_can_pay`).
     """
     leases: dict[tuple[int, int, int], int] = {}
     planned = dict.fromkeys(clouds, 0)
@@ -64,8 +65,13 @@ def matching_demand(view: View, clouds: dict[int, CloudInfo], name: str) -> tupl
                 if target is None:
                     continue
                 plan = plans[i] if i in plans else lease_plan(target, job)
-                if plan is None or target.leased + planned[i] + plan.count > target.site.max_vms:
+                if plan is None:
                     continue
+                plan = papers[i].topped_up(plan, job)
+                if target.leased + planned[i] + plan.count > target.site.max_vms:
+                    continue
+                if not view.user_can_pay(i, job.user, target.site.type_price_per_increment(plan.vm_type)):
+                    continue  # per-user caps refuse its user's VMs: leased, they would serve another job
                 planned[i] += plan.count
                 key = (i, plan.vm_type, plan.image)
                 leases[key] = leases.get(key, 0) + plan.count

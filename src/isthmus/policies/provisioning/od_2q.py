@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, LeaseVms, WakeUp
+from isthmus.model.decisions import Decision, WakeUp
 from isthmus.policies.api import View
 from isthmus.policies.provisioning.common import Allowance, idle_release, queue_demand, usable_clouds
 
@@ -67,7 +67,7 @@ class OnDemand2Q:
         for i, c in clouds.items():
             n = allowance.take(c, demand.lease[i])
             if n > 0:
-                out.append(LeaseVms(i, n, by=self.name))
+                out.extend(demand.lease_decisions(c, n, self.name))
                 continue
             idle = self.params.short_idle_time if i in short else self.params.long_idle_time
             release, at = idle_release(c, view.now, idle, demand.claimed_vms[i], self.name)

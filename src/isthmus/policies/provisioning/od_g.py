@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, LeaseVms, WakeUp
+from isthmus.model.decisions import Decision, WakeUp
 from isthmus.policies.api import CloudInfo, View
 from isthmus.policies.provisioning.common import Allowance, idle_release, queue_demand, usable_clouds
 from isthmus.policies.provisioning.od_s import idle_seconds
@@ -79,7 +79,7 @@ class OnDemandGeometric:
         for i, c in clouds.items():
             if need[i] > 0:
                 k = self._lease_step.get(i, 0)
-                out.append(LeaseVms(i, min(need[i], n**k), by=self.name))
+                out.extend(demand.lease_decisions(c, min(need[i], n**k), self.name))
                 self._lease_step[i] = k + 1
                 self._release_step[i] = 0
                 stepped = True

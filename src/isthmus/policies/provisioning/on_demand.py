@@ -136,6 +136,19 @@ class OnDemand:
                 out.append(LeaseVms(i, n, by=self.name))
         return self._releases(view, clouds, leased, needed, out)
 
+    def release_idle(
+        self,
+        view: View,
+        clouds: dict[int, CloudInfo],
+        leased: dict[int, int],
+        kept: dict[int, set[int]],
+        out: list[Decision],
+    ) -> list[Decision]:
+        """Add to `out` the releases On-Demand's rule makes of the idle VMs of `clouds` not in
+        `kept` (per cloud; `leased`: the VMs each keeps once this round's other releases are
+        done), and the next wake-up (vm-share paired with On-Demand decides the rest)."""
+        return self._releases(view, clouds, leased, set(), out, kept)
+
     def _releases(
         self,
         view: View,

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, LeaseVms, WakeUp
+from isthmus.model.decisions import Decision, WakeUp
 from isthmus.policies.api import CloudInfo, JobInfo, View
 from isthmus.policies.provisioning.common import (
     Allowance,
@@ -95,7 +95,7 @@ class ThresholdProvisioning:
             target = None  # the budget pays for no more VMs there
         threshold = self.params.factor * self._boots.mean(target) if target is not None else math.inf
         if total > threshold and target is not None:
-            out.append(LeaseVms(target.index, 1, by=self.name))
+            out.extend(demand.lease_decisions(target, 1, self.name))
             leased_on.add(target.index)
             if view.round_interval:
                 # one VM per decision: look again next round even if nothing else happens
@@ -107,7 +107,7 @@ class ThresholdProvisioning:
             for i, n in self._starving(view, clouds).items():
                 n = allowance.take(clouds[i], n)
                 if n > 0:
-                    out.append(LeaseVms(i, n, by=self.name))
+                    out.extend(demand.lease_decisions(clouds[i], n, self.name))
                     leased_on.add(i)
         for i, c in clouds.items():
             if i in leased_on:
