@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -18,8 +19,8 @@ from isthmus.policies.allocation.common import (
     free_processors,
     list_schedule,
 )
-from isthmus.policies.api import AllocationDefaults, View
-from isthmus.policies.prediction.wait import AvailabilityProfile
+from isthmus.policies.api import AllocationDefaults, QueueHeadsView, View
+from isthmus.policies.prediction.wait import earliest_starts
 
 
 class HsdfParams(BaseModel):
@@ -102,15 +103,6 @@ class HighestSlowdownFirst(AllocationDefaults):
         waiting; a hypothesis-found stall with On-Demand).
         """
         order = view.stage_sites(0)
-        profile = AvailabilityProfile(view, order)
-        cols = view.queue_columns(0)
-        # One predicted start per distinct size; the whole queue's estimated slowdowns in one
-        # vectorised step (the same arithmetic as estimated_slowdown, so the same floats).
-        present = np.flatnonzero(np.bincount(cols.size))
-        starts = np.zeros(int(present[-1]) + 1 if present.size else 1, dtype=np.float64)
-        for size in present.tolist():
-            starts[size] = profile.earliest_start(size)
-        slowdown = (starts[cols.size] - cols.queued_at + cols.predicted) / cols.predicted
         free = free_processors(view)
         # Waiting for a job that fits nowhere only helps while something on its sites can free
         # or add processors (running jobs, booting VMs). Otherwise it is passed over this round:
@@ -119,18 +111,71 @@ class HighestSlowdownFirst(AllocationDefaults):
         can_change = any(view.sites[i].running for i in order) or any(
             (c := view.cloud(i)) is not None and c.booting for i in order
         )
+        heads = view.queue_heads(0) if can_change else None
+        if heads is not None:
+            ranked = _ranked_by_groups(heads, _predicted_starts(view, order, heads.size))
+        else:
+            cols = view.queue_columns(0)
+            # The whole queue's estimated slowdowns in one vectorised step (the same arithmetic
+            # as estimated_slowdown, so the same floats).
+            starts = _predicted_starts(view, order, cols.size)
+            slowdown = (starts[cols.size] - cols.queued_at + cols.predicted) / cols.predicted
+            ids, job_sizes = cols.ids, cols.size
+            ranked = ((int(ids[k]), int(job_sizes[k])) for k in _ranked(-slowdown, cols.seq))
         out: list[Decision] = []
-        ids, job_sizes = cols.ids, cols.size
-        for k in _ranked(-slowdown, cols.seq):
-            size = int(job_sizes[k])
+        for job_id, size in ranked:
             i = first_fit(free, order, size)
             if i < 0:
                 if not can_change:
                     continue
                 break
             free[i] -= size
-            out.append(StartJob(int(ids[k]), i, by=self.name))
+            out.append(StartJob(job_id, i, by=self.name))
         return out
+
+
+def _predicted_starts(view: View, order: Sequence[int], sizes: np.ndarray) -> np.ndarray:
+    """Predicted start (availability profile of `order`) indexed by job size, for the sizes in
+    `sizes` (one look-up per distinct size)."""
+    present = np.flatnonzero(np.bincount(sizes)) if sizes.size else np.zeros(0, dtype=np.int64)
+    starts = np.zeros(int(present[-1]) + 1 if present.size else 1, dtype=np.float64)
+    wanted = present.tolist()
+    starts[present] = earliest_starts(view, order, wanted)
+    return starts
+
+
+def _ranked_by_groups(heads: QueueHeadsView, starts: np.ndarray) -> Iterator[tuple[int, int]]:
+    """(job id, size) of the queued jobs in ascending -estimated slowdown, ties in queue order:
+    the order `_ranked` gives over every row of the queue's columns, from the group heads.
+
+    Within a group (equal size and predicted runtime, in queue order, which is queued_at order
+    when `heads` is given) the estimated slowdown (start - queued_at + predicted) / predicted
+    never rises along the group (each operation is monotone in queued_at), so every group is
+    already in (key, seq) order: the groups' heads are ranked in one vectorised step, and a
+    group's next job joins a heap only once the job before it has been taken (a k-way merge)."""
+    key = -((starts[heads.size] - heads.queued_at + heads.predicted) / heads.predicted)
+    head_rows = _ranked(key, heads.seq)
+    keys = key.tolist()
+    seqs = heads.seq.tolist()
+    row = next(head_rows, None)
+    # (key, seq, job id, group row, the group's remaining jobs)
+    heap: list[tuple[float, int, int, int, Iterator[tuple[int, tuple[int, float]]]]] = []
+    while row is not None or heap:
+        if row is not None and (not heap or (keys[row], seqs[row]) < heap[0][:2]):
+            g, job_id = row, int(heads.ids[row])
+            rest = iter(heads.group(row).items())
+            next(rest)  # the head itself
+            row = next(head_rows, None)
+        else:
+            _, _, job_id, g, rest = heapq.heappop(heap)
+        size = int(heads.size[g])
+        yield job_id, size
+        following = next(rest, None)
+        if following is not None:
+            predicted = float(heads.predicted[g])
+            start = float(starts[size])
+            nxt, (seq, queued_at) = following
+            heapq.heappush(heap, (-((start - queued_at + predicted) / predicted), seq, nxt, g, rest))
 
 
 def _ranked(key: np.ndarray, seq: np.ndarray, head: int = 64) -> Iterator[int]:
