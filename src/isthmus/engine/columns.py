@@ -114,7 +114,9 @@ class QueueHeads:
         "_last_id",
         "_members",
         "_previous",
+        "_sizes",
         "_slot",
+        "_view",
         "ids",
         "in_order",
         "n",
@@ -134,6 +136,8 @@ class QueueHeads:
         # per row: job id -> (seq, queued_at), in queue order
         self._members: list[OrderedDict[int, tuple[int, float]]] = []
         self._slot: dict[tuple[int, float], int] = {}  # (size, predicted) -> row
+        self._sizes: dict[int, int] = {}  # size -> number of groups of that size
+        self._view: QueueHeadsView | None = None  # until the queue next changes
         self.in_order = True
         self._last = -math.inf  # the latest queued_at added
         self._previous = -math.inf  # the same before the last add
@@ -154,6 +158,7 @@ class QueueHeads:
 
     def add(self, job_id: int, seq: int, size: int, predicted: float, queued_at: float) -> None:
         """Add a job that just joined the queue (behind every job already in it)."""
+        self._view = None
         if queued_at < self._last:
             self.in_order = False
         self._previous = self._last
@@ -167,6 +172,7 @@ class QueueHeads:
             self.n = row + 1
             self._slot[(size, predicted)] = row
             self._members.append(OrderedDict())
+            self._sizes[size] = self._sizes.get(size, 0) + 1
             self.size[row] = size
             self.predicted[row] = predicted
             self._set_head(row, job_id, seq, queued_at)
@@ -174,6 +180,7 @@ class QueueHeads:
 
     def remove(self, job_id: int, size: int, predicted: float, emptied: bool) -> None:
         """Remove a job that left the queue (`emptied`: it was the last one)."""
+        self._view = None
         row = self._slot[(size, predicted)]
         members = self._members[row]
         del members[job_id]
@@ -183,6 +190,10 @@ class QueueHeads:
                 self._set_head(row, head, seq, queued_at)
         else:
             del self._slot[(size, predicted)]
+            if self._sizes[size] == 1:
+                del self._sizes[size]
+            else:
+                self._sizes[size] -= 1
             last = self.n - 1
             if row != last:
                 for col in (self.ids, self.seq, self.size, self.queued_at, self.predicted):
@@ -200,6 +211,7 @@ class QueueHeads:
         """Record a changed queue-entry time. Queue order stays queued_at order only if the job
         is the one added last and its new time is no earlier than that of the job added before
         it (a job restored from a recorded state, in the order they were queued)."""
+        self._view = None
         row = self._slot[(size, predicted)]
         members = self._members[row]
         members[job_id] = (members[job_id][0], queued_at)
@@ -215,15 +227,18 @@ class QueueHeads:
         queue order is not queued_at order."""
         if not self.in_order:
             return None
-        n = self.n
-        return QueueHeadsView(
-            _frozen(self.ids[:n]),
-            _frozen(self.seq[:n]),
-            _frozen(self.size[:n]),
-            _frozen(self.queued_at[:n]),
-            _frozen(self.predicted[:n]),
-            self._group,
-        )
+        if self._view is None:
+            n = self.n
+            self._view = QueueHeadsView(
+                _frozen(self.ids[:n]),
+                _frozen(self.seq[:n]),
+                _frozen(self.size[:n]),
+                _frozen(self.queued_at[:n]),
+                _frozen(self.predicted[:n]),
+                tuple(sorted(self._sizes)),
+                self._group,
+            )
+        return self._view
 
     def _group(self, row: int) -> Mapping[int, tuple[int, float]]:
         return MappingProxyType(self._members[row])

@@ -195,14 +195,16 @@ class QueueColumnsView:
 class QueueHeadsView:
     """A queue split into groups of equal (size, predicted runtime), read-only: one row per group
     with its head (the group's first job in queue order: `ids`, `seq`, `queued_at`) and its
-    `size` and `predicted`; `group(row)` is the group, job id -> (seq, queued_at) in queue order.
-    Given only while queue order is queued_at order (`View.queue_heads`)."""
+    `size` and `predicted`; `sizes` the distinct sizes, ascending; `group(row)` is the group, job
+    id -> (seq, queued_at) in queue order. Given only while queue order is queued_at order
+    (`View.queue_heads`)."""
 
     ids: NDArray[np.int64]
     seq: NDArray[np.int64]
     size: NDArray[np.int64]
     queued_at: NDArray[np.float64]
     predicted: NDArray[np.float64]
+    sizes: tuple[int, ...]
     group: Callable[[int], Mapping[int, tuple[int, float]]]
 
     def __len__(self) -> int:

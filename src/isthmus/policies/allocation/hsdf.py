@@ -113,12 +113,13 @@ class HighestSlowdownFirst(AllocationDefaults):
         )
         heads = view.queue_heads(0) if can_change else None
         if heads is not None:
-            ranked = _ranked_by_groups(heads, _predicted_starts(view, order, heads.size))
+            ranked = _ranked_by_groups(heads, _predicted_starts(view, order, heads.sizes))
         else:
             cols = view.queue_columns(0)
             # The whole queue's estimated slowdowns in one vectorised step (the same arithmetic
             # as estimated_slowdown, so the same floats).
-            starts = _predicted_starts(view, order, cols.size)
+            present = np.flatnonzero(np.bincount(cols.size)).tolist() if len(cols) else []
+            starts = _predicted_starts(view, order, present)
             slowdown = (starts[cols.size] - cols.queued_at + cols.predicted) / cols.predicted
             ids, job_sizes = cols.ids, cols.size
             ranked = ((int(ids[k]), int(job_sizes[k])) for k in _ranked(-slowdown, cols.seq))
@@ -134,13 +135,11 @@ class HighestSlowdownFirst(AllocationDefaults):
         return out
 
 
-def _predicted_starts(view: View, order: Sequence[int], sizes: np.ndarray) -> np.ndarray:
-    """Predicted start (availability profile of `order`) indexed by job size, for the sizes in
-    `sizes` (one look-up per distinct size)."""
-    present = np.flatnonzero(np.bincount(sizes)) if sizes.size else np.zeros(0, dtype=np.int64)
-    starts = np.zeros(int(present[-1]) + 1 if present.size else 1, dtype=np.float64)
-    wanted = present.tolist()
-    starts[present] = earliest_starts(view, order, wanted)
+def _predicted_starts(view: View, order: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
+    """Predicted start (availability profile of `order`) indexed by job size, for the distinct
+    `sizes` (ascending; one look-up each); 0 at the other indexes."""
+    starts = np.zeros(sizes[-1] + 1 if sizes else 1, dtype=np.float64)
+    starts[list(sizes)] = earliest_starts(view, order, sizes)
     return starts
 
 
@@ -154,18 +153,19 @@ def _ranked_by_groups(heads: QueueHeadsView, starts: np.ndarray) -> Iterator[tup
     already in (key, seq) order: the groups' heads are ranked in one vectorised step, and a
     group's next job joins a heap only once the job before it has been taken (a k-way merge)."""
     key = -((starts[heads.size] - heads.queued_at + heads.predicted) / heads.predicted)
-    head_rows = _ranked(key, heads.seq)
-    keys = key.tolist()
-    seqs = heads.seq.tolist()
+    head_rows = _ranked_lazily(key, heads.seq)
     row = next(head_rows, None)
+    head_key = (float(key[row]), int(heads.seq[row])) if row is not None else None
     # (key, seq, job id, group row, the group's remaining jobs)
     heap: list[tuple[float, int, int, int, Iterator[tuple[int, tuple[int, float]]]]] = []
-    while row is not None or heap:
-        if row is not None and (not heap or (keys[row], seqs[row]) < heap[0][:2]):
+    while head_key is not None or heap:
+        if head_key is not None and (not heap or head_key < heap[0][:2]):
+            assert row is not None
             g, job_id = row, int(heads.ids[row])
             rest = iter(heads.group(row).items())
             next(rest)  # the head itself
             row = next(head_rows, None)
+            head_key = (float(key[row]), int(heads.seq[row])) if row is not None else None
         else:
             _, _, job_id, g, rest = heapq.heappop(heap)
         size = int(heads.size[g])
@@ -176,6 +176,27 @@ def _ranked_by_groups(heads: QueueHeadsView, starts: np.ndarray) -> Iterator[tup
             start = float(starts[size])
             nxt, (seq, queued_at) = following
             heapq.heappush(heap, (-((start - queued_at + predicted) / predicted), seq, nxt, g, rest))
+
+
+def _ranked_lazily(key: np.ndarray, seq: np.ndarray, first: int = 4) -> Iterator[int]:
+    """`_ranked(key, seq)`, found one row at a time for the `first` rows (a round usually takes
+    one or two: a minimum costs less than a partition), then by `_ranked` for the rest."""
+    n = key.size
+    work = key
+    taken: list[int] = []
+    for _ in range(min(n, first)):
+        least = work.min()
+        tied = np.flatnonzero(work == least)
+        row = int(tied[0]) if tied.size == 1 else int(tied[np.argmin(seq[tied])])
+        yield row
+        if work is key:
+            work = key.copy()
+        work[row] = np.inf  # a key is never +inf: a slowdown is never -inf
+        taken.append(row)
+    if n > first:
+        for row in _ranked(key, seq):
+            if row not in taken:
+                yield row
 
 
 def _ranked(key: np.ndarray, seq: np.ndarray, head: int = 64) -> Iterator[int]:
