@@ -66,32 +66,17 @@ def earliest_starts(view: View, sites: Sequence[int], sizes: Sequence[int]) -> l
     processors on its availability profile (inf if never): what
     `AvailabilityProfile(view, sites).earliest_start(size)` gives, walking each site's estimated
     ends only as far as the largest size needs."""
-    now = view.now
     best = [math.inf] * len(sizes)
     wanted = len(sizes)
     for i in sites:
         site = view.sites[i]
-        running = site.running
-        free = site.free
-        time = now
         k = 0  # the smallest size not yet fitted on this site
-        for end, j in site.by_estimated_end:
-            if j not in running:
-                continue
-            if end > time:
-                while k < wanted and sizes[k] <= free:
-                    if time < best[k]:
-                        best[k] = time
-                    k += 1
-                if k == wanted:
-                    break
-                time = end
-            free += running[j].job.size
-        else:
+        for time, free in profile_steps(site, site.free, view.now):  # lazily: stops at the break
             while k < wanted and sizes[k] <= free:
-                if time < best[k]:
-                    best[k] = time
+                best[k] = min(best[k], time)
                 k += 1
+            if k == wanted:
+                break
     return best
 
 
