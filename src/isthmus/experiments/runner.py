@@ -220,7 +220,8 @@ def run_points(
     otherwise `workers` local processes (1: in this process, no pool). With `store`, a point of
     `experiment` already saved there is not evaluated but its saved row is used, and each newly
     finished point is appended to the store as soon as it completes. `progress` gets a
-    `SweepStatus` once before the first simulation and after every finished point.
+    `SweepStatus` once before the first simulation and after every finished point. On a pool
+    the points are submitted heaviest first (their number of jobs).
     Raises `PointFailedError` when a simulation raises.
     """
     run = evaluate_point or evaluate
@@ -269,7 +270,9 @@ def run_points(
     pool: Executor = executor or ProcessPoolExecutor(max_workers=workers)
     futures: dict[Future[Mapping[str, Any]], int] = {}
     try:
-        futures.update({pool.submit(run, points[i]): i for i in todo})
+        # the heaviest points first (most jobs; stable for equal weights), so that the last
+        # points to finish are short ones and no worker idles long at the end
+        futures.update({pool.submit(run, points[i]): i for i in sorted(todo, key=lambda i: -weights[i])})
         for fut in as_completed(futures):
             i = futures[fut]
             try:
