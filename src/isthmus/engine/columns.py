@@ -1,7 +1,7 @@
 """A queue kept as columns (NumPy arrays), for policies that rank the whole queue every round.
 
 HSDF orders every waiting job by a key that changes from round to round (the predicted wait
-depends on the running jobs), so no index can keep that order; what can be made cheap is the
+depends on the running jobs), so no index keeps that order; what can be made cheap is the
 ranking itself: one vectorised computation over the columns instead of a Python call per job.
 The engine keeps the columns of each queue in step with it (O(1) add and remove: the last row
 moves into the hole) for allocation policies that declare `uses_queue_columns`.

@@ -51,8 +51,10 @@ class HighestSlowdownFirst(AllocationDefaults):
     the arrival-time prediction (`isthmus.policies.prediction.runtime`) and the predicted wait
     is the time it has waited in its queue (now - queued_at) plus the time until its best site
     has enough free processors on the availability profile of running jobs' estimated ends
-    (`isthmus.policies.prediction.wait`; one profile per site per round, one O(sites log n)
-    look-up per distinct job size). Ties keep queue order.
+    (`isthmus.policies.prediction.wait`; per round, one walk per site along its running jobs'
+    estimated ends, as far as the largest queued size needs). Ties keep queue order. The queue
+    is ranked from the heads of its groups of equal (size, predicted runtime) when queue order
+    is queued_at order (`_ranked_by_groups`), else over every queued job's row.
 
     Blocking. "Allocate the job with the highest estimated slowdown first" is read as a
     priority order the round keeps: by default (`blocking = true`) the whole queue is ranked
