@@ -163,24 +163,14 @@ def test_the_columns_hold_exactly_the_jobs_added_and_not_removed(ops):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([-3.0, -2.0, -2.0, -1.0, 0.0, float("-inf")]), max_size=60), st.integers(1, 4))
-def test_ranking_in_two_steps_is_the_full_order(keys, head):
+@given(st.lists(st.sampled_from([-3.0, -2.0, -2.0, -1.0, 0.0, float("-inf")]), max_size=60), st.integers(1, 6))
+def test_ranking_in_two_steps_and_lazily_is_the_full_order(keys, head):
     import numpy as np
 
-    from isthmus.policies.allocation.hsdf import _ranked
+    from isthmus.policies.allocation.hsdf import _ranked, _ranked_lazily
 
     key = np.array(keys, dtype=np.float64)
     seq = np.random.default_rng(len(keys)).permutation(len(keys)).astype(np.int64)
-    assert list(_ranked(key, seq, head=head)) == np.lexsort((seq, key)).tolist()
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([-3.0, -2.0, -2.0, -1.0, 0.0, float("-inf")]), max_size=60), st.integers(0, 6))
-def test_ranking_lazily_is_the_full_order(keys, first):
-    import numpy as np
-
-    from isthmus.policies.allocation.hsdf import _ranked_lazily
-
-    key = np.array(keys, dtype=np.float64)
-    seq = np.random.default_rng(len(keys)).permutation(len(keys)).astype(np.int64)
-    assert list(_ranked_lazily(key, seq, first=first)) == np.lexsort((seq, key)).tolist()
+    full = np.lexsort((seq, key)).tolist()
+    assert list(_ranked(key, seq, head=head)) == full
+    assert list(_ranked_lazily(key, seq, first=head - 1)) == full  # first = 0: `_ranked` alone

@@ -33,20 +33,19 @@ if TYPE_CHECKING:
     from isthmus.engine.state import JobEntry
 
 
-class QueueColumns:
-    """The columns of one queue, kept by the engine."""
+class _Rows:
+    """Rows of (id, seq, size, queued_at, predicted) in NumPy columns, `n` of them in use, that
+    grow by doubling; a removed row is filled by the last one."""
 
-    __slots__ = ("_pos", "heads", "ids", "n", "predicted", "queued_at", "seq", "size")
+    __slots__ = ("ids", "n", "predicted", "queued_at", "seq", "size")
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, capacity: int) -> None:
         self.ids = np.empty(capacity, dtype=np.int64)
         self.seq = np.empty(capacity, dtype=np.int64)
         self.size = np.empty(capacity, dtype=np.int64)
         self.queued_at = np.empty(capacity, dtype=np.float64)
         self.predicted = np.empty(capacity, dtype=np.float64)
         self.n = 0
-        self._pos: dict[int, int] = {}
-        self.heads = QueueHeads()
 
     def _grow(self) -> None:
         capacity = 2 * self.ids.size
@@ -55,6 +54,22 @@ class QueueColumns:
             new = np.empty(capacity, dtype=old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
+
+    def _fill(self, row: int, last: int) -> None:
+        """Copy row `last` into row `row`."""
+        for col in (self.ids, self.seq, self.size, self.queued_at, self.predicted):
+            col[row] = col[last]
+
+
+class QueueColumns(_Rows):
+    """The columns of one queue, kept by the engine."""
+
+    __slots__ = ("_pos", "heads")
+
+    def __init__(self, capacity: int = 1024) -> None:
+        super().__init__(capacity)
+        self._pos: dict[int, int] = {}
+        self.heads = QueueHeads()
 
     def add(self, entry: JobEntry) -> None:
         """Add a job that just entered the queue."""
@@ -77,10 +92,8 @@ class QueueColumns:
         self.heads.remove(job_id, int(self.size[k]), float(self.predicted[k]), self.n == 1)
         last = self.n - 1
         if k != last:
-            moved = int(self.ids[last])
-            for col in (self.ids, self.seq, self.size, self.queued_at, self.predicted):
-                col[k] = col[last]
-            self._pos[moved] = k
+            self._pos[int(self.ids[last])] = k
+            self._fill(k, last)
         self.n = last
 
     def set_queued_at(self, job_id: int, queued_at: float) -> None:
@@ -101,7 +114,7 @@ class QueueColumns:
         )
 
 
-class QueueHeads:
+class QueueHeads(_Rows):
     """The queue's groups of equal (size, predicted runtime), each in queue order, and the head of
     each group as columns (one row per group; O(1) add and remove, as `QueueColumns`).
 
@@ -109,30 +122,10 @@ class QueueHeads:
     before it (queue order is then queued_at order); a changed queued_at (a job restored from a
     recorded state) that breaks this clears it until the queue is next empty."""
 
-    __slots__ = (
-        "_last",
-        "_last_id",
-        "_members",
-        "_previous",
-        "_sizes",
-        "_slot",
-        "_view",
-        "ids",
-        "in_order",
-        "n",
-        "predicted",
-        "queued_at",
-        "seq",
-        "size",
-    )
+    __slots__ = ("_last", "_last_id", "_members", "_previous", "_sizes", "_slot", "_view", "in_order")
 
     def __init__(self, capacity: int = 64) -> None:
-        self.ids = np.empty(capacity, dtype=np.int64)
-        self.seq = np.empty(capacity, dtype=np.int64)
-        self.size = np.empty(capacity, dtype=np.int64)
-        self.queued_at = np.empty(capacity, dtype=np.float64)
-        self.predicted = np.empty(capacity, dtype=np.float64)
-        self.n = 0
+        super().__init__(capacity)
         # per row: job id -> (seq, queued_at), in queue order
         self._members: list[OrderedDict[int, tuple[int, float]]] = []
         self._slot: dict[tuple[int, float], int] = {}  # (size, predicted) -> row
@@ -142,14 +135,6 @@ class QueueHeads:
         self._last = -math.inf  # the latest queued_at added
         self._previous = -math.inf  # the same before the last add
         self._last_id = -1  # the job added last
-
-    def _grow(self) -> None:
-        capacity = 2 * self.ids.size
-        for name in ("ids", "seq", "size", "queued_at", "predicted"):
-            old = getattr(self, name)
-            new = np.empty(capacity, dtype=old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
 
     def _set_head(self, row: int, job_id: int, seq: int, queued_at: float) -> None:
         self.ids[row] = job_id
@@ -196,8 +181,7 @@ class QueueHeads:
                 self._sizes[size] -= 1
             last = self.n - 1
             if row != last:
-                for col in (self.ids, self.seq, self.size, self.queued_at, self.predicted):
-                    col[row] = col[last]
+                self._fill(row, last)
                 self._members[row] = self._members[last]
                 self._slot[(int(self.size[row]), float(self.predicted[row]))] = row
             self._members.pop()
