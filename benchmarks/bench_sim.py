@@ -1,7 +1,7 @@
 """Simulator speed and memory against the peer simulators (../shared/peers/README.md).
 
-Run: `.venv/bin/python benchmarks/bench_sim.py` (add `--quick` to skip the growth series and the
-full-LCG section; `--only N` runs section N alone).
+Run: `.venv/bin/python benchmarks/bench_sim.py` (add `--quick` to skip the growth series, the
+full-LCG section and the koala-c-limits sample; `--only N` runs section N alone).
 Each case runs in a fresh child process so that its peak memory (max RSS of the whole
 process, as /usr/bin/time -v reports for the peers) is its own.
 """
@@ -87,7 +87,11 @@ def phases_child(case: dict[str, object]) -> dict[str, object]:
 def round_child(case: dict[str, object]) -> dict[str, object]:
     """Time one scheduling round of `case["policy"]` with `case["queued"]` jobs waiting over
     `case["sites"]` 32-processor clusters, each with 3 processors free (a 29-processor job runs on
-    it), and a bare Python scan of the same queue (one size test per job) for the ratio."""
+    it), and a bare Python scan of the same queue (one size test per job) for the ratio. The
+    garbage of building the queue is collected first, so that neither timing pays for a full
+    collection of the setup's objects (Python's collector runs one when allocations pass its
+    threshold, at whatever call that happens: 100-500 ms here, not a cost of the round)."""
+    import gc
     import random
 
     from isthmus.model.environment import Environment, PolicyChoice
@@ -97,7 +101,11 @@ def round_child(case: dict[str, object]) -> dict[str, object]:
 
     n_sites, n_queued = int(case["sites"]), int(case["queued"])  # type: ignore[call-overload]
     env = Environment(name="round", sites=tuple(Site(f"c{i}", nodes=32) for i in range(n_sites)), round_interval=30.0)
-    h = Harness(env, PolicyChoice(str(case["policy"])), now=10_000.0)
+    h = (
+        Harness(env, PolicyChoice(str(case["policy"])), now=10_000.0, predictor=PolicyChoice(str(case["predictor"])))
+        if case.get("predictor")
+        else Harness(env, PolicyChoice(str(case["policy"])), now=10_000.0)
+    )
     rng = random.Random(1)
     for i in range(n_sites):
         h.running(Job(id=i + 1, submit=0.0, size=29, runtime=50_000.0, user="r"), i, 0.0)
@@ -112,6 +120,7 @@ def round_child(case: dict[str, object]) -> dict[str, object]:
         )
         h.queue(job, queued_at=job.submit)
         queue.append(job)
+    gc.collect()
     t0 = time.perf_counter()
     fits = sum(1 for j in queue if j.size <= 3)
     bare = time.perf_counter() - t0
@@ -169,7 +178,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="skip the growth series and the full LCG trace")
-    ap.add_argument("--only", type=int, choices=range(1, 7), help="run only this section")
+    ap.add_argument("--only", type=int, choices=range(1, 8), help="run only this section")
     args = ap.parse_args()
     if args.child:
         case = json.loads(args.child)
@@ -180,7 +189,7 @@ def main() -> None:
         raise SystemExit(f"peer workloads not found at {PEERS}")
 
     def want(section: int) -> bool:
-        return args.only == section if args.only else not (args.quick and section in (3, 4))
+        return args.only == section if args.only else not (args.quick and section in (3, 4, 7))
 
     if want(1):
         section_peers()
@@ -196,6 +205,8 @@ def main() -> None:
         section_round()
     if want(6):
         section_bare_loop()
+    if want(7):
+        section_limits()
 
 
 def section_peers() -> None:
@@ -264,6 +275,7 @@ def section_lcg(lcg: Path) -> None:
     """4. Rounds that do not grow with the queue: the full LCG trace, whose queue grows to tens of
     thousands of jobs on the KOALA-C environments."""
     print("\n4. Full LCG trace (188,041 jobs <= 32 processors), KOALA-C environments, whole process")
+    ff_sim: float | None = None
     for pol, env in LCG_CASES:
         f = run_case({"workload": str(lcg), "env": env, "policy": pol, "max_size": 32}, timeout=LCG_STOP_S)
         if "timeout" in f:
@@ -272,8 +284,12 @@ def section_lcg(lcg: Path) -> None:
                 f"(over {LCG_STOP_S / LCG_TARGET_S:.0f}x the target)"
             )
             continue
+        sim = float(f["sim_s"])  # type: ignore[arg-type]
+        ff_sim = sim if pol == "ff" else ff_sim
+        # FF (queue order, no ranking) measured in the same run: what ranking the queue adds
+        versus_ff = f", {sim / ff_sim:.2f}x FF's simulation" if ff_sim else ""
         print(
-            f"{pol:<10} on {env:<21} simulation {f['sim_s']:7.2f} s, whole process {f['wall_s']:7.2f} s "
+            f"{pol:<10} on {env:<21} simulation {sim:7.2f} s{versus_ff}, whole process {f['wall_s']:7.2f} s "
             f"({float(f['wall_s']) / LCG_TARGET_S:.2f}x the {LCG_TARGET_S:.0f} s target), peak {f['rss_mb']:.0f} MB"  # type: ignore[arg-type]
         )
 
@@ -285,11 +301,15 @@ ROUND_TARGET_S = 0.100
 def section_round() -> None:
     """5. One scheduling round with 100,000 queued jobs over 100 sites (sim.harness)."""
     print("\n5. One round, 100,000 queued jobs, 100 clusters of 32 processors with 3 free each")
-    for pol in ("ff", "sjf", "rr", "hsdf"):
-        f = run_case({"policy": pol, "queued": 100_000, "sites": 100})
+    # HSDF ranks the heads of the queue's groups of equal (size, predicted runtime): with the
+    # default predictor and no job finished yet every job is predicted alike (32 groups); with
+    # `exact` every job has its own prediction (100,000 groups, the worst case)
+    for pol, predictor in (("ff", None), ("sjf", None), ("rr", None), ("hsdf", None), ("hsdf", "exact")):
+        f = run_case({"policy": pol, "queued": 100_000, "sites": 100, "predictor": predictor})
         round_s, bare = float(f["round_s"]), float(f["bare_s"])  # type: ignore[arg-type]
+        label = f"{pol} ({predictor})" if predictor else pol
         print(
-            f"{pol:<6} round {round_s * 1000:8.1f} ms ({round_s / ROUND_TARGET_S:.2f}x the 100 ms target; "
+            f"{label:<12} round {round_s * 1000:8.1f} ms ({round_s / ROUND_TARGET_S:.2f}x the 100 ms target; "
             f"{round_s / bare:.1f}x a bare scan of the queue, {bare * 1000:.1f} ms), "
             f"{f['started']} jobs started of {f['fits']} that fit"
         )
@@ -377,6 +397,48 @@ def section_bare_loop() -> None:
                 f"300k generated jobs, EASY, records written, {plots:<10}: {cmd_s:.2f} s (CPU {cmd_cpu:.2f} s), "
                 f"peak {cmd_mb:.0f} MB (target < 150 MB)"
             )
+
+
+#: Issue 11: `isthmus experiment koala-c-limits` (2,880 simulations) within 20 minutes on 2 cores.
+LIMITS_TARGET_S = 20 * 60.0
+LIMITS_POINTS = 2880
+#: a sample of the sweep: every trace and dispatch, chains 1, 4, 7, 10 of 1-10 and limits 5, 40,
+#: ..., 180 of 5-180 min (same means as the full grids): 192 points
+LIMITS_SAMPLE = ("--chains", "1,4,7,10", "--limits", "5-180/35")
+
+
+def section_limits() -> None:
+    """7. `isthmus experiment koala-c-limits` on 2 workers, a sample of its points scaled up to the
+    whole sweep, against what its simulations alone take (the sum of the points' simulation
+    times over the two workers, measured in the same run)."""
+    import csv
+    import os
+
+    isthmus = str(Path(sys.executable).with_name("isthmus"))
+    print("\n7. isthmus experiment koala-c-limits, 2 workers, a sample of the sweep")
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [isthmus, "experiment", "koala-c-limits", *LIMITS_SAMPLE, "--workers", "2", "-o", tmp]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        _pid, status, usage = os.wait4(proc.pid, 0)  # usage includes the worker processes
+        wall = time.perf_counter() - t0
+        if os.waitstatus_to_exitcode(status):
+            raise SystemExit(f"{' '.join(argv)} failed")
+        with open(Path(tmp) / "koala-c-limits.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    cpu = usage.ru_utime + usage.ru_stime
+    simulations = sum(float(r["simulation_seconds"]) for r in rows) / 2
+    scale = LIMITS_POINTS / len(rows)
+    # the whole sweep: the sample's simulations scaled up, its start-up (workers, reading the
+    # traces, plots) once; and its CPU time scaled up over two cores
+    estimate = (wall - simulations) + simulations * scale
+    print(
+        f"{len(rows)} of {LIMITS_POINTS} points: {wall:.0f} s wall, {cpu:.0f} s CPU; the simulations alone "
+        f"{simulations:.0f} s on two workers ({wall / simulations:.2f}x)\n"
+        f"whole sweep: {estimate / 60:.0f} min wall ({estimate / LIMITS_TARGET_S:.2f}x the 20 min target; "
+        f"the sample's simulations x {scale:.0f}, its start-up once), {cpu * scale / 2 / 60:.0f} min of CPU "
+        f"per core ({cpu * scale / 2 / LIMITS_TARGET_S:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -104,6 +104,29 @@ def test_eta_weights_points_by_their_jobs(small_trace):
     assert seen[3].eta_seconds == 0.0
 
 
+def test_a_pool_gets_the_heaviest_points_first_and_rows_keep_the_points_order(small_trace):
+    """Points are submitted by falling number of jobs (equal ones in their order), so that the
+    last to finish on two workers are short ones; the rows still come back in the points' order."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    submitted: list[int] = []
+
+    class Recording(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[no-untyped-def, override]
+            submitted.append(args[0].first)
+            return super().submit(fn, *args, **kwargs)
+
+    sizes = (50, 150, 100, 150, 20)
+    points = [
+        Point(small_trace, "koala-c-multicluster:k=1", policy("ff"), policy("none"), first=n, labels=(("i", i),))
+        for i, n in enumerate(sizes)
+    ]
+    with Recording(max_workers=1) as pool:
+        rows = run_points(points, executor=pool, evaluate_point=lambda p: {"i": dict(p.labels)["i"]})
+    assert submitted == [150, 150, 100, 50, 20]
+    assert rows == [{"i": i} for i in range(len(sizes))]
+
+
 def test_reused_jobs_do_not_inflate_the_rate(small_trace, tmp_path):
     now = [0.0]
     points = [

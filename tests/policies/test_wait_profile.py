@@ -68,3 +68,28 @@ def test_profile_is_the_step_function_of_free_processors(runs, started, free, no
     else:
         expected = min(t for t, f in steps if f >= size)
         assert fit == expected and extra == dict(steps)[fit] - size
+
+
+@given(
+    sites=st.lists(
+        st.tuples(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 5)), max_size=8), st.integers(0, 5)),
+        min_size=1,
+        max_size=4,
+    ),
+    now=st.integers(0, 10),
+    sizes=st.sets(st.integers(1, 30), max_size=6),
+)
+def test_earliest_starts_are_the_profile_s_earliest_times(sites, now, sizes):
+    """HSDF's one walk per site for every queued size gives what the whole profile gives: per
+    size, the first step of any site's profile with that many free processors."""
+    from isthmus.policies.prediction.wait import AvailabilityProfile, earliest_starts
+
+    views = []
+    for runs, free in sites:
+        s = site(*((float(e), n) for e, n in runs))
+        views.append(SimpleNamespace(running=s.running, by_estimated_end=s.by_estimated_end, free=free))
+    view = SimpleNamespace(sites=views, now=float(now))
+    order = list(range(len(views)))
+    wanted = sorted(sizes)
+    profile = AvailabilityProfile(view, order)  # type: ignore[arg-type]
+    assert earliest_starts(view, order, wanted) == [profile.earliest_start(n) for n in wanted]  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ TRACE_CASES = (
     ("koala-c-multicloud", "rr", {}),
     ("koala-c-multicloud", "sjf", {}),
     ("koala-c-multicloud", "sjf-ideal", {}),
+    ("koala-c-multicloud", "hsdf", {}),
     ("koala-c-multicloud", "tags-sets", {"limits": [600.0]}),
     ("koala-c-multicluster:k=2", "tags-chain", {"limits": [600.0]}),
 )

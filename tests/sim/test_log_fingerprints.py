@@ -3,6 +3,7 @@
 The recorded fingerprints (tests/data/log_fingerprints.json) were made by
 tests/sim/log_fingerprints.py on the engine before the reshape. A changed fingerprint
 means a changed schedule; re-record only for an intended, documented change of a policy.
+The HSDF cases were recorded before HSDF ranked the queue's group heads (issue 11).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from isthmus.model.site import Site
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
     from isthmus.engine.state import JobEntry
-    from isthmus.policies.api import BagsInfo, QueueColumnsView, VmInfo
+    from isthmus.policies.api import BagsInfo, QueueColumnsView, QueueHeadsView, VmInfo
 
 
 class ReadOnlyList(Sequence["tuple[float, int]"]):
@@ -355,6 +355,17 @@ class EngineView:
                 f"policy {self._e.allocation.name!r} reads queue_columns but does not declare uses_queue_columns"
             )
         return columns[stage].view()
+
+    def queue_heads(self, stage: int = 0) -> QueueHeadsView | None:
+        """Jobs waiting in queue `stage` as groups of equal (size, predicted runtime), one row per
+        group with its head, or None while queue order is not queued_at order (a restored job);
+        for policies that declare `uses_queue_columns`."""
+        columns = self._e.columns
+        if columns is None:
+            raise RuntimeError(
+                f"policy {self._e.allocation.name!r} reads queue_heads but does not declare uses_queue_columns"
+            )
+        return columns[stage].heads.view()
 
     @property
     def vm_matching(self) -> bool:

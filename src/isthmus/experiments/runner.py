@@ -223,7 +223,8 @@ def run_points(
     finished point is appended to the store as soon as it completes. `progress` gets a
     `SweepStatus` once before the first simulation and after every finished point.
     `weigh_point` gives a point's expected work in jobs (default `point_jobs`: its trace's jobs;
-    experiments whose points build their own workloads give their own).
+    experiments whose points build their own workloads give their own). On a pool the points
+    are submitted heaviest first.
     Raises `PointFailedError` when a simulation raises.
     """
     run = evaluate_point or evaluate
@@ -273,7 +274,9 @@ def run_points(
     pool: Executor = executor or ProcessPoolExecutor(max_workers=workers)
     futures: dict[Future[Mapping[str, Any]], int] = {}
     try:
-        futures.update({pool.submit(run, points[i]): i for i in todo})
+        # the heaviest points first (most jobs; stable for equal weights), so that the last
+        # points to finish are short ones and no worker idles long at the end
+        futures.update({pool.submit(run, points[i]): i for i in sorted(todo, key=lambda i: -weights[i])})
         for fut in as_completed(futures):
             i = futures[fut]
             try:

@@ -17,7 +17,7 @@ no engine code.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, NamedTuple, Protocol
 
@@ -191,6 +191,26 @@ class QueueColumnsView:
         return int(self.ids.size)
 
 
+@dataclass(frozen=True)
+class QueueHeadsView:
+    """A queue split into groups of equal (size, predicted runtime), read-only: one row per group
+    with its head (the group's first job in queue order: `ids`, `seq`, `queued_at`) and its
+    `size` and `predicted`; `sizes` the distinct sizes, ascending; `group(row)` is the group, job
+    id -> (seq, queued_at) in queue order. Given only while queue order is queued_at order
+    (`View.queue_heads`)."""
+
+    ids: NDArray[np.int64]
+    seq: NDArray[np.int64]
+    size: NDArray[np.int64]
+    queued_at: NDArray[np.float64]
+    predicted: NDArray[np.float64]
+    sizes: tuple[int, ...]
+    group: Callable[[int], Mapping[int, tuple[int, float]]]
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+
 class SlotInfo(NamedTuple):
     """One processor a bag of tasks holds (a launcher, KOALA-CS thesis §3.3): its id, site, the
     task it runs (-1 between tasks: pulling the next one) and since when."""
@@ -266,6 +286,7 @@ class View(Protocol):
     def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobInfo]]: ...
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobInfo]]: ...
     def queue_columns(self, stage: int = 0) -> QueueColumnsView: ...
+    def queue_heads(self, stage: int = 0) -> QueueHeadsView | None: ...
     def stage_sites(self, stage: int) -> Sequence[int]: ...
     @property
     def vm_matching(self) -> bool:

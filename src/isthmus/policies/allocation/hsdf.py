@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -18,8 +19,8 @@ from isthmus.policies.allocation.common import (
     free_processors,
     list_schedule,
 )
-from isthmus.policies.api import AllocationDefaults, View
-from isthmus.policies.prediction.wait import AvailabilityProfile
+from isthmus.policies.api import AllocationDefaults, QueueHeadsView, View
+from isthmus.policies.prediction.wait import earliest_starts
 
 
 class HsdfParams(BaseModel):
@@ -50,8 +51,10 @@ class HighestSlowdownFirst(AllocationDefaults):
     the arrival-time prediction (`isthmus.policies.prediction.runtime`) and the predicted wait
     is the time it has waited in its queue (now - queued_at) plus the time until its best site
     has enough free processors on the availability profile of running jobs' estimated ends
-    (`isthmus.policies.prediction.wait`; one profile per site per round, one O(sites log n)
-    look-up per distinct job size). Ties keep queue order.
+    (`isthmus.policies.prediction.wait`; per round, one walk per site along its running jobs'
+    estimated ends, as far as the largest queued size needs). Ties keep queue order. The queue
+    is ranked from the heads of its groups of equal (size, predicted runtime) when queue order
+    is queued_at order (`_ranked_by_groups`), else over every queued job's row.
 
     Blocking. "Allocate the job with the highest estimated slowdown first" is read as a
     priority order the round keeps: by default (`blocking = true`) the whole queue is ranked
@@ -102,15 +105,6 @@ class HighestSlowdownFirst(AllocationDefaults):
         waiting; a hypothesis-found stall with On-Demand).
         """
         order = view.stage_sites(0)
-        profile = AvailabilityProfile(view, order)
-        cols = view.queue_columns(0)
-        # One predicted start per distinct size; the whole queue's estimated slowdowns in one
-        # vectorised step (the same arithmetic as estimated_slowdown, so the same floats).
-        present = np.flatnonzero(np.bincount(cols.size))
-        starts = np.zeros(int(present[-1]) + 1 if present.size else 1, dtype=np.float64)
-        for size in present.tolist():
-            starts[size] = profile.earliest_start(size)
-        slowdown = (starts[cols.size] - cols.queued_at + cols.predicted) / cols.predicted
         free = free_processors(view)
         # Waiting for a job that fits nowhere only helps while something on its sites can free
         # or add processors (running jobs, booting VMs). Otherwise it is passed over this round:
@@ -119,18 +113,92 @@ class HighestSlowdownFirst(AllocationDefaults):
         can_change = any(view.sites[i].running for i in order) or any(
             (c := view.cloud(i)) is not None and c.booting for i in order
         )
+        heads = view.queue_heads(0) if can_change else None
+        if heads is not None:
+            ranked = _ranked_by_groups(heads, _predicted_starts(view, order, heads.sizes))
+        else:
+            cols = view.queue_columns(0)
+            # The whole queue's estimated slowdowns in one vectorised step (the same arithmetic
+            # as estimated_slowdown, so the same floats).
+            present = np.flatnonzero(np.bincount(cols.size)).tolist() if len(cols) else []
+            starts = _predicted_starts(view, order, present)
+            slowdown = (starts[cols.size] - cols.queued_at + cols.predicted) / cols.predicted
+            ids, job_sizes = cols.ids, cols.size
+            ranked = ((int(ids[k]), int(job_sizes[k])) for k in _ranked(-slowdown, cols.seq))
         out: list[Decision] = []
-        ids, job_sizes = cols.ids, cols.size
-        for k in _ranked(-slowdown, cols.seq):
-            size = int(job_sizes[k])
+        for job_id, size in ranked:
             i = first_fit(free, order, size)
             if i < 0:
                 if not can_change:
                     continue
                 break
             free[i] -= size
-            out.append(StartJob(int(ids[k]), i, by=self.name))
+            out.append(StartJob(job_id, i, by=self.name))
         return out
+
+
+def _predicted_starts(view: View, order: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
+    """Predicted start (availability profile of `order`) indexed by job size, for the distinct
+    `sizes` (ascending; one look-up each); 0 at the other indexes."""
+    starts = np.zeros(sizes[-1] + 1 if sizes else 1, dtype=np.float64)
+    starts[list(sizes)] = earliest_starts(view, order, sizes)
+    return starts
+
+
+def _ranked_by_groups(heads: QueueHeadsView, starts: np.ndarray) -> Iterator[tuple[int, int]]:
+    """(job id, size) of the queued jobs in ascending -estimated slowdown, ties in queue order:
+    the order `_ranked` gives over every row of the queue's columns, from the group heads.
+
+    Within a group (equal size and predicted runtime, in queue order, which is queued_at order
+    when `heads` is given) the estimated slowdown (start - queued_at + predicted) / predicted
+    never rises along the group (each operation is monotone in queued_at), so every group is
+    already in (key, seq) order: the groups' heads are ranked in one vectorised step, and a
+    group's next job joins a heap only once the job before it has been taken (a k-way merge)."""
+    key = -((starts[heads.size] - heads.queued_at + heads.predicted) / heads.predicted)
+    head_rows = _ranked_lazily(key, heads.seq)
+    row = next(head_rows, None)
+    head_key = (float(key[row]), int(heads.seq[row])) if row is not None else None
+    # (key, seq, job id, group row, the group's remaining jobs)
+    heap: list[tuple[float, int, int, int, Iterator[tuple[int, tuple[int, float]]]]] = []
+    while head_key is not None or heap:
+        if head_key is not None and (not heap or head_key < heap[0][:2]):
+            assert row is not None
+            g, job_id = row, int(heads.ids[row])
+            rest = iter(heads.group(row).items())
+            next(rest)  # the head itself
+            row = next(head_rows, None)
+            head_key = (float(key[row]), int(heads.seq[row])) if row is not None else None
+        else:
+            _, _, job_id, g, rest = heapq.heappop(heap)
+        size = int(heads.size[g])
+        yield job_id, size
+        following = next(rest, None)
+        if following is not None:
+            predicted = float(heads.predicted[g])
+            start = float(starts[size])
+            nxt, (seq, queued_at) = following
+            heapq.heappush(heap, (-((start - queued_at + predicted) / predicted), seq, nxt, g, rest))
+
+
+def _ranked_lazily(key: np.ndarray, seq: np.ndarray, first: int = 4) -> Iterator[int]:
+    """`_ranked(key, seq)`, found one row at a time for the `first` rows (a round usually takes
+    one or two: a minimum costs less than a partition), then by `_ranked` for the rest."""
+    n = key.size
+    work = key
+    taken: list[int] = []
+    for _ in range(min(n, first)):
+        least = work.min()
+        tied = np.flatnonzero(work == least)
+        row = int(tied[0]) if tied.size == 1 else int(tied[np.argmin(seq[tied])])
+        yield row
+        if work is key:
+            work = key.copy()
+        work[row] = np.inf  # a key is never +inf: a slowdown is never -inf
+        taken.append(row)
+    if n > first:
+        for row in _ranked(key, seq):
+            if row not in taken:
+                yield row
 
 
 def _ranked(key: np.ndarray, seq: np.ndarray, head: int = 64) -> Iterator[int]:

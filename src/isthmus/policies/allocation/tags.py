@@ -55,6 +55,7 @@ class TagsChain(AllocationDefaults):
         self._chains = 0
         self._rr = 0
         self._rng = random.Random(self.params.seed)
+        self._limit_of: list[float | None] = []  # per stage (= site): its runtime limit
 
     def stage_sites(self, env: Environment) -> list[tuple[int, ...]]:
         """One queue per site; sites grouped in order into chains of len(limits) + 1."""
@@ -68,6 +69,8 @@ class TagsChain(AllocationDefaults):
                 f"environment {env.name!r} has {n}"
             )
         self._chains = n // self._length
+        limits = self.params.limits
+        self._limit_of = [limits[i % self._length] if i % self._length < len(limits) else None for i in range(n)]
         return [(i,) for i in range(n)]
 
     def arrival_stage(self, job: Job) -> int:
@@ -84,15 +87,13 @@ class TagsChain(AllocationDefaults):
         return stage + 1 if stage % self._length < self._length - 1 else stage
 
     def decide(self, view: View) -> Iterable[Decision]:
-        """Strict FCFS on each site, with the site's runtime limit."""
+        """Strict FCFS on each site, with the site's runtime limit (stage i is site i)."""
         free = free_processors(view)
         out: list[Decision] = []
-        limits = self.params.limits
-        for stage in range(view.stages):
-            (site,) = view.stage_sites(stage)
-            pos = stage % self._length
-            limit = limits[pos] if pos < len(limits) else None
-            for e in view.queue(stage):
+        for site, limit in enumerate(self._limit_of):
+            if free[site] <= 0:
+                continue  # nothing of its queue can start
+            for e in view.queue(site):
                 if free[site] < e.job.size:
                     break
                 free[site] -= e.job.size
