@@ -793,12 +793,15 @@ class Engine:
 
     def drop_reservations(self, job_id: int) -> None:
         """A queued job left its queue (started, cancelled): end what is reserved for it
-        anywhere, logging each VM given back (RESERVE, value 0)."""
+        anywhere, logging each VM given back (RESERVE, value 0) and each cluster hold ended
+        (HOLD, value 0)."""
         now = self.clock.now
         for b in self.backends:
             if b.reserved_cores:
                 for vm_id in b.drop_reservation(job_id):
                     self.log.append(now, int(EventKind.RESERVE), job_id, b.index, vm_id, 0.0)
+        if self.bags.hold_keys:  # processors bags gave back for it on clusters (isthmus.engine.bags)
+            self.bags.drop_holds(job_id)
 
     # ------------------------------------------------------------------ used by decision kinds
 
@@ -893,6 +896,8 @@ class Engine:
                     name = policy.name
                     for d in decided:
                         apply(d, name)
+        if self.bags.hold_keys:
+            self.bags.after_round()
         if self.federation is not None:
             if self.outsized:
                 self._reject_outsized()

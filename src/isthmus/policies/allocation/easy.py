@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision, StartJob
-from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, free_processors
+from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, first_fit_held, free_processors, take
 from isthmus.policies.api import View
 from isthmus.policies.prediction.wait import earliest_fit_on
 
@@ -22,6 +22,11 @@ class EasyBackfilling(SingleSetPolicy):
     left over at the shadow time, so that it never delays the reserved job. The reservation
     is recomputed every round, as pyss and Alea do (peers/README.md). On several sites the
     reservation is on the site where the head can start earliest; other sites backfill freely.
+
+    Processors a cluster holds for a waiting job (bags gave them back for it, `View.holds`) are
+    that job's alone: it may start on them (in order, or as a backfill under the same rules),
+    no other job may. For the head's reservation they count as free (a hold never delays the
+    head): a held job that would delay the head is not started, and the engine ends its hold.
     """
 
     name: ClassVar[str] = "easy"
@@ -37,40 +42,54 @@ class EasyBackfilling(SingleSetPolicy):
         queue = iter(view.queue(0))
         head = None
         started: dict[int, list[tuple[float, int]]] = {}
+        # processors held for waiting jobs (bags gave them back for them): only those jobs use them
+        holds = view.holds() if view.holding else None
         for e in queue:
-            i = first_fit(free, order, e.job.size)
+            held = holds.get(e.job.id) if holds else None
+            i = first_fit_held(free, order, e.job.size, held) if held else first_fit(free, order, e.job.size)
             if i < 0:
                 head = e
                 break
-            free[i] -= e.job.size
-            total -= e.job.size
+            total -= take(free, i, e.job.size, held)
+            if held:
+                holds.pop(e.job.id)  # type: ignore[union-attr]
             started.setdefault(i, []).append((now + e.estimated_runtime, e.job.size))
             out.append(StartJob(e.job.id, i, by=self.name))
-        if head is None or total <= 0:
+        if head is None or (total <= 0 and not holds):
             return out
-        # Reservation for the head: the site where it can start earliest.
+        # Reservation for the head: the site where it can start earliest. Processors held for
+        # waiting jobs count as free for it: a hold never delays the head (it lasts until the
+        # processors being preempted for its job come free, and one round more)
+        held_on = [0] * len(free)
+        if holds:
+            for where in holds.values():
+                for i, n in where.items():
+                    held_on[i] += n
         res_site, res_time, extra = -1, math.inf, 0
         sites = view.sites
         for i in order:
-            t, x = earliest_fit_on(sites[i], free[i], now, head.job.size, started.get(i, ()))
+            t, x = earliest_fit_on(sites[i], free[i] + held_on[i], now, head.job.size, started.get(i, ()))
             if t < res_time:
                 res_site, res_time, extra = i, t, x
         for e in queue:
-            if total <= 0:
+            held = holds.get(e.job.id) if holds else None
+            if total <= 0 and not held:
+                if holds:
+                    continue
                 break
             size = e.job.size
-            if size > total:
+            if size > total and not held:
                 continue
             ends_in_time = now + e.estimated_runtime <= res_time
             for i in order:
-                if free[i] < size:
+                own = min(size, held.get(i, 0)) if held else 0
+                if free[i] + own < size:
                     continue
                 if i == res_site and not ends_in_time:
                     if size > extra:
                         continue
                     extra -= size
-                free[i] -= size
-                total -= size
+                total -= take(free, i, size, held)
                 out.append(StartJob(e.job.id, i, by=self.name))
                 break
         return out
