@@ -366,6 +366,11 @@ class BagBook:
         self.pending_on: dict[int, int] = {}
         #: (site, rigid job) of every hold (free processors held or being preempted for it)
         self.hold_keys: set[tuple[int, int]] = set()
+        #: holds made by this policy's shrinks, topped up with free processors once all its
+        #: decisions are applied (`settle`): a claim may be several shrinks, one per bag
+        self.unsettled: list[tuple[int, int]] = []
+        #: waiting jobs whose hold ended unused (the allocation did not start them): no new hold
+        self.declined: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.bags)
@@ -674,24 +679,39 @@ class BagBook:
         waiting job (as they come free), then free processors held for no job (at once)."""
         engine = self.engine
         entry = engine.entries.get(job_id)
-        if entry is None or entry.state is not JobState.QUEUED or entry.stage < 0:
+        if entry is None or entry.state is not JobState.QUEUED or entry.stage < 0 or job_id in self.declined:
             return
-        backend = engine.backends[site]
         key = (site, job_id)
         for slot in slots:
             slot.for_job = job_id
         self._tag(key, len(slots))
-        need = entry.job.size - backend.holds.get(job_id, 0) - self.pending[key]
-        if need > 0 and self.leaving.get(site, 0) > self.pending_on.get(site, 0):
-            for bag in self.bags.values():
-                for slot in bag.slots.values():
-                    if need and slot.site == site and slot.state == _LEAVING and slot.for_job < 0:
-                        slot.for_job = job_id
-                        self._tag(key, 1)
-                        need -= 1
-        if need > 0:
-            self._add_hold(backend, job_id, min(need, backend.free - backend.reserved_cores), policy)
+        if key not in self.unsettled:
+            self.unsettled.append(key)
         engine.reserving = True
+
+    def settle(self, policy: str) -> None:
+        """After the decisions of the policy that shrank bags: fill each new hold up to its job's
+        size with processors being preempted for no waiting job (held as they come free), then
+        with free processors held for no job (at once)."""
+        engine = self.engine
+        index = engine.log.policy_index(policy)
+        for site, job_id in self.unsettled:
+            entry = engine.entries.get(job_id)
+            if (site, job_id) not in self.hold_keys or entry is None:
+                continue
+            backend = engine.backends[site]
+            key = (site, job_id)
+            need = entry.job.size - backend.holds.get(job_id, 0) - self.pending.get(key, 0)
+            if need > 0 and self.leaving.get(site, 0) > self.pending_on.get(site, 0):
+                for bag in self.bags.values():
+                    for slot in bag.slots.values():
+                        if need and slot.site == site and slot.state == _LEAVING and slot.for_job < 0:
+                            slot.for_job = job_id
+                            self._tag(key, 1)
+                            need -= 1
+            if need > 0:
+                self._add_hold(backend, job_id, min(need, backend.free - backend.reserved_cores), index)
+        self.unsettled.clear()
 
     def _tag(self, key: tuple[int, int], n: int) -> None:
         self.pending[key] = self.pending.get(key, 0) + n
@@ -718,9 +738,11 @@ class BagBook:
         engine.log.append(engine.clock.now, _HOLD, job_id, backend.index, -1, float(held), -1, policy)
 
     def drop_holds(self, job_id: int, sites: Sequence[int] | None = None) -> None:
-        """End the holds for `job_id` (on `sites`; None: everywhere): it started or left the queue,
-        or the allocation did not start it. Its free processors go back to all (HOLD, value 0);
-        its processors being preempted come free for all."""
+        """End the holds for `job_id` (on `sites`; None: everywhere, and it may be held for
+        again): it started or left the queue, or the allocation did not start it. Its free
+        processors go back to all (HOLD, value 0); its processors being preempted come free for all."""
+        if sites is None:
+            self.declined.discard(job_id)
         keys = [k for k in self.hold_keys if k[1] == job_id and (sites is None or k[0] in sites)]
         if not keys:
             return
@@ -750,6 +772,7 @@ class BagBook:
                 done.setdefault(job_id, []).append(site)
         for job_id, sites in done.items():
             self.drop_holds(job_id, sites)
+            self.declined.add(job_id)
         if done:  # the processors are for all now: another round may start other jobs on them
             self.engine.request_round(self.engine.clock.now)
 
@@ -769,10 +792,12 @@ class BagBook:
         self.held[site] -= 1
         engine.log.append(now, _RELEASE, bag.job.id, site, slot.id, 1.0)
         job_id = slot.for_job
-        if job_id >= 0:  # held for a waiting rigid job: its hold takes the processor
+        if job_id >= 0:  # held for a waiting rigid job: its hold takes the processor (up to its size)
             slot.for_job = -1
             self._untag(site, job_id)
-            self._add_hold(backend, job_id, 1, -1)
+            entry = engine.entries.get(job_id)
+            if entry is not None and backend.holds.get(job_id, 0) < entry.job.size:
+                self._add_hold(backend, job_id, 1, -1)
         if self.launcher is not None:
             self.launcher.close(bag, slot)
         if bag.finished and not bag.slots:

@@ -800,7 +800,7 @@ class Engine:
             if b.reserved_cores:
                 for vm_id in b.drop_reservation(job_id):
                     self.log.append(now, int(EventKind.RESERVE), job_id, b.index, vm_id, 0.0)
-        if self.bags.hold_keys:  # processors bags gave back for it on clusters (isthmus.engine.bags)
+        if self.bags.hold_keys or self.bags.declined:  # holds on clusters (isthmus.engine.bags)
             self.bags.drop_holds(job_id)
 
     # ------------------------------------------------------------------ used by decision kinds
@@ -886,6 +886,8 @@ class Engine:
                     raise AssertionError(f"policy {policy.name!r} changed the engine state while deciding")
                 for d in decisions:
                     self.apply(d, policy.name)
+                if self.bags.unsettled:
+                    self.bags.settle(policy.name)
         else:
             apply = self.apply
             for policy in self._deciders:
@@ -896,6 +898,8 @@ class Engine:
                     name = policy.name
                     for d in decided:
                         apply(d, name)
+                    if self.bags.unsettled:  # holds made by this policy's shrinks
+                        self.bags.settle(name)
         if self.bags.hold_keys:
             self.bags.after_round()
         if self.federation is not None:
