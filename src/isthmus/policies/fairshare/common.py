@@ -180,18 +180,24 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
                 break
             size = entry.job.size
             own: dict[int, int] = {}
-            if holds is not None:  # processors held for this job, free or being preempted
-                own = {i: holds.get(entry.job.id, {}).get(i, 0) for i in choices}
-                for i in choices:
-                    own[i] += bags.leaving_for(i, entry.job.id)
+            held: dict[int, int] = {}
+            if holds is not None:  # processors held for this job: free, and free or being preempted
+                held = {i: holds.get(entry.job.id, {}).get(i, 0) for i in choices}
+                own = {i: held[i] + bags.leaving_for(i, entry.job.id) for i in choices}
             if own and any(own.values()):
-                fit = next((i for i in choices if free[i] + own[i] >= size), None)
+                fit = next((i for i in choices if free[i] + held[i] >= size), None)
+                mine = held
                 if fit is None:
                     fit = next((i for i in choices if avail[i] + own[i] >= size), None)
+                    mine = own
                 if fit is not None:
-                    rest = max(0, size - own[fit])
+                    rest = max(0, size - mine[fit])
                     avail[fit] -= rest
                     free[fit] -= min(free[fit], rest)
+                    for i in choices:  # starting there ends its holds elsewhere: for all then
+                        if i != fit and own[i]:
+                            avail[i] += own[i]
+                            free[i] += held[i]
                     continue
                 size_left = {i: size - own[i] for i in choices}
             else:
