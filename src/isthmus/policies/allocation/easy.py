@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, first_fit_held, free_processors, take
-from isthmus.policies.api import View
+from isthmus.policies.api import JobInfo, View
 from isthmus.policies.prediction.wait import earliest_fit_on
 
 
@@ -71,25 +71,56 @@ class EasyBackfilling(SingleSetPolicy):
             t, x = earliest_fit_on(sites[i], free[i] + held_on[i], now, head.job.size, started.get(i, ()))
             if t < res_time:
                 res_site, res_time, extra = i, t, x
+        if holds:
+            return out + _backfill_held(queue, order, free, holds, now, res_site, res_time, extra, self.name)
         for e in queue:
-            held = holds.get(e.job.id) if holds else None
-            if total <= 0 and not held:
-                if holds:
-                    continue
+            if total <= 0:
                 break
             size = e.job.size
-            if size > total and not held:
+            if size > total:
                 continue
             ends_in_time = now + e.estimated_runtime <= res_time
             for i in order:
-                own = min(size, held.get(i, 0)) if held else 0
-                if free[i] + own < size:
+                if free[i] < size:
                     continue
                 if i == res_site and not ends_in_time:
                     if size > extra:
                         continue
                     extra -= size
-                total -= take(free, i, size, held)
+                free[i] -= size
+                total -= size
                 out.append(StartJob(e.job.id, i, by=self.name))
                 break
         return out
+
+
+def _backfill_held(
+    queue: Iterator[JobInfo],
+    order: Sequence[int],
+    free: list[int],
+    holds: Mapping[int, Mapping[int, int]],
+    now: float,
+    res_site: int,
+    res_time: float,
+    extra: int,
+    name: str,
+) -> list[Decision]:
+    """EASY's backfilling while clusters hold processors for waiting jobs: a job may also use
+    the processors held for it (`holds`), no job those held for another; the rules are EASY's
+    (a job that does not end by the shadow time uses at most the processors left over then)."""
+    out: list[Decision] = []
+    for e in queue:
+        size = e.job.size
+        held = holds.get(e.job.id)
+        for i in order:
+            own = min(size, held.get(i, 0)) if held else 0
+            if free[i] + own < size:
+                continue
+            if i == res_site and now + e.estimated_runtime > res_time:
+                if size > extra:
+                    continue
+                extra -= size
+            take(free, i, size, held)
+            out.append(StartJob(e.job.id, i, by=name))
+            break
+    return out
