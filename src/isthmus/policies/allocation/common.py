@@ -190,7 +190,10 @@ def first_fit_in_order(
         held = holds.get(e.job.id) if holds else None
         i = placer.first_fit(free, order, e.job, held) if placer else first_fit(free, order, e.job.size)
         if i >= 0:
-            take(free, i, e.job.size, held)
+            if held:
+                take(free, i, e.job.size, held)
+            else:
+                free[i] -= e.job.size
             out.append(StartJob(e.job.id, i, limit, by=name))
     return out
 
@@ -235,7 +238,11 @@ def list_schedule(
                 continue
         i = placer.first_fit(free, order, e.job, held) if placer else first_fit(free, order, size)
         if i >= 0:
-            total -= take(free, i, size, held)
+            if held:
+                total -= take(free, i, size, held)
+            else:
+                free[i] -= size
+                total -= size
             out.append(StartJob(e.job.id, i, limit, by=name))
     return out
 

@@ -50,9 +50,12 @@ class EasyBackfilling(SingleSetPolicy):
             if i < 0:
                 head = e
                 break
-            total -= take(free, i, e.job.size, held)
             if held:
+                total -= take(free, i, e.job.size, held)
                 holds.pop(e.job.id)  # type: ignore[union-attr]
+            else:
+                free[i] -= e.job.size
+                total -= e.job.size
             started.setdefault(i, []).append((now + e.estimated_runtime, e.job.size))
             out.append(StartJob(e.job.id, i, by=self.name))
         if head is None or (total <= 0 and not holds):

@@ -33,6 +33,9 @@ class StrictFcfs(SingleSetPolicy):
             i = placer.first_fit(free, order, e.job, held) if placer else first_fit(free, order, e.job.size)
             if i < 0:
                 break
-            take(free, i, e.job.size, held)
+            if held:
+                take(free, i, e.job.size, held)
+            else:
+                free[i] -= e.job.size
             out.append(StartJob(e.job.id, i, by=self.name))
         return out
