@@ -29,9 +29,9 @@ preemption time has passed.
 
 Holds (KOALA-CS thesis §3.1, "unobtrusive": a bag never delays a rigid job by more than the
 preemption time): a shrink for a waiting rigid job J (`ShrinkBag.for_job`) on a site makes the
-engine hold processors there for J, up to J's size: the free processors J counts on at once, the
-processors being preempted (those of this shrink, and those preempted for no waiting job) as they
-come free. Held processors are part of the backend's `free` but counted in its `reserved_cores`
+engine hold processors there for J, up to J's size: the processors being preempted for it (as
+they come free), then, once all the shrinks of the deciding policy are applied (`settle`), those
+being preempted for no waiting job (as they come free) and free processors held for no one. Held processors are part of the backend's `free` but counted in its `reserved_cores`
 (`holds` per job): no other job starts on them and no bag grows on them (`free_for`), so an
 allocation policy that skips J (First-Fit, EASY's backfilling) cannot start a later job on the
 processors J waits for. A hold ends when J starts (anywhere) or leaves the queue
