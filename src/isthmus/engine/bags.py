@@ -37,7 +37,9 @@ allocation policy that skips J (First-Fit, EASY's backfilling) cannot start a la
 processors J waits for. A hold ends when J starts (anywhere) or leaves the queue
 (`Engine.drop_reservations`), and also after a round that did not start J once nothing more
 was coming to its hold (`after_round`): the allocation policy chose not to start J (a job ahead
-of it blocks the queue, EASY's reservation for another job), and the processors go back to all.
+of it blocks the queue, EASY's reservation for another job), and the processors go back to all;
+such a job gets no second hold (a shrink for it and a grow could otherwise repeat every
+preemption time).
 Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
 """
 
