@@ -31,16 +31,16 @@ Holds (KOALA-CS thesis §3.1, "unobtrusive": a bag never delays a rigid job by m
 preemption time): a shrink for a waiting rigid job J (`ShrinkBag.for_job`) on a site makes the
 engine hold processors there for J, up to J's size: the processors being preempted for it (as
 they come free), then, once all the shrinks of the deciding policy are applied (`settle`), those
-being preempted for no waiting job (as they come free) and free processors held for no one. Held processors are part of the backend's `free` but counted in its `reserved_cores`
-(`holds` per job): no other job starts on them and no bag grows on them (`free_for`), so an
+being preempted for no waiting job (as they come free) and free processors held for no one.
+Held processors are part of the backend's `free` but counted in its `reserved_cores` (`holds`
+per job): no other job starts on them and no bag grows on them (`free_for`), so an
 allocation policy that skips J (First-Fit, EASY's backfilling) cannot start a later job on the
 processors J waits for. A hold ends when J starts (anywhere) or leaves the queue
 (`Engine.drop_reservations`), and also after a round that did not start J once nothing more
 was coming to its hold (`after_round`): the allocation policy chose not to start J (a job ahead
 of it blocks the queue, EASY's reservation for another job), and the processors go back to all;
 such a job gets no second hold (a shrink for it and a grow could otherwise repeat every
-preemption time).
-Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
+preemption time). Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
 """
 
 from __future__ import annotations
