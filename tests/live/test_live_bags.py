@@ -135,6 +135,10 @@ def test_a_rigid_job_arriving_shrinks_the_bag_and_starts_within_the_preemption_t
     assert ran_counts(ran, 40) == [1] * 40  # a preempted task's run was killed before it could end
     shrinks = [e for e in events if e[1] == 22 and e[2] == bag_id]  # SHRINK events of the bag
     assert shrinks and sum(e[5] for e in shrinks) >= 3
+    # the processors the bag gave back were held for the rigid job (HOLD), up to its 3, and the
+    # hold ended when it started (the same engine code as in simulation)
+    holds = [e[5] for e in events if e[1] == 30 and e[2] == rigid]
+    assert holds and max(holds) <= 3 and holds[-1] == 0
 
 
 def test_the_bag_survives_a_manager_kill_without_redoing_a_reported_task(tmp_path: Path, db_url: str, tag: str) -> None:

@@ -191,7 +191,7 @@ def test_bags_need_a_fair_share_policy_and_a_policy_needs_bags():
         simulate(clusters(4), [], "fcfs", "none", bags=[job(3, 0, 1, 1)], fairshare="sep")
 
 
-def _first_fit_steal(allocation: str) -> dict[int, float]:
+def _first_fit_steal(allocation: str) -> tuple[dict[int, float], list[tuple]]:
     """8 processors, P = 10 s. Job 1 (2 processors, 8 s) runs from 0 beside a bag holding the
     other 6. At 8 job 1 ends and job 2 (4 processors) arrives: 2 free, so the bag gives back 2
     for it (free at 18). At 9 job 3 (2 processors) arrives."""
@@ -205,25 +205,62 @@ def _first_fit_steal(allocation: str) -> dict[int, float]:
         bags=[bag(10, 100, 100.0)],
         fairshare="sep",
         bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
     )
     shrinks = [(e.time, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK]
     assert shrinks[0] == (8.0, 2, 2)
-    return {e.job: e.time for e in result.log if e.kind is EventKind.START}
+    holds = [(e.time, e.job, int(e.value)) for e in result.log if e.kind is EventKind.HOLD]
+    return {e.job: e.time for e in result.log if e.kind is EventKind.START}, holds
+
+
+#: the holds of `_first_fit_steal`: at 8 the 2 free processors are held for job 2 at once, the 2
+#: preempted for it join its hold at 18, where it starts (its hold ends); the 2 the bag gave back
+#: for job 3 at 9 are held for job 3 as they come free at 19, where it starts
+STEAL_HOLDS = [(8.0, 2, 2), (18.0, 2, 3), (18.0, 2, 4), (18.0, 2, 0), (19.0, 3, 1), (19.0, 3, 2), (19.0, 3, 0)]
 
 
 def test_with_fcfs_a_later_job_leaves_the_free_processors_to_the_job_bags_shrank_for():
     # FCFS does not start job 3 before job 2: job 2 starts at 18 on the 2 free and the 2 freed;
     # job 3 made the bag give back 2 more at 9 (job 2 counts on the free ones): it starts at 19.
-    assert _first_fit_steal("fcfs") == {1: 0.0, 2: 18.0, 3: 19.0}
+    assert _first_fit_steal("fcfs") == ({1: 0.0, 2: 18.0, 3: 19.0}, STEAL_HOLDS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="First-Fit starts job 3 at 9 on the 2 free processors job 2 counted on; the bag gives back 2 more "
-    "for job 2, which starts at 19, 11 s after the first shrink for it: holding the processors freed for a job "
-    "for that job (an engine-side hold on cluster sites) would close it (docs/simulation.md)",
-)
-def test_with_first_fit_the_job_bags_shrank_for_starts_within_the_preemption_time():
-    starts = _first_fit_steal("ff")
-    assert starts[3] == 9.0  # the steal
-    assert starts[2] <= 8.0 + 10.0
+@pytest.mark.parametrize("allocation", ["ff", "easy"])
+def test_with_first_fit_the_job_bags_shrank_for_starts_within_the_preemption_time(allocation):
+    # Without holds First-Fit (and EASY, whose head job 2 has no shadow time: the bag's processors
+    # are not running jobs) started job 3 at 9 on the 2 free processors job 2 counted on, and the
+    # bag gave back 2 more for job 2, which started at 19. The engine holds the 2 free processors
+    # for job 2 from the shrink at 8: job 3 cannot take them (the bag gives back 2 for it at 9),
+    # job 2 starts at 18 = 8 + P, job 3 at 19 = 9 + P.
+    assert _first_fit_steal(allocation) == ({1: 0.0, 2: 18.0, 3: 19.0}, STEAL_HOLDS)
+
+
+def test_with_easy_a_hold_never_delays_the_head_and_ends_when_its_job_is_not_started():
+    # 8 processors, P = 10 s. Job 1 (6 processors, 30 s) runs from 0 beside a bag holding 2. Job 2
+    # (8 processors) arrives at 1: it needs job 1's processors, the bag alone cannot make room
+    # (no shrink). Job 3 (2 processors, 100 s) arrives at 2: the bag gives back its 2 for it,
+    # held for job 3 as they come free at 12. EASY's head is job 2, its shadow time 30 (the held
+    # processors count as free for it) with none left over: job 3 (ending at 112) would delay
+    # it, so EASY does not start it, and its hold ends after that round (HOLD 0 at 12). Job 2
+    # starts at 30 as it would without the hold, job 3 after it at 80: a job bags shrank for
+    # that EASY's reservation holds back waits past the preemption time.
+    result = simulate(
+        clusters(8),
+        [job(1, 0, 6, 30), job(2, 1, 8, 50), job(3, 2, 2, 100)],
+        "easy",
+        "none",
+        bags=[bag(10, 100, 100.0)],
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
+    )
+    assert [(e.time, e.job, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK] == [
+        (2.0, 10, 2, 3)
+    ]
+    assert [(e.time, e.job, int(e.value)) for e in result.log if e.kind is EventKind.HOLD] == [
+        (12.0, 3, 1),
+        (12.0, 3, 2),
+        (12.0, 3, 0),
+    ]
+    assert {e.job: e.time for e in result.log if e.kind is EventKind.START} == {1: 0.0, 2: 30.0, 3: 80.0}
+    assert not [e for e in result.log if e.kind is EventKind.DECISION]

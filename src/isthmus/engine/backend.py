@@ -100,8 +100,11 @@ class SiteBackend(ABC):
         self.by_estimated_end: list[tuple[float, int]] = []
         #: why the site cannot be used now ("" while it can): a batch system not answering, ...
         self.unavailable = ""
-        #: free processors held by reservations for queued jobs (only clouds reserve VMs)
+        #: free processors held by reservations for queued jobs (clouds: reserved VMs; clusters:
+        #: processors bags gave back for a waiting rigid job, `holds`)
         self.reserved_cores = 0
+        #: queued job id -> free processors held for it here (clusters: isthmus.engine.bags)
+        self.holds: dict[int, int] = {}
         #: True once a run shared processors here (StartJob.share): ends are then checked
         self.sharing = False
         #: True when not every processor here can take every job (clouds with several VM types
@@ -128,8 +131,10 @@ class SiteBackend(ABC):
             self.by_estimated_end[:] = [p for p in self.by_estimated_end if p[1] != entry.job.id]
 
     def free_for(self, job_id: int) -> int:
-        """Free processors job `job_id` may use: the free ones less those reserved for other jobs."""
-        return self.free
+        """Free processors job `job_id` may use: the free ones less those held for other jobs."""
+        if not self.reserved_cores:
+            return self.free
+        return self.free - self.reserved_cores + self.holds.get(job_id, 0)
 
     def drop_reservation(self, job_id: int) -> list[int]:
         """End what is reserved for `job_id` here (it started or left the queue); returns the

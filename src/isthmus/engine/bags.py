@@ -26,6 +26,21 @@ KOALA-CS thesis §3.3) and reports their ends (`task_ended`); a task that exits 
 back to the queue until its retries are spent (TASK_RETRY), then counts as failed (TASK_FAIL).
 A preempted processor is free once its launcher confirms (`freed`) or, at the latest, once the
 preemption time has passed.
+
+Holds (KOALA-CS thesis §3.1, "unobtrusive": a bag never delays a rigid job by more than the
+preemption time): a shrink for a waiting rigid job J (`ShrinkBag.for_job`) on a site makes the
+engine hold processors there for J, up to J's size: the processors being preempted for it (as
+they come free), then, once all the shrinks of the deciding policy are applied (`settle`), those
+being preempted for no waiting job (as they come free) and free processors held for no one.
+Held processors are part of the backend's `free` but counted in its `reserved_cores` (`holds`
+per job): no other job starts on them and no bag grows on them (`free_for`), so an
+allocation policy that skips J (First-Fit, EASY's backfilling) cannot start a later job on the
+processors J waits for. A hold ends when J starts (anywhere) or leaves the queue
+(`Engine.drop_reservations`), and also after a round that did not start J once nothing more
+was coming to its hold (`after_round`): the allocation policy chose not to start J (a job ahead
+of it blocks the queue, EASY's reservation for another job), and the processors go back to all;
+such a job gets no second hold (a shrink for it and a grow could otherwise repeat every
+preemption time). Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
 """
 
 from __future__ import annotations
@@ -40,9 +55,11 @@ from typing import TYPE_CHECKING, Protocol
 from isthmus.engine.clock import PRIO_END, Schedule
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind
+from isthmus.model.states import JobState
 from isthmus.policies.api import SlotInfo
 
 if TYPE_CHECKING:
+    from isthmus.engine.backend import SiteBackend
     from isthmus.engine.engine import Engine
 
 EV_PULL = 0
@@ -64,6 +81,7 @@ _BAG_END = int(EventKind.BAG_END)
 _TASK_RETRY = int(EventKind.TASK_RETRY)
 _TASK_FAIL = int(EventKind.TASK_FAIL)
 _CANCEL = int(EventKind.CANCEL)
+_HOLD = int(EventKind.HOLD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +104,13 @@ class Slot:
     """One processor held by a bag (a launcher): pulling a task, running one, or leaving. A live
     launcher also holds `ahead`: the tasks it will run next, in order (its local list)."""
 
-    __slots__ = ("ahead", "id", "since", "site", "state", "task")
+    __slots__ = ("ahead", "for_job", "id", "since", "site", "state", "task")
 
     def __init__(self, slot_id: int, site: int, now: float) -> None:
         self.id = slot_id
         self.site = site
+        #: while leaving: the waiting rigid job its processor is held for once free (-1: none)
+        self.for_job = -1
         self.state = _PULLING
         self.task = -1
         self.since = now
@@ -285,6 +305,16 @@ class BagsView:
         """Processors of `site` being preempted (free once their preemption time has passed)."""
         return self._book.leaving.get(site, 0)
 
+    def leaving_for(self, site: int, job_id: int) -> int:
+        """Processors of `site` being preempted that are held for waiting job `job_id` once free
+        (-1: those held for some waiting job)."""
+        book = self._book
+        if not book.hold_keys:
+            return 0
+        if job_id < 0:
+            return book.pending_on.get(site, 0)
+        return book.pending.get((site, job_id), 0)
+
 
 class BagLauncher(Protocol):
     """What runs the tasks of live bags (the live manager's pilots, isthmus.live.bag_tasks): the
@@ -332,6 +362,17 @@ class BagBook:
         self._next_slot = 0
         #: runs the tasks of live bags; None: task ends are simulated (after the task runtime)
         self.launcher: BagLauncher | None = None
+        #: (site, rigid job) -> processors being preempted there that are held for it once free
+        self.pending: dict[tuple[int, int], int] = {}
+        #: site -> processors being preempted there that are held for some job once free
+        self.pending_on: dict[int, int] = {}
+        #: (site, rigid job) of every hold (free processors held or being preempted for it)
+        self.hold_keys: set[tuple[int, int]] = set()
+        #: holds made by this policy's shrinks, topped up with free processors once all its
+        #: decisions are applied (`settle`): a claim may be several shrinks, one per bag
+        self.unsettled: list[tuple[int, int]] = []
+        #: waiting jobs whose hold ended unused (the allocation did not start them): no new hold
+        self.declined: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.bags)
@@ -455,6 +496,8 @@ class BagBook:
             bag._held[site] -= 1
             bag._leaving[site] = bag._leaving.get(site, 0) + 1
             self.leaving[site] = self.leaving.get(site, 0) + 1
+        if for_job >= 0:
+            self._hold(site, for_job, slots, policy_index)
         wait = self.settings.preemption_time
         for slot in slots:
             if wait > 0:
@@ -625,6 +668,116 @@ class BagBook:
         else:
             self._pull(bag, slot)
 
+    # ------------------------------------------------------------------------- holds
+
+    @property
+    def holding(self) -> bool:
+        """True while some site holds processors (or processors being preempted) for a waiting job."""
+        return bool(self.hold_keys)
+
+    def _hold(self, site: int, job_id: int, slots: Sequence[Slot], policy: int) -> None:
+        """Bags on `site` gave back `slots` for waiting rigid job `job_id`: hold processors there
+        for it, up to its size: these as they come free, then processors being preempted for no
+        waiting job (as they come free), then free processors held for no job (at once)."""
+        engine = self.engine
+        entry = engine.entries.get(job_id)
+        if entry is None or entry.state is not JobState.QUEUED or entry.stage < 0 or job_id in self.declined:
+            return
+        key = (site, job_id)
+        for slot in slots:
+            slot.for_job = job_id
+        self._tag(key, len(slots))
+        if key not in self.unsettled:
+            self.unsettled.append(key)
+        engine.reserving = True
+
+    def settle(self, policy: str) -> None:
+        """After the decisions of the policy that shrank bags: fill each new hold up to its job's
+        size with processors being preempted for no waiting job (held as they come free), then
+        with free processors held for no job (at once)."""
+        engine = self.engine
+        index = engine.log.policy_index(policy)
+        for site, job_id in self.unsettled:
+            entry = engine.entries.get(job_id)
+            if (site, job_id) not in self.hold_keys or entry is None:
+                continue
+            backend = engine.backends[site]
+            key = (site, job_id)
+            need = entry.job.size - backend.holds.get(job_id, 0) - self.pending.get(key, 0)
+            if need > 0 and self.leaving.get(site, 0) > self.pending_on.get(site, 0):
+                for bag in self.bags.values():
+                    for slot in bag.slots.values():
+                        if need and slot.site == site and slot.state == _LEAVING and slot.for_job < 0:
+                            slot.for_job = job_id
+                            self._tag(key, 1)
+                            need -= 1
+            if need > 0:
+                self._add_hold(backend, job_id, min(need, backend.free - backend.reserved_cores), index)
+        self.unsettled.clear()
+
+    def _tag(self, key: tuple[int, int], n: int) -> None:
+        self.pending[key] = self.pending.get(key, 0) + n
+        self.pending_on[key[0]] = self.pending_on.get(key[0], 0) + n
+        self.hold_keys.add(key)
+
+    def _untag(self, site: int, job_id: int) -> None:
+        key = (site, job_id)
+        left = self.pending[key] - 1
+        if left:
+            self.pending[key] = left
+        else:
+            del self.pending[key]
+        self.pending_on[site] -= 1
+
+    def _add_hold(self, backend: SiteBackend, job_id: int, n: int, policy: int) -> None:
+        """Hold `n` more free processors of `backend` for `job_id` (logged: HOLD)."""
+        if n <= 0:
+            return
+        held = backend.holds[job_id] = backend.holds.get(job_id, 0) + n
+        backend.reserved_cores += n
+        self.hold_keys.add((backend.index, job_id))
+        engine = self.engine
+        engine.log.append(engine.clock.now, _HOLD, job_id, backend.index, -1, float(held), -1, policy)
+
+    def drop_holds(self, job_id: int, sites: Sequence[int] | None = None) -> None:
+        """End the holds for `job_id` (on `sites`; None: everywhere, and it may be held for
+        again): it started or left the queue, or the allocation did not start it. Its free
+        processors go back to all (HOLD, value 0); its processors being preempted come free for all."""
+        if sites is None:
+            self.declined.discard(job_id)
+        keys = [k for k in self.hold_keys if k[1] == job_id and (sites is None or k[0] in sites)]
+        if not keys:
+            return
+        engine = self.engine
+        now = engine.clock.now
+        for site, _ in keys:
+            self.hold_keys.discard((site, job_id))
+            pending = self.pending.pop((site, job_id), 0)
+            if pending:
+                self.pending_on[site] -= pending
+                for bag in self.bags.values():
+                    for slot in bag.slots.values():
+                        if slot.for_job == job_id and slot.site == site:
+                            slot.for_job = -1
+            backend = engine.backends[site]
+            held = backend.holds.pop(job_id, 0)
+            backend.reserved_cores -= held
+            engine.log.append(now, _HOLD, job_id, site, -1, 0.0)
+
+    def after_round(self) -> None:
+        """After a round: end the holds to which nothing more is coming (no processor being
+        preempted for them) whose job the round did not start: the allocation policy chose not to
+        start it on them (a job ahead blocks the queue, a reservation for another job)."""
+        done: dict[int, list[int]] = {}
+        for site, job_id in sorted(self.hold_keys):
+            if (site, job_id) not in self.pending:
+                done.setdefault(job_id, []).append(site)
+        for job_id, sites in done.items():
+            self.drop_holds(job_id, sites)
+            self.declined.add(job_id)
+        if done:  # the processors are for all now: another round may start other jobs on them
+            self.engine.request_round(self.engine.clock.now)
+
     def _free(self, bag: Bag, slot: Slot) -> None:
         """Give processor `slot` back to its site now (its bag no longer counts it as held)."""
         engine = self.engine
@@ -636,9 +789,17 @@ class BagBook:
             self.leaving[site] -= 1
         else:  # out of tasks: it was counted as held until now
             bag._held[site] -= 1
-        engine.backends[site].free += 1
+        backend = engine.backends[site]
+        backend.free += 1
         self.held[site] -= 1
         engine.log.append(now, _RELEASE, bag.job.id, site, slot.id, 1.0)
+        job_id = slot.for_job
+        if job_id >= 0:  # held for a waiting rigid job: its hold takes the processor (up to its size)
+            slot.for_job = -1
+            self._untag(site, job_id)
+            entry = engine.entries.get(job_id)
+            if entry is not None and backend.holds.get(job_id, 0) < entry.job.size:
+                self._add_hold(backend, job_id, 1, -1)
         if self.launcher is not None:
             self.launcher.close(bag, slot)
         if bag.finished and not bag.slots:

@@ -798,12 +798,15 @@ class Engine:
 
     def drop_reservations(self, job_id: int) -> None:
         """A queued job left its queue (started, cancelled): end what is reserved for it
-        anywhere, logging each VM given back (RESERVE, value 0)."""
+        anywhere, logging each VM given back (RESERVE, value 0) and each cluster hold ended
+        (HOLD, value 0)."""
         now = self.clock.now
         for b in self.backends:
             if b.reserved_cores:
                 for vm_id in b.drop_reservation(job_id):
                     self.log.append(now, int(EventKind.RESERVE), job_id, b.index, vm_id, 0.0)
+        if self.bags.hold_keys or self.bags.declined:  # holds on clusters (isthmus.engine.bags)
+            self.bags.drop_holds(job_id)
 
     # ------------------------------------------------------------------ used by decision kinds
 
@@ -888,6 +891,8 @@ class Engine:
                     raise AssertionError(f"policy {policy.name!r} changed the engine state while deciding")
                 for d in decisions:
                     self.apply(d, policy.name)
+                if self.bags.unsettled:
+                    self.bags.settle(policy.name)
         else:
             apply = self.apply
             for policy in self._deciders:
@@ -898,6 +903,10 @@ class Engine:
                     name = policy.name
                     for d in decided:
                         apply(d, name)
+                    if self.bags.unsettled:  # holds made by this policy's shrinks
+                        self.bags.settle(name)
+        if self.bags.hold_keys:
+            self.bags.after_round()
         if self.federation is not None:
             if self.outsized:
                 self._reject_outsized()

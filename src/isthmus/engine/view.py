@@ -302,8 +302,28 @@ class EngineView:
         return self._sites
 
     def free_processors(self) -> list[int]:
-        """Free processors per site index, as a fresh list the policy may count down."""
+        """Free processors per site index, as a fresh list the policy may count down: on a
+        cluster, those held for waiting jobs (`held_for`) left out."""
+        if self._e.bags.hold_keys:
+            return [b.free - b.reserved_cores if b.holds else b.free for b in self._e.backends]
         return [b.free for b in self._e.backends]
+
+    @property
+    def holding(self) -> bool:
+        """True while a cluster holds processors for a waiting job (bags gave them back for it):
+        `free_processors` leaves them out and only that job may start on them (`held_for`)."""
+        return bool(self._e.bags.hold_keys)
+
+    def holds(self) -> dict[int, dict[int, int]]:
+        """Waiting job id -> {site index: free processors held for it there} (only that job may
+        use them; they are not in `free_processors`); empty when no site holds any."""
+        out: dict[int, dict[int, int]] = {}
+        if self._e.bags.hold_keys:
+            for b in self._e.backends:
+                for job_id, n in b.holds.items():
+                    if n:
+                        out.setdefault(job_id, {})[b.index] = n
+        return out
 
     @property
     def stages(self) -> int:

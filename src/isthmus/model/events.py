@@ -51,6 +51,8 @@ class EventKind(IntEnum):
     # Live bags only (task ends reported by pilots): a task run that exited non-zero
     TASK_RETRY = 28  # task `task` failed on slot `vm` and goes back to the bag's queue; value = exit code
     TASK_FAIL = 29  # task `task` failed on slot `vm` with no retry left; value = exit code
+    # Cluster holds: processors bags gave back for a waiting rigid job, kept for it until it starts
+    HOLD = 30  # free processors of site held for queued job `job` now (value; 0: the hold ended)
 
 
 class KillCause(IntEnum):

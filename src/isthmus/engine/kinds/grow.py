@@ -52,9 +52,11 @@ class GrowKind:
                 StatusCode.OVER_LIMIT,
                 f"bag {d.job_id} has {bag.unclaimed} tasks waiting for a processor; it cannot use {d.count} more",
             )
-        if d.count > backend.free:
+        if d.count > backend.free_for(-1):
+            held = f", {backend.reserved_cores} of them held for waiting jobs" if backend.reserved_cores else ""
             raise Refused(
-                StatusCode.NO_CAPACITY, f"needs {d.count} processors; site {backend.name} has {backend.free} free"
+                StatusCode.NO_CAPACITY,
+                f"needs {d.count} processors; site {backend.name} has {backend.free} free{held}",
             )
         return bag
 

@@ -31,6 +31,23 @@ def first_fit(free: list[int], order: Sequence[int], size: int) -> int:
     return -1
 
 
+def first_fit_held(free: list[int], order: Sequence[int], size: int, held: Mapping[int, int]) -> int:
+    """Index of the first site in `order` where a job of `size` processors fits on the free ones
+    and those held for it there (`held`, from `View.holds`), or -1."""
+    for i in order:
+        if free[i] + held.get(i, 0) >= size:
+            return i
+    return -1
+
+
+def take(free: list[int], i: int, size: int, held: Mapping[int, int] | None) -> int:
+    """Count down site `i` of `free` for a job of `size` processors that uses the processors
+    held for it there first (`held`, None: none); returns how many free ones it took."""
+    own = min(size, held.get(i, 0)) if held else 0
+    free[i] -= size - own
+    return size - own
+
+
 class Placer:
     """First fit that respects VM matching (Cloud Scheduler, Appendix I): while the view says VMs
     are not interchangeable (`View.vm_matching`), a cloud takes a job only if its ready VMs that
@@ -42,9 +59,12 @@ class Placer:
         self.matching = view.vm_matching
         self._papers: dict[int, PaperVms] = {}
 
-    def first_fit(self, free: list[int], order: Sequence[int], job: Job) -> int:
-        """Index of the first site of `order` that can take `job` now, or -1 (the caller counts
-        `free` down; the VMs taken on paper are counted here)."""
+    def first_fit(self, free: list[int], order: Sequence[int], job: Job, held: Mapping[int, int] | None = None) -> int:
+        """Index of the first site of `order` that can take `job` now (on the free processors and
+        those `held` for it on clusters), or -1 (the caller counts `free` down; the VMs taken on
+        paper are counted here)."""
+        if held:
+            return first_fit_held(free, order, job.size, held)
         if not self.matching:
             return first_fit(free, order, job.size)
         for i in order:
@@ -73,6 +93,9 @@ def queue_fitting(view: View, stage: int, free: list[int]) -> Iterator[JobInfo]:
     bucket is dropped once its size no longer fits (free processors only decrease in a round).
     """
     order = view.stage_sites(stage)
+    if view.holding:  # a job may fit on processors held for it (not in `free`): every job
+        yield from view.queue(stage)
+        return
     bound = max([free[i] for i in order]) if order else 0
     if bound <= 0:
         return
@@ -92,6 +115,9 @@ def queue_fitting_by_runtime(view: View, stage: int, free: list[int], key: Runti
     counted down by the caller as it places jobs.
     """
     order = view.stage_sites(stage)
+    if view.holding:  # a job may fit on processors held for it (not in `free`): every job
+        yield from sorted(view.queue(stage), key=lambda e: runtime_order(e, key))
+        return
     bound = max([free[i] for i in order]) if order else 0
     if bound <= 0:
         return
@@ -158,11 +184,16 @@ def first_fit_in_order(
     if free is None:
         free = free_processors(view)
     out: list[Decision] = []
-    placer = Placer(view) if view.vm_matching else None  # None: every free processor fits any job
+    holds = view.holds() if view.holding else None
+    placer = Placer(view) if view.vm_matching or holds else None  # None: every free processor fits any job
     for e in queue_fitting(view, stage, free):
-        i = placer.first_fit(free, order, e.job) if placer else first_fit(free, order, e.job.size)
+        held = holds.get(e.job.id) if holds else None
+        i = placer.first_fit(free, order, e.job, held) if placer else first_fit(free, order, e.job.size)
         if i >= 0:
-            free[i] -= e.job.size
+            if held:
+                take(free, i, e.job.size, held)
+            else:
+                free[i] -= e.job.size
             out.append(StartJob(e.job.id, i, limit, by=name))
     return out
 
@@ -193,17 +224,25 @@ def list_schedule(
         free = free_processors(view)
     total = sum([free[i] for i in order])
     out: list[Decision] = []
-    placer = Placer(view) if view.vm_matching else None  # None: every free processor fits any job
+    holds = view.holds() if view.holding else None
+    placer = Placer(view) if view.vm_matching or holds else None  # None: every free processor fits any job
     for e in jobs:
-        if total <= 0:
-            break
         size = e.job.size
-        if size > total:
-            continue
-        i = placer.first_fit(free, order, e.job) if placer else first_fit(free, order, size)
+        held = holds.get(e.job.id) if holds else None
+        if not held:
+            if total <= 0:
+                if holds:
+                    continue
+                break
+            if size > total:
+                continue
+        i = placer.first_fit(free, order, e.job, held) if placer else first_fit(free, order, size)
         if i >= 0:
-            free[i] -= size
-            total -= size
+            if held:
+                total -= take(free, i, size, held)
+            else:
+                free[i] -= size
+                total -= size
             out.append(StartJob(e.job.id, i, limit, by=name))
     return out
 

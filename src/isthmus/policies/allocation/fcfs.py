@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision, StartJob
-from isthmus.policies.allocation.common import Placer, SingleSetPolicy, first_fit, free_processors
+from isthmus.policies.allocation.common import Placer, SingleSetPolicy, first_fit, free_processors, take
 from isthmus.policies.api import View
 
 
@@ -26,11 +26,16 @@ class StrictFcfs(SingleSetPolicy):
         order = view.stage_sites(0)
         free = free_processors(view)
         out: list[Decision] = []
-        placer = Placer(view) if view.vm_matching else None  # None: every free processor fits any job
+        holds = view.holds() if view.holding else None
+        placer = Placer(view) if view.vm_matching or holds else None  # None: every free processor fits any job
         for e in view.queue(0):
-            i = placer.first_fit(free, order, e.job) if placer else first_fit(free, order, e.job.size)
+            held = holds.get(e.job.id) if holds else None
+            i = placer.first_fit(free, order, e.job, held) if placer else first_fit(free, order, e.job.size)
             if i < 0:
                 break
-            free[i] -= e.job.size
+            if held:
+                take(free, i, e.job.size, held)
+            else:
+                free[i] -= e.job.size
             out.append(StartJob(e.job.id, i, by=self.name))
         return out

@@ -148,17 +148,26 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     there, claims that site (the one needing the fewest back; §3.1.3: "it determines how many
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
     claims nothing: bags may use the processors until it could start; with `blocking` (strict
-    FCFS allocation) neither does any job after it."""
+    FCFS allocation) neither does any job after it.
+
+    Processors the engine holds for a waiting job (free ones, `View.holds`, and those being
+    preempted for it, `BagsInfo.leaving_for`) count for that job alone, first."""
     bags = view.bags
     now = view.now
     avail = {}
     free = {}
     release = {}
+    holds = view.holds() if view.holding else None
     for i, s in enumerate(view.sites):
         if s.available(now):
             avail[i] = s.free + bags.leaving(i)
             free[i] = s.free
             release[i] = bags.held(i) - bags.leaving(i)
+            if holds is not None and s.reserved and i in bags.sites:
+                free[i] -= s.reserved
+                avail[i] -= s.reserved
+            if holds is not None:
+                avail[i] -= bags.leaving_for(i, -1)
     watched = set(sites)
     need = dict.fromkeys(sites, 0)
     claims: dict[int, list[tuple[int, int]]] = {i: [] for i in sites}
@@ -170,20 +179,43 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
             ):
                 break
             size = entry.job.size
-            fit = next((i for i in choices if free[i] >= size), None)
-            if fit is None:
-                fit = next((i for i in choices if avail[i] >= size), None)
-            if fit is not None:
-                avail[fit] -= size
-                free[fit] -= min(free[fit], size)
-                continue
+            own: dict[int, int] = {}
+            held: dict[int, int] = {}
+            if holds is not None:  # processors held for this job: free, and free or being preempted
+                held = {i: holds.get(entry.job.id, {}).get(i, 0) for i in choices}
+                own = {i: held[i] + bags.leaving_for(i, entry.job.id) for i in choices}
+            if own and any(own.values()):
+                fit = next((i for i in choices if free[i] + held[i] >= size), None)
+                mine = held
+                if fit is None:
+                    fit = next((i for i in choices if avail[i] + own[i] >= size), None)
+                    mine = own
+                if fit is not None:
+                    rest = max(0, size - mine[fit])
+                    avail[fit] -= rest
+                    free[fit] -= min(free[fit], rest)
+                    for i in choices:  # starting there ends its holds elsewhere: for all then
+                        if i != fit and own[i]:
+                            avail[i] += own[i]
+                            free[i] += held[i]
+                    continue
+                size_left = {i: size - own[i] for i in choices}
+            else:
+                fit = next((i for i in choices if free[i] >= size), None)
+                if fit is None:
+                    fit = next((i for i in choices if avail[i] >= size), None)
+                if fit is not None:
+                    avail[fit] -= size
+                    free[fit] -= min(free[fit], size)
+                    continue
+                size_left = dict.fromkeys(choices, size)
             best = None
             for i in choices:
-                missing = size - avail[i]
-                if release.get(i, 0) >= missing and (best is None or missing < size - avail[best]):
+                missing = size_left[i] - avail[i]
+                if release.get(i, 0) >= missing and (best is None or missing < size_left[best] - avail[best]):
                     best = i
             if best is not None:
-                missing = size - avail[best]
+                missing = size_left[best] - avail[best]
                 avail[best] = 0
                 free[best] = 0
                 release[best] -= missing
