@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.clock import PRIO_END, Schedule
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind
@@ -86,11 +87,13 @@ class Slot:
     """One processor held by a bag (a launcher): pulling a task, running one, or leaving. A live
     launcher also holds `ahead`: the tasks it will run next, in order (its local list)."""
 
-    __slots__ = ("ahead", "id", "since", "site", "state", "task")
+    __slots__ = ("ahead", "id", "since", "site", "state", "task", "vm")
 
-    def __init__(self, slot_id: int, site: int, now: float) -> None:
+    def __init__(self, slot_id: int, site: int, now: float, vm: int = -1) -> None:
         self.id = slot_id
         self.site = site
+        #: the VM it is on (a cloud site's), -1 on a cluster
+        self.vm = vm
         self.state = _PULLING
         self.task = -1
         self.since = now
@@ -327,6 +330,9 @@ class BagBook:
         #: site -> processors being preempted
         self.leaving: dict[int, int] = {}
         self.sites: tuple[int, ...] = tuple(b.index for b in engine.backends if b.holds_bags)
+        for b in engine.backends:
+            if isinstance(b, CloudBackend):
+                b.bag_evict = self._evictor(b.index)
         self.view = BagsView(self)
         self._schedule: Schedule | None = None
         self._next_slot = 0
@@ -408,13 +414,13 @@ class BagBook:
         engine = self.engine
         now = engine.clock.now
         log = engine.log
-        engine.backends[site].free -= count
+        vms = engine.backends[site].take_bag_slots(bag.job, count)
         self.held[site] = self.held.get(site, 0) + count
         bag._held[site] = bag._held.get(site, 0) + count
         log.append(now, _GROW, bag.job.id, site, -1, float(count), -1, log.policy_index(policy))
         latency = self.settings.pull_latency
-        for _ in range(count):
-            slot = Slot(self._next_slot, site, now)
+        for vm in vms:
+            slot = Slot(self._next_slot, site, now, vm)
             self._next_slot += 1
             bag.slots[slot.id] = slot
             bag.pulling += 1
@@ -425,10 +431,12 @@ class BagBook:
             else:
                 self._pull(bag, slot)
 
-    def shrink(self, bag: Bag, site: int, slots: Sequence[Slot], policy: str, for_job: int = -1) -> None:
+    def shrink(
+        self, bag: Bag, site: int, slots: Sequence[Slot], policy: str, for_job: int = -1, at_once: bool = False
+    ) -> None:
         """Preempt `slots` of `bag` on `site` (validated by the ShrinkBag kind) for rigid job
         `for_job` (-1: none): running tasks go back to the front of the queue; the processors are
-        free after the preemption time."""
+        free after the preemption time, or now with `at_once` (their VM is going)."""
         engine = self.engine
         now = engine.clock.now
         log = engine.log
@@ -455,12 +463,34 @@ class BagBook:
             bag._held[site] -= 1
             bag._leaving[site] = bag._leaving.get(site, 0) + 1
             self.leaving[site] = self.leaving.get(site, 0) + 1
-        wait = self.settings.preemption_time
+        wait = 0.0 if at_once else self.settings.preemption_time
         for slot in slots:
             if wait > 0:
                 self._at(now + wait, EV_FREED, bag.job.id, slot.id)
             else:
                 self._free(bag, slot)
+
+    def _evictor(self, site: int) -> Callable[[int, float], None]:
+        def evict(vm: int, now: float) -> None:
+            self.evict(site, vm)
+
+        return evict
+
+    def evict(self, site: int, vm: int) -> None:
+        """VM `vm` of cloud `site` is going (released, failed, reserved for a job): the launchers
+        of bags on it are preempted now, with no preemption time (SHRINK by "vm-release", their
+        tasks back to the front of their bag's queue, as for any shrink), those already being
+        preempted are free now too; their cores are free again on the VM."""
+        for bag in list(self.bags.values()):
+            mine = [s for s in bag.slots.values() if s.site == site and s.vm == vm]
+            if not mine:
+                continue
+            active = [s for s in mine if s.state != _LEAVING]
+            if active:
+                self.shrink(bag, site, active, "vm-release", at_once=True)
+            for slot in mine:
+                if slot.id in bag.slots:
+                    self._free(bag, slot)
 
     # ------------------------------------------------------------------------ events
 
@@ -636,7 +666,7 @@ class BagBook:
             self.leaving[site] -= 1
         else:  # out of tasks: it was counted as held until now
             bag._held[site] -= 1
-        engine.backends[site].free += 1
+        engine.backends[site].give_bag_slot(slot.vm)
         self.held[site] -= 1
         engine.log.append(now, _RELEASE, bag.job.id, site, slot.id, 1.0)
         if self.launcher is not None:

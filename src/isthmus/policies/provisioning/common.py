@@ -35,6 +35,17 @@ def usable_clouds(view: View, name: str) -> tuple[dict[int, CloudInfo], list[Dec
     return clouds, wakes
 
 
+def demand_free(view: View, clouds: Iterable[int]) -> list[int]:
+    """Free processors per site as provisioning counts them: on `clouds`, the cores bags of
+    tasks hold are free too (bags scavenge VMs leased anyway and shrink for queued jobs: they
+    never cause a lease); fresh list."""
+    free = view.free_processors()
+    bags = view.bags
+    for i in clouds:
+        free[i] += bags.held(i)
+    return free
+
+
 @dataclass
 class Demand:
     """The queue placed on paper: VMs to lease per cloud for jobs that fit nowhere (one VM per
@@ -64,7 +75,7 @@ def queue_demand(
     VM waiting for the head job to fit is claimed by it).
     """
     demand = Demand(lease=dict.fromkeys(clouds, 0), claimed_vms=dict.fromkeys(clouds, 0))
-    ready_free = [s.free for s in view.sites]
+    ready_free = demand_free(view, clouds)
     free = list(ready_free)
     for i, c in clouds.items():
         deficit = max(0, c.site.min_vms - c.leased)
