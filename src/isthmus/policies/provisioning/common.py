@@ -35,14 +35,16 @@ def usable_clouds(view: View, name: str) -> tuple[dict[int, CloudInfo], list[Dec
     return clouds, wakes
 
 
-def demand_free(view: View, clouds: Iterable[int]) -> list[int]:
-    """Free processors per site as provisioning counts them: on `clouds`, the cores bags of
-    tasks hold are free too (bags scavenge VMs leased anyway and shrink for queued jobs: they
-    never cause a lease); fresh list."""
+def demand_free(view: View) -> list[int]:
+    """Free processors per site as provisioning counts them: the processors bags of tasks hold
+    (a cluster's, a cloud VM's cores) are free too, since bags shrink for queued jobs and scavenge
+    VMs leased anyway: they never cause a lease; fresh list."""
     free = view.free_processors()
     bags = view.bags
-    for i in clouds:
-        free[i] += bags.held(i)
+    for i in bags.sites:
+        held = bags.held(i)
+        if held:
+            free[i] += held
     return free
 
 
@@ -75,7 +77,7 @@ def queue_demand(
     VM waiting for the head job to fit is claimed by it).
     """
     demand = Demand(lease=dict.fromkeys(clouds, 0), claimed_vms=dict.fromkeys(clouds, 0))
-    ready_free = demand_free(view, clouds)
+    ready_free = demand_free(view)
     free = list(ready_free)
     for i, c in clouds.items():
         deficit = max(0, c.site.min_vms - c.leased)

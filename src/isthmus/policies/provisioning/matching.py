@@ -35,7 +35,7 @@ def matching_demand(view: View, clouds: dict[int, CloudInfo], name: str) -> tupl
         if deficit > 0:
             planned[i] = deficit
             leases[(i, 0, 0 if c.site.vm_images else -1)] = deficit
-    free = demand_free(view, clouds)
+    free = demand_free(view)
     for stage in range(view.stages):
         order = view.stage_sites(stage)
         for e in view.queue(stage):

@@ -87,7 +87,7 @@ class OnDemand:
             leases, claimed = matching_demand(view, clouds, self.name)
             out.extend(leases)
             return self._releases(view, clouds, leased, set(), out, claimed)
-        free = demand_free(view, clouds)
+        free = demand_free(view)
         for i, c in clouds.items():
             free[i] += (c.booting + planned[i]) * cores[i]
         needed: set[int] = set()
