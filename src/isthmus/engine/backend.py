@@ -145,13 +145,13 @@ class SiteBackend(ABC):
         """Free processors bag `job` may hold here now."""
         return self.free
 
-    def take_bag_slots(self, job: Job, count: int) -> list[int]:
+    def bag_take(self, job: Job, count: int) -> list[int]:
         """Give `count` of the free processors to bag `job` (the engine checked `bag_room`);
         returns the VM of each (-1: a cluster's processor)."""
         self.free -= count
         return [-1] * count
 
-    def give_bag_slot(self, vm: int) -> None:
+    def bag_give(self, vm: int) -> None:
         """A bag gives back its processor on VM `vm` (-1: a cluster's processor)."""
         self.free += 1
 
@@ -264,7 +264,7 @@ class CloudBackend(SiteBackend):
         its user or anyone, meeting its VM requirements."""
         return sum(vm.free for vm in self._bag_vms(job))
 
-    def take_bag_slots(self, job: Job, count: int) -> list[int]:
+    def bag_take(self, job: Job, count: int) -> list[int]:
         """Give `count` free cores of ready VMs to bag `job` (the engine checked `bag_room`), the
         VMs in lease order; returns the VM of each."""
         out: list[int] = []
@@ -278,7 +278,7 @@ class CloudBackend(SiteBackend):
                 break
         return out
 
-    def give_bag_slot(self, vm: int) -> None:
+    def bag_give(self, vm: int) -> None:
         """A bag gives back its core on VM `vm`."""
         v = self.vms[vm]
         v.bagged -= 1

@@ -414,7 +414,7 @@ class BagBook:
         engine = self.engine
         now = engine.clock.now
         log = engine.log
-        vms = engine.backends[site].take_bag_slots(bag.job, count)
+        vms = engine.backends[site].bag_take(bag.job, count)
         self.held[site] = self.held.get(site, 0) + count
         bag._held[site] = bag._held.get(site, 0) + count
         log.append(now, _GROW, bag.job.id, site, -1, float(count), -1, log.policy_index(policy))
@@ -666,7 +666,7 @@ class BagBook:
             self.leaving[site] -= 1
         else:  # out of tasks: it was counted as held until now
             bag._held[site] -= 1
-        engine.backends[site].give_bag_slot(slot.vm)
+        engine.backends[site].bag_give(slot.vm)
         self.held[site] -= 1
         engine.log.append(now, _RELEASE, bag.job.id, site, slot.id, 1.0)
         if self.launcher is not None:
