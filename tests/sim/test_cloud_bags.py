@@ -81,14 +81,18 @@ def test_on_demand_releases_the_vm_a_bag_holds_at_its_billing_boundary():
     result = run(env, jobs, [b])
     alone = run(env, jobs, [])
     vm_events = (K.VM_LEASE, K.VM_RELEASE)
-    assert rows(result, *vm_events) == rows(alone, *vm_events) == [
-        (0.0, "VM_LEASE", -1, 0, 0.0, -1),
-        (3480.0, "VM_RELEASE", -1, 0, 0.0, -1),
-        (4000.0, "VM_LEASE", -1, 1, 0.0, -1),
-        (7480.0, "VM_RELEASE", -1, 1, 0.0, -1),
-    ]
+    assert (
+        rows(result, *vm_events)
+        == rows(alone, *vm_events)
+        == [
+            (0.0, "VM_LEASE", -1, 0, 0.0, -1),
+            (3480.0, "VM_RELEASE", -1, 0, 0.0, -1),
+            (4000.0, "VM_LEASE", -1, 1, 0.0, -1),
+            (7480.0, "VM_RELEASE", -1, 1, 0.0, -1),
+        ]
+    )
     assert charged(result, env) == charged(alone, env) == 2.0
-    around = [r for r in rows(result, K.GROW, K.SHRINK, K.TASK_PREEMPT, K.BAG_RELEASE, K.VM_RELEASE, K.BAG_END)]
+    around = rows(result, K.GROW, K.SHRINK, K.TASK_PREEMPT, K.BAG_RELEASE, K.VM_RELEASE, K.BAG_END)
     assert around == [
         (100.0, "GROW", 10, -1, 1.0, -1),
         (3480.0, "SHRINK", 10, -1, 1.0, -1),

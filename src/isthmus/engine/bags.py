@@ -10,9 +10,13 @@ to the front of the bag's queue with its work lost, and the processor is free ag
 preemption time has passed (the time for the shrink to take effect, §3.5.3); until then it still
 counts as held. Every task therefore completes exactly once.
 
-Bags hold processors only on sites whose backend says so (`SiteBackend.holds_bags`: the
-simulated cluster); the processors are taken from the backend's `free` count, so the rigid jobs'
-policies see them as busy. Everything is logged (BAG_SUBMIT, GROW, SHRINK, TASK_START, TASK_END,
+Bags hold processors only on sites whose backend says so (`SiteBackend.holds_bags`: clusters,
+and clouds, where each processor is a free core of one ready VM, `Slot.vm`); the processors are
+taken from the backend's `free` count (`bag_take`, `bag_give`), so the rigid jobs' allocation
+sees them as busy. On a cloud they scavenge VMs leased anyway: a VM only bags hold stays idle to
+provisioning (`Vm.bagged` is not `Vm.load`), and a VM going away (released, failed, reserved)
+preempts its launchers at once (`BagBook.evict`, no preemption time).
+Everything is logged (BAG_SUBMIT, GROW, SHRINK, TASK_START, TASK_END,
 TASK_PREEMPT, BAG_RELEASE, BAG_END with the task column), and bag metrics come from the log
 (`isthmus.metrics.bags`). Task events never ask for a scheduling round; a change of holdings does.
 

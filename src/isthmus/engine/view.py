@@ -67,9 +67,7 @@ class VmView:
     #: Processors not running anything.
     free = property(attrgetter("_vm.free"), doc="Processors not running anything.")
     #: Cores held by launchers of bags of tasks (not free, yet the VM is idle: they scavenge it).
-    bagged = property(
-        attrgetter("_vm.bagged"), doc="Cores held by launchers of bags of tasks (preempted when needed)."
-    )
+    bagged = property(attrgetter("_vm.bagged"), doc="Cores held by launchers of bags of tasks (preempted when needed).")
     #: When billing started.
     leased_at = property(attrgetter("_vm.leased_at"), doc="When billing started.")
     #: When the VM last became idle (-1 while busy).

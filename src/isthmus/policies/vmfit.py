@@ -57,8 +57,8 @@ def lease_plan(cloud: CloudInfo, job: Job) -> LeasePlan | None:
 class PaperVms:
     """The VMs of one cloud placed on paper: free processors of each ready VM, all processors of
     each booting VM (it will be free when it boots; none with `ready_only`, what an allocation
-    policy may start jobs on now; cores bags of tasks hold count as free unless `ready_only`), counted down as jobs are placed. VMs reserved for a job are
-    left to the engine's own check."""
+    policy may start jobs on now; cores bags of tasks hold count as free unless `ready_only`),
+    counted down as jobs are placed. VMs reserved for a job are left to the engine's own check."""
 
     def __init__(self, cloud: CloudInfo, vms: Sequence[VmInfo] | None = None, *, ready_only: bool = False) -> None:
         self.cloud = cloud

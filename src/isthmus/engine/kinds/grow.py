@@ -1,4 +1,5 @@
-"""GrowBag: give a bag of tasks more free processors of a site (KOALA-CS thesis §3.5.2): a\ncluster's, or free cores of a cloud's ready VMs."""
+"""GrowBag: give a bag of tasks more free processors of a site (KOALA-CS thesis §3.5.2): a
+cluster's, or free cores of a cloud's ready VMs."""
 
 from __future__ import annotations
 
@@ -54,9 +55,7 @@ class GrowKind:
             )
         room = backend.bag_room(bag.job)
         if d.count > room:
-            raise Refused(
-                StatusCode.NO_CAPACITY, f"needs {d.count} processors; site {backend.name} has {room} free"
-            )
+            raise Refused(StatusCode.NO_CAPACITY, f"needs {d.count} processors; site {backend.name} has {room} free")
         return bag
 
     def apply(self, engine: Engine, d: GrowBag, ctx: Bag) -> None:
