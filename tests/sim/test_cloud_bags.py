@@ -5,6 +5,8 @@ back in the queue), and a rigid job needing the cores makes the bag shrink there
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from helpers import job
@@ -157,3 +159,53 @@ def test_a_bag_causes_no_lease(provisioning: str):
     first = 1.0 if provisioning == "on-demand" else 3.0
     assert rows(result, K.GROW) == [(0.0, "GROW", 10, -1, first, -1), (10.0, "GROW", 10, -1, 1.0, -1)]
     tasks_completed_once(result, b)
+
+
+def test_a_budget_cap_releasing_the_vm_preempts_the_launcher_on_it_at_once():
+    # A cluster of 1 processor and one 2-core VM at $1 an hour; the budget pays one increment.
+    # Job 1 (2 cores, 0-100) makes On-Demand lease the VM; the bag (150 tasks of 50 s) holds the
+    # cluster's processor from 0, and one core of the VM from 100, when job 2 (1 core, 4000 s)
+    # starts on the other. At 3600 the budget cannot pay the VM's second hour: job 2 is killed
+    # and requeued, and the VM released; the launcher on it (task 143, just started) is preempted
+    # first, with no preemption time. Job 2 then claims the cluster: SEP shrinks the bag there (its
+    # running task preempted too) and job 2 starts after the 10 s preemption time, ending at 7610;
+    # the bag regrows then and completes its 8 tasks left at 8010 (1 processor, 8 x 50 s).
+    cloud = paid_cloud(2).sites[0]
+    env = Environment("cluster-cloud", (Site("c", nodes=1), replace(cloud, max_vms=1)))
+    b = bag(10, 150, 50.0)
+    result = simulate(
+        env,
+        [job(1, 0, 2, 100), job(2, 100, 1, 4000)],
+        "fcfs",
+        "on-demand",
+        bags=[b],
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
+        round_interval=None,
+        budget=1.0,
+    )
+    kinds = (K.KILL, K.REQUEUE, K.SHRINK, K.TASK_PREEMPT, K.BAG_RELEASE, K.VM_RELEASE, K.START, K.BAG_END)
+    assert [(t, k, j, s) for t, k, j, s, _ in events_from(result, 3600.0, kinds)] == [
+        (3600.0, "KILL", 2, 1),
+        (3600.0, "REQUEUE", 2, -1),
+        (3600.0, "SHRINK", 10, 1),
+        (3600.0, "TASK_PREEMPT", 10, 1),
+        (3600.0, "BAG_RELEASE", 10, 1),
+        (3600.0, "VM_RELEASE", -1, 1),
+        (3600.0, "SHRINK", 10, 0),
+        (3600.0, "TASK_PREEMPT", 10, 0),
+        (3610.0, "BAG_RELEASE", 10, 0),
+        (3610.0, "START", 2, 0),
+        (8010.0, "BAG_END", 10, -1),
+        (8010.0, "BAG_RELEASE", 10, 0),
+    ]
+    policies = [p for _, k, _, _, p in events_from(result, 3600.0, kinds) if k in ("SHRINK", "VM_RELEASE")]
+    assert policies == ["vm-release", "budget", "sep"]
+    preempted = next(e for e in result.log if e.kind is K.TASK_PREEMPT)
+    assert (preempted.task, preempted.value) == (143, 0.0)
+    tasks_completed_once(result, b)
+
+
+def events_from(result: SimulationResult, since: float, kinds: tuple[EventKind, ...]) -> list[tuple]:
+    return [(e.time, e.kind.name, e.job, e.site, e.policy) for e in result.log if e.kind in kinds and e.time >= since]

@@ -284,6 +284,12 @@ class BagsView:
         """Indices of the sites that may hold bag processors."""
         return self._book.sites
 
+    @property
+    def holding(self) -> bool:
+        """True when bags hold processors on some site (a cheap test: no bag, no scan)."""
+        held = self._book.held
+        return bool(held) and any(held.values())
+
     def held(self, site: int) -> int:
         """Processors held on `site` by all bags, those being preempted included."""
         return self._book.held.get(site, 0)

@@ -233,12 +233,15 @@ class BagInfo(Protocol):
 
 class BagsInfo(Protocol):
     """The bags of tasks of an engine, read-only: the active ones in arrival order, the sites that
-    may hold bag processors, and per site the processors held by all bags and being preempted."""
+    may hold bag processors, whether any processor is held, and per site the processors held by
+    all bags and being preempted."""
 
     @property
     def active(self) -> Sequence[BagInfo]: ...
     @property
     def sites(self) -> Sequence[int]: ...
+    @property
+    def holding(self) -> bool: ...
     def held(self, site: int) -> int: ...
     def leaving(self, site: int) -> int: ...
 

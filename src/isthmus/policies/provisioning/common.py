@@ -41,10 +41,9 @@ def demand_free(view: View) -> list[int]:
     VMs leased anyway: they never cause a lease; fresh list."""
     free = view.free_processors()
     bags = view.bags
-    for i in bags.sites:
-        held = bags.held(i)
-        if held:
-            free[i] += held
+    if bags.holding:
+        for i in bags.sites:
+            free[i] += bags.held(i)
     return free
 
 
