@@ -10,12 +10,15 @@ from dataclasses import replace
 import pytest
 
 from helpers import job
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.bags import BagSettings
 from isthmus.metrics.run import compute_run_metrics
-from isthmus.model.environment import Environment
+from isthmus.model.decisions import ReserveVms
+from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
 from isthmus.model.site import Site, SiteKind
+from isthmus.sim.harness import Harness
 from isthmus.sim.runner import SimulationResult, simulate
 
 K = EventKind
@@ -209,3 +212,31 @@ def test_a_budget_cap_releasing_the_vm_preempts_the_launcher_on_it_at_once():
 
 def events_from(result: SimulationResult, since: float, kinds: tuple[EventKind, ...]) -> list[tuple]:
     return [(e.time, e.kind.name, e.job, e.site, e.policy) for e in result.log if e.kind in kinds and e.time >= since]
+
+
+def test_a_failed_or_reserved_vm_preempts_the_launchers_on_it_at_once():
+    # Two ready 2-core VMs of a cloud; the bag holds 3 cores: both of VM 0 (lease order) and one
+    # of VM 1, each running a task. VM 0 fails: its two launchers are preempted at once (tasks
+    # back to the front of the queue, cores gone with the VM); reserving VM 1 for a queued job
+    # preempts the third. The VMs stay idle to provisioning all along.
+    h = Harness(paid_cloud(2), "fcfs", "none", others={"fairshare": PolicyChoice("sep")}, now=100.0)
+    vm0, vm1 = h.vms(0, 2, leased_at=0.0)
+    cloud = h.engine.backends[0]
+    assert isinstance(cloud, CloudBackend)
+    h.bag(bag(10, 20, 50.0), {0: 3})
+    assert [(v.id, v.bagged, v.free, v.idle) for v in cloud.vms.values()] == [(vm0, 2, 0, True), (vm1, 1, 1, True)]
+    assert [v.id for v in cloud.idle_vms()] == [vm0, vm1]
+    assert h.engine.vm_failed(0, vm0, "error state")
+    assert (cloud.free, cloud.online, h.engine.bags.held[0]) == (1, 2, 1)
+    h.queue(job(1, 100, 2, 10))
+    assert h.engine.apply(ReserveVms(1, 0, 1), "manual").accepted
+    assert (cloud.vms[vm1].bagged, cloud.free, cloud.reserved_cores, h.engine.bags.held[0]) == (0, 2, 2, 0)
+    preempts = [(e.time, e.kind.name, e.vm, e.task) for e in h.engine.log if e.kind in (K.TASK_PREEMPT, K.SHRINK)]
+    assert preempts == [
+        (100.0, "SHRINK", -1, -1),
+        (100.0, "TASK_PREEMPT", 0, 0),
+        (100.0, "TASK_PREEMPT", 1, 1),
+        (100.0, "SHRINK", -1, -1),
+        (100.0, "TASK_PREEMPT", 2, 2),
+    ]
+    assert list(h.engine.bags.get(10).queue)[:3] == [2, 1, 0]  # each to the front, as any shrink
