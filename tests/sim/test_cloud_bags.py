@@ -228,7 +228,7 @@ def test_a_failed_or_reserved_vm_preempts_the_launchers_on_it_at_once():
     assert [v.id for v in cloud.idle_vms()] == [vm0, vm1]
     assert h.engine.vm_failed(0, vm0, "error state")
     assert (cloud.free, cloud.online, h.engine.bags.held[0]) == (1, 2, 1)
-    h.queue(job(1, 100, 2, 10))
+    h.queue(job(1, 100, 4, 10))  # 4 cores: it waits, holding VM 1 (the bag may not take it)
     assert h.engine.apply(ReserveVms(1, 0, 1), "manual").accepted
     assert (cloud.vms[vm1].bagged, cloud.free, cloud.reserved_cores, h.engine.bags.held[0]) == (0, 2, 2, 0)
     preempts = [(e.time, e.kind.name, e.vm, e.task) for e in h.engine.log if e.kind in (K.TASK_PREEMPT, K.SHRINK)]
@@ -240,3 +240,6 @@ def test_a_failed_or_reserved_vm_preempts_the_launchers_on_it_at_once():
         (100.0, "TASK_PREEMPT", 2, 2),
     ]
     assert list(h.engine.bags.get(10).queue)[:3] == [2, 1, 0]  # each to the front, as any shrink
+    # SEP leaves the reserved VM's free cores out: no growth onto them, nothing refused
+    h.engine.run_round()
+    assert h.engine.bags.held[0] == 0 and h.engine.rejected_decisions == 0
