@@ -18,6 +18,8 @@ import httpx
 import pytest
 from livekit import LiveServer, tagged_pids, wait_for, wait_state
 
+from isthmus.model.events import EventKind
+
 BAG_ENV = """
 name = "bags"
 round_interval = "event"
@@ -245,3 +247,72 @@ def test_an_environment_without_a_bag_policy_refuses_bags(tmp_path: Path, db_url
         assert r.status_code == 400 and "fairshare" in r.json()["detail"]
     finally:
         server.stop()
+
+
+CLOUD_BAG_ENV = """
+name = "cloud-bags"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 1
+cores_per_node = 1
+[[sites]]
+name = "cloud"
+kind = "cloud"
+max_vms = 1
+cores_per_node = 2
+boot_time = 0.5
+shutdown_time = 0.3
+idle_release_time = 3
+[policies]
+allocation = "fcfs"
+provisioning = "on-demand"
+fairshare = "sep"
+"""
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_bag_scavenges_a_vm_leased_for_a_rigid_job_until_its_idle_release(
+    tmp_path: Path, db_url: str, tag: str
+) -> None:
+    # A cluster of 1 processor and a cloud of one 2-core VM (On-Demand, released after 3 s idle).
+    # The bag holds the cluster's processor; a rigid job of 2 processors makes On-Demand lease
+    # the VM; once it ends the bag grows onto the VM's 2 cores (2 lanes of the VM's pilot), the
+    # VM stays idle to On-Demand and is released 3 s after the job's end: its launchers are
+    # preempted then (their tasks back in the queue), and the bag completes on the cluster, each
+    # task run to its end exactly once.
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    env = tmp_path / "env.toml"
+    env.write_text(CLOUD_BAG_ENV)
+    server = LiveServer(env, tmp_path / "state", db_url, tag).start()
+    try:
+        with server.client() as c:
+            bag_id = c.submit_bag(
+                sweep={"template": f"sleep 0.4; echo {{x}} >> {ran}/{{x}}.ran", "params": ["x=0..59"]}
+            )
+            wait_for(lambda: bag(c, bag_id)["held"].get("c1") == 1, timeout=20, what="the bag on the cluster")
+            rigid = c.submit(command="sleep", args=["1"], size=2)
+            wait_state(c, rigid, ("completed",), timeout=30)
+            wait_for(lambda: bag(c, bag_id)["held"].get("cloud") == 2, timeout=20, what="the bag on the VM")
+            on_vm = [n for n in bag(c, bag_id)["nodes"] if n["site"] == "cloud"]
+            assert on_vm == [{"site": "cloud", "node": "1/vm0", "processors": 2}]
+            wait_state(c, bag_id, ("completed",), timeout=120)
+            index = c.results(bag_id)
+            events = c.events()
+    finally:
+        server.stop()
+    assert all(r["state"] == "done" for r in index)
+    assert ran_counts(ran, 60) == [1] * 60
+    kinds = {k.name: int(k) for k in EventKind}
+    end = next(e[0] for e in events if e[1] == kinds["END"] and e[2] == rigid)
+    releases = [e for e in events if e[1] == kinds["VM_RELEASE"]]
+    assert len(releases) == 1 and next(e for e in events if e[1] == kinds["VM_LEASE"])[4] == releases[0][4]
+    assert 3.0 - 0.1 <= releases[0][0] - end < 3.0 + 4.0  # its idle time, as without the bag
+    grows = [e for e in events if e[1] == kinds["GROW"] and e[2] == bag_id and e[3] == 1]
+    assert grows and grows[0][0] >= end
+    # at the release, both launchers on the VM were preempted at once and given back
+    shrinks = [e for e in events if e[1] == kinds["SHRINK"] and e[2] == bag_id and e[3] == 1]
+    assert [(e[0], e[5]) for e in shrinks] == [(releases[0][0], 2.0)]
+    freed = [e for e in events if e[1] == kinds["BAG_RELEASE"] and e[2] == bag_id and e[3] == 1]
+    assert len(freed) == 2 and all(e[0] == releases[0][0] for e in freed)

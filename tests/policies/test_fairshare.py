@@ -260,7 +260,7 @@ def test_grow_and_shrink_statuses():
     assert apply(GrowBag(99, 0, 1), "t").code is StatusCode.UNKNOWN_TARGET
     assert apply(GrowBag(10, 0, 0), "t").code is StatusCode.INVALID
     assert apply(GrowBag(10, 7, 1), "t").code is StatusCode.UNKNOWN_TARGET
-    assert apply(GrowBag(10, 1, 1), "t").code is StatusCode.NOT_ALLOWED  # a cloud
+    assert apply(GrowBag(10, 1, 1), "t").code is StatusCode.NO_CAPACITY  # a cloud with no ready VM
     assert apply(GrowBag(10, 0, 4), "t").code is StatusCode.OVER_LIMIT  # 3 tasks waiting
     h2 = harness(clusters(2))
     h2.bag(bag(10, 5))

@@ -19,6 +19,7 @@ With SEP the bags with tasks waiting hold shares that differ by at most one proc
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 
 from hypothesis import HealthCheck, given, settings
@@ -26,9 +27,11 @@ from hypothesis import strategies as st
 
 from helpers import clusters
 from isthmus.engine.bags import BagSettings
-from isthmus.model.environment import PolicyChoice
+from isthmus.metrics.run import compute_run_metrics
+from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import Event, EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
+from isthmus.model.site import Site, SiteKind
 from isthmus.sim.runner import SimulationResult, simulate
 
 K = EventKind
@@ -242,3 +245,109 @@ def test_bags_with_work_hold_equal_shares(scenario, policy):
     sites, jobs, bags = scenario
     result = run(sites, jobs, bags, policy, {}, 0.0, 0.0)
     equal_shares(sites, {j.id: j for j in jobs}, result.bags, list(result.log), per_site=policy == "sep")
+
+
+# ----------------------------------------------------------------------- a cluster and a cloud
+
+
+@st.composite
+def cloud_scenarios(draw: st.DrawFn) -> tuple:
+    """A cluster and a cloud (paid or free, 1-3 VMs of 1-4 cores, booting in 0-60 s), or
+    (`cloud_only`) the cloud alone kept at 1 VM at least, with rigid jobs and bags; every bag
+    ends (on the cluster or the cloud's minimum VM at the latest)."""
+    cluster = draw(st.integers(1, 6))
+    cloud_only = draw(st.booleans())
+    max_vms = draw(st.integers(1, 3))
+    cloud = Site(
+        "cloud",
+        kind=SiteKind.CLOUD,
+        max_vms=max_vms,
+        min_vms=1 if cloud_only else 0,
+        cores_per_node=draw(st.integers(1, 4)),
+        boot_time=float(draw(st.sampled_from([0, 20, 60]))),
+        price_per_hour=draw(st.sampled_from([0.0, 1.0])),
+        billing_increment=float(draw(st.sampled_from([300, 3600]))),
+        idle_release_time=float(draw(st.sampled_from([0, 30, 300]))),
+    )
+    sites = (cloud,) if cloud_only else (Site("c", nodes=cluster), cloud)
+    env = Environment("cluster-cloud", sites)
+    largest = cloud.max_vms * cloud.cores_per_node if cloud_only else cluster
+    n_jobs = draw(st.integers(1 if cloud_only else 0, 8))
+    submits = sorted(draw(st.lists(st.integers(0, 600), min_size=n_jobs, max_size=n_jobs)))
+    if cloud_only:  # the first round, which leases the minimum VM, is at 0 with or without bags
+        submits[0] = 0
+    jobs = [
+        Job(i + 1, float(t), draw(st.integers(1, largest)), float(draw(st.integers(1, 400))))
+        for i, t in enumerate(submits)
+    ]
+    _, _, bags = draw(scenarios())
+    return env, jobs, bags, cloud_only
+
+
+def vm_lives(log: list[Event]) -> list[tuple]:
+    return [(e.kind, e.site, e.vm, e.time) for e in log if e.kind in (K.VM_LEASE, K.VM_READY, K.VM_RELEASE)]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cloud_scenarios(), st.sampled_from(["sep", "gep"]), st.sampled_from([0.0, 7.0]), st.booleans())
+def test_bags_on_a_cloud_complete_every_task_once_and_change_no_lease(scenario, policy, preemption, prefer):
+    """With a cluster and an On-Demand cloud: every task completes exactly once; no site holds
+    more than its processors (a cloud's: its ready VMs' cores); every VM is leased while a rigid
+    job waits (bags are no demand). With the cloud alone, of one VM, and no preemption time,
+    the bags leave the rigid jobs' schedule and the VM's lease, boot and release as they are
+    without bags (a bag never keeps a VM), hence the same charged cost over the same span (the
+    VM kept at the minimum is paid until the end of the longer run). What does not hold:
+    with a preemption time a rigid job may start later on a VM a bag held, and the VM's idle
+    time (so its release) moves with it; with several VMs a rigid job may start on another VM
+    than without bags (the free cores of a VM the bag does not hold, instead of the first VM's,
+    which the bag holds), so another VM goes idle and is released (the charged cost may differ
+    either way); with a cluster too, FCFS may start a job on an idle VM instead of waiting for
+    the bag to give back cluster processors."""
+    env, jobs, bags, cloud_only = scenario
+    result = simulate(
+        env,
+        jobs,
+        "fcfs",
+        "on-demand",
+        bags=bags,
+        fairshare=PolicyChoice(policy, {"prefer_between_tasks": prefer}),
+        bag_settings=BagSettings(preemption_time=preemption),
+        check_purity=True,
+    )
+    log = list(result.log)
+    tasks_complete_exactly_once(result, log)
+    cloud = len(env.sites) - 1
+    cores = env.sites[cloud].cores_per_node
+    used = [0] * len(env.sites)
+    ready = 0
+    size = {j.id: j.size for j in jobs}
+    for e in log:
+        if e.kind is K.START:
+            used[e.site] += size[e.job]
+        elif e.kind is K.END:
+            used[e.site] -= size[e.job]
+        elif e.kind is K.GROW:
+            used[e.site] += int(e.value)
+        elif e.kind is K.BAG_RELEASE:
+            used[e.site] -= 1
+        elif e.kind is K.VM_READY:
+            ready += cores
+        elif e.kind is K.VM_RELEASE:
+            ready -= cores
+        assert 0 <= used[0] <= env.sites[0].nodes or cloud_only, (e, used)
+        assert 0 <= used[cloud] <= ready, (e, used, ready)
+    start = {e.job: e.time for e in log if e.kind is K.START}
+    for e in log:  # every VM is leased for a rigid job waiting then (bags are no demand)
+        if e.kind is K.VM_LEASE:
+            assert any(j.submit <= e.time <= start.get(j.id, math.inf) for j in jobs), e
+    if preemption == 0.0 and cloud_only and env.sites[0].max_vms == 1:
+        alone = simulate(env, jobs, "fcfs", "on-demand", check_purity=True)
+        rigid = (K.START, K.END)
+        assert [(e.kind, e.job, e.site, e.time) for e in log if e.kind in rigid] == [
+            (e.kind, e.job, e.site, e.time) for e in alone.log if e.kind in rigid
+        ]
+        assert vm_lives(log) == vm_lives(list(alone.log))
+        # over the same span: the VM kept at the minimum is paid until the end of either run
+        end = max(result.end_time, alone.end_time)
+        cost = compute_run_metrics(result.log, result.jobs, env, end).summary["cost_charged"]
+        assert cost == compute_run_metrics(alone.log, alone.jobs, env, end).summary["cost_charged"]

@@ -33,6 +33,7 @@ class Vm:
     """One leased VM of a cloud site: one node with `cores` processors."""
 
     __slots__ = (
+        "bagged",
         "cores",
         "free",
         "id",
@@ -62,6 +63,9 @@ class Vm:
         #: retired (RetireVms): takes no new job, released when its runs end
         self.retiring = False
         self.free = cores
+        #: cores held by launchers of bags of tasks (taken from `free`, not from `load`: a VM
+        #: whose cores only bags hold is idle to provisioning, isthmus.engine.bags)
+        self.bagged = 0
         #: processors' worth of runs on the VM: above `cores` when runs share it (FCFS-NW)
         self.load = 0
         #: the queued job this idle VM is reserved for (ReserveVms), -1 when none
@@ -74,8 +78,9 @@ class Vm:
 
     @property
     def idle(self) -> bool:
-        """True when the VM is ready and runs nothing."""
-        return self.state is VmState.READY and self.free == self.cores
+        """True when the VM is ready and runs no job (launchers of bags of tasks may hold cores:
+        they scavenge it, and are preempted when it goes)."""
+        return self.state is VmState.READY and self.load == 0
 
 
 class SiteBackend(ABC):
@@ -140,6 +145,20 @@ class SiteBackend(ABC):
         """End what is reserved for `job_id` here (it started or left the queue); returns the
         VMs it held (only clouds reserve)."""
         return []
+
+    def bag_room(self, job: Job) -> int:
+        """Free processors bag `job` may hold here now: those held for waiting jobs left out."""
+        return self.free - self.reserved_cores
+
+    def bag_take(self, job: Job, count: int) -> list[int]:
+        """Give `count` of the free processors to bag `job` (the engine checked `bag_room`);
+        returns the VM of each (-1: a cluster's processor)."""
+        self.free -= count
+        return [-1] * count
+
+    def bag_give(self, vm: int) -> None:
+        """A bag gives back its processor on VM `vm` (-1: a cluster's processor)."""
+        self.free += 1
 
     def can_share(self, size: int) -> bool:
         """Whether a run of `size` processors may start here sharing busy processors (only
@@ -207,7 +226,10 @@ class CloudBackend(SiteBackend):
 
     The VM bookkeeping (capacity, idle times, which VMs a job occupies) is the same for the
     simulated and the live cloud; subclasses only say how a VM is really started and stopped.
+    Bags of tasks may hold free cores of its ready VMs (never a reason to lease or keep one).
     """
+
+    holds_bags = True
 
     def __init__(self, index: int, site: Site) -> None:
         super().__init__(index, site)
@@ -230,6 +252,52 @@ class CloudBackend(SiteBackend):
         #: whether a job may take over a VM running nothing (per-user budget caps: its user's caps
         #: must pay the VM's next increment; set by `isthmus.engine.budgets.guard_takeovers`)
         self.takeover: Callable[[Vm, Job], bool] | None = None
+        #: called with (vm id, now) before a VM holding launchers of bags of tasks is released,
+        #: fails or is reserved: they are preempted at once (set by the engine's BagBook)
+        self.bag_evict: Callable[[int, float], None] | None = None
+
+    # Bags of tasks scavenge the VMs leased anyway: a launcher holds one free core of a ready
+    # VM (`Vm.bagged`) without making it busy (`Vm.load`), so provisioning sees the VM idle
+    # since its last job ended; releasing it preempts the launchers first (`bag_evict`).
+
+    def _bag_vms(self, job: Job) -> Iterable[Vm]:
+        ready = VmState.READY
+        check = self.selective or job.vm is not None
+        for vm in self.vms.values():
+            if vm.free and vm.state is ready and vm.reserved_for < 0 and (not check or self.vm_accepts(vm, job)):
+                yield vm
+
+    def bag_room(self, job: Job) -> int:
+        """Free cores of ready VMs that bag `job` may hold: not reserved, not retiring, serving
+        its user or anyone, meeting its VM requirements."""
+        return sum(vm.free for vm in self._bag_vms(job))
+
+    def bag_take(self, job: Job, count: int) -> list[int]:
+        """Give `count` free cores of ready VMs to bag `job` (the engine checked `bag_room`), the
+        VMs in lease order; returns the VM of each."""
+        out: list[int] = []
+        for vm in list(self._bag_vms(job)):
+            take = min(vm.free, count - len(out))
+            vm.free -= take
+            vm.bagged += take
+            self.free -= take
+            out.extend([vm.id] * take)
+            if len(out) == count:
+                break
+        return out
+
+    def bag_give(self, vm: int) -> None:
+        """A bag gives back its core on VM `vm`."""
+        v = self.vms[vm]
+        v.bagged -= 1
+        free = max(0, v.cores - v.load - v.bagged)
+        self.free += free - v.free
+        v.free = free
+
+    def _evict_bags(self, vm: Vm, now: float) -> None:
+        """Preempt the launchers of bags on `vm` now (it is going): their cores are free again."""
+        if vm.bagged and self.bag_evict is not None:
+            self.bag_evict(vm.id, now)
 
     def free_for(self, job_id: int) -> int:
         """Free processors job `job_id` may use: the free ones less those reserved for other jobs."""
@@ -238,9 +306,10 @@ class CloudBackend(SiteBackend):
         own = sum(self.vms[v].cores for v in self.reservations.get(job_id, ()))
         return self.free - self.reserved_cores + own
 
-    def reserve(self, job_id: int, count: int) -> tuple[list[int], list[int]]:
+    def reserve(self, job_id: int, count: int, now: float) -> tuple[list[int], list[int]]:
         """Hold `count` idle VMs for `job_id`: keep those held, add idle VMs held for no one
-        (longest idle first) or give back the latest ones. Returns (VMs added, VMs given back)."""
+        (longest idle first; launchers of bags on them are preempted now) or give back the latest
+        ones. Returns (VMs added, VMs given back)."""
         held = self.reservations.pop(job_id, [])
         added: list[int] = []
         back: list[int] = []
@@ -252,6 +321,7 @@ class CloudBackend(SiteBackend):
         if len(held) < count:
             for vm in self._idle.values():
                 if vm.reserved_for < 0:
+                    self._evict_bags(vm, now)
                     vm.reserved_for = job_id
                     self.reserved_cores += vm.cores
                     held.append(vm.id)
@@ -360,6 +430,7 @@ class CloudBackend(SiteBackend):
         """Release idle VMs (the engine checked they are idle); billing stops now."""
         for vm_id in vm_ids:
             vm = self.vms[vm_id]
+            self._evict_bags(vm, now)
             vm.state = VmState.RELEASING
             vm.released_at = now
             self.leased -= 1
@@ -381,7 +452,9 @@ class CloudBackend(SiteBackend):
     def fail_vm(self, vm_id: int, now: float) -> None:
         """A booting or ready VM running nothing (the engine killed its runs) failed: it is gone
         now, with no shutdown; billing stops."""
-        vm = self.vms.pop(vm_id)
+        vm = self.vms[vm_id]
+        self._evict_bags(vm, now)
+        del self.vms[vm_id]
         self._unreserve_vm(vm)
         if vm.state is VmState.BOOTING:
             self.booting -= 1
@@ -466,7 +539,7 @@ class CloudBackend(SiteBackend):
     def _load(self, vm: Vm, delta: int, now: float) -> None:
         """Add `delta` processors' worth of run to `vm`, keeping its and the site's free counts."""
         vm.load += delta
-        free = max(0, vm.cores - vm.load)
+        free = max(0, vm.cores - vm.load - vm.bagged)
         self.free += free - vm.free
         vm.free = free
         if vm.load == 0:

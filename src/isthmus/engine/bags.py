@@ -10,9 +10,13 @@ to the front of the bag's queue with its work lost, and the processor is free ag
 preemption time has passed (the time for the shrink to take effect, §3.5.3); until then it still
 counts as held. Every task therefore completes exactly once.
 
-Bags hold processors only on sites whose backend says so (`SiteBackend.holds_bags`: the
-simulated cluster); the processors are taken from the backend's `free` count, so the rigid jobs'
-policies see them as busy. Everything is logged (BAG_SUBMIT, GROW, SHRINK, TASK_START, TASK_END,
+Bags hold processors only on sites whose backend says so (`SiteBackend.holds_bags`: clusters,
+and clouds, where each processor is a free core of one ready VM, `Slot.vm`); the processors are
+taken from the backend's `free` count (`bag_take`, `bag_give`), so the rigid jobs' allocation
+sees them as busy. On a cloud they scavenge VMs leased anyway: a VM only bags hold stays idle to
+provisioning (`Vm.bagged` is not `Vm.load`), and a VM going away (released, failed, reserved)
+preempts its launchers at once (`BagBook.evict`, no preemption time).
+Everything is logged (BAG_SUBMIT, GROW, SHRINK, TASK_START, TASK_END,
 TASK_PREEMPT, BAG_RELEASE, BAG_END with the task column), and bag metrics come from the log
 (`isthmus.metrics.bags`). Task events never ask for a scheduling round; a change of holdings does.
 
@@ -47,11 +51,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.clock import PRIO_END, Schedule
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind
@@ -104,13 +109,15 @@ class Slot:
     """One processor held by a bag (a launcher): pulling a task, running one, or leaving. A live
     launcher also holds `ahead`: the tasks it will run next, in order (its local list)."""
 
-    __slots__ = ("ahead", "for_job", "id", "since", "site", "state", "task")
+    __slots__ = ("ahead", "for_job", "id", "since", "site", "state", "task", "vm")
 
-    def __init__(self, slot_id: int, site: int, now: float) -> None:
+    def __init__(self, slot_id: int, site: int, now: float, vm: int = -1) -> None:
         self.id = slot_id
         self.site = site
         #: while leaving: the waiting rigid job its processor is held for once free (-1: none)
         self.for_job = -1
+        #: the VM it is on (a cloud site's), -1 on a cluster
+        self.vm = vm
         self.state = _PULLING
         self.task = -1
         self.since = now
@@ -297,6 +304,12 @@ class BagsView:
         """Indices of the sites that may hold bag processors."""
         return self._book.sites
 
+    @property
+    def holding(self) -> bool:
+        """True when bags hold processors on some site (a cheap test: no bag, no scan)."""
+        held = self._book.held
+        return bool(held) and any(held.values())
+
     def held(self, site: int) -> int:
         """Processors held on `site` by all bags, those being preempted included."""
         return self._book.held.get(site, 0)
@@ -357,6 +370,9 @@ class BagBook:
         #: site -> processors being preempted
         self.leaving: dict[int, int] = {}
         self.sites: tuple[int, ...] = tuple(b.index for b in engine.backends if b.holds_bags)
+        for b in engine.backends:
+            if isinstance(b, CloudBackend):
+                b.bag_evict = self._evictor(b.index)
         self.view = BagsView(self)
         self._schedule: Schedule | None = None
         self._next_slot = 0
@@ -449,13 +465,13 @@ class BagBook:
         engine = self.engine
         now = engine.clock.now
         log = engine.log
-        engine.backends[site].free -= count
+        vms = engine.backends[site].bag_take(bag.job, count)
         self.held[site] = self.held.get(site, 0) + count
         bag._held[site] = bag._held.get(site, 0) + count
         log.append(now, _GROW, bag.job.id, site, -1, float(count), -1, log.policy_index(policy))
         latency = self.settings.pull_latency
-        for _ in range(count):
-            slot = Slot(self._next_slot, site, now)
+        for vm in vms:
+            slot = Slot(self._next_slot, site, now, vm)
             self._next_slot += 1
             bag.slots[slot.id] = slot
             bag.pulling += 1
@@ -466,10 +482,12 @@ class BagBook:
             else:
                 self._pull(bag, slot)
 
-    def shrink(self, bag: Bag, site: int, slots: Sequence[Slot], policy: str, for_job: int = -1) -> None:
+    def shrink(
+        self, bag: Bag, site: int, slots: Sequence[Slot], policy: str, for_job: int = -1, at_once: bool = False
+    ) -> None:
         """Preempt `slots` of `bag` on `site` (validated by the ShrinkBag kind) for rigid job
         `for_job` (-1: none): running tasks go back to the front of the queue; the processors are
-        free after the preemption time."""
+        free after the preemption time, or now with `at_once` (their VM is going)."""
         engine = self.engine
         now = engine.clock.now
         log = engine.log
@@ -498,12 +516,34 @@ class BagBook:
             self.leaving[site] = self.leaving.get(site, 0) + 1
         if for_job >= 0:
             self._hold(site, for_job, slots, policy_index)
-        wait = self.settings.preemption_time
+        wait = 0.0 if at_once else self.settings.preemption_time
         for slot in slots:
             if wait > 0:
                 self._at(now + wait, EV_FREED, bag.job.id, slot.id)
             else:
                 self._free(bag, slot)
+
+    def _evictor(self, site: int) -> Callable[[int, float], None]:
+        def evict(vm: int, now: float) -> None:
+            self.evict(site, vm)
+
+        return evict
+
+    def evict(self, site: int, vm: int) -> None:
+        """VM `vm` of cloud `site` is going (released, failed, reserved for a job): the launchers
+        of bags on it are preempted now, with no preemption time (SHRINK by "vm-release", their
+        tasks back to the front of their bag's queue, as for any shrink), those already being
+        preempted are free now too; their cores are free again on the VM."""
+        for bag in list(self.bags.values()):
+            mine = [s for s in bag.slots.values() if s.site == site and s.vm == vm]
+            if not mine:
+                continue
+            active = [s for s in mine if s.state != _LEAVING]
+            if active:
+                self.shrink(bag, site, active, "vm-release", at_once=True)
+            for slot in mine:
+                if slot.id in bag.slots:
+                    self._free(bag, slot)
 
     # ------------------------------------------------------------------------ events
 
@@ -683,6 +723,10 @@ class BagBook:
         entry = engine.entries.get(job_id)
         if entry is None or entry.state is not JobState.QUEUED or entry.stage < 0 or job_id in self.declined:
             return
+        if isinstance(engine.backends[site], CloudBackend):
+            # a cloud's freed cores are a VM's: its reservations are ReserveVms' (VM by VM), not
+            # holds of processors
+            return
         key = (site, job_id)
         for slot in slots:
             slot.for_job = job_id
@@ -790,7 +834,7 @@ class BagBook:
         else:  # out of tasks: it was counted as held until now
             bag._held[site] -= 1
         backend = engine.backends[site]
-        backend.free += 1
+        backend.bag_give(slot.vm)
         self.held[site] -= 1
         engine.log.append(now, _RELEASE, bag.job.id, site, slot.id, 1.0)
         job_id = slot.for_job

@@ -296,7 +296,7 @@ class Ledger:
         for vm_id, cores in entry.alloc:
             vm = backend.vms[vm_id]
             key = (site, vm_id)
-            if vm.free + cores >= vm.cores:  # it ran nothing else: the job takes it
+            if vm.free + vm.bagged + cores >= vm.cores:  # it ran no other job: the job takes it
                 self.vm_user[key] = user
                 if key in self.unbilled and self.bills(site, user):
                     self.unbilled.discard(key)

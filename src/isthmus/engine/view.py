@@ -66,12 +66,14 @@ class VmView:
     cores = property(attrgetter("_vm.cores"), doc="Processors of the VM.")
     #: Processors not running anything.
     free = property(attrgetter("_vm.free"), doc="Processors not running anything.")
+    #: Cores held by launchers of bags of tasks (not free, yet the VM is idle: they scavenge it).
+    bagged = property(attrgetter("_vm.bagged"), doc="Cores held by launchers of bags of tasks (preempted when needed).")
     #: When billing started.
     leased_at = property(attrgetter("_vm.leased_at"), doc="When billing started.")
     #: When the VM last became idle (-1 while busy).
     idle_since = property(attrgetter("_vm.idle_since"), doc="When the VM last became idle (-1 while busy).")
     #: Ready and running nothing.
-    idle = property(attrgetter("_vm.idle"), doc="Ready and running nothing.")
+    idle = property(attrgetter("_vm.idle"), doc="Ready and running no job (bags may scavenge it).")
     #: The queued job this VM is reserved for (ReserveVms), -1 when none.
     reserved_for = property(
         attrgetter("_vm.reserved_for"), doc="The queued job this VM is reserved for (ReserveVms), -1 when none."

@@ -1,7 +1,8 @@
 """Live bags of tasks: the engine's bag launchers (isthmus.engine.bags) on the pilots.
 
 `BagRunner` is the `BagLauncher` of the live engine: each processor a fair-share policy grows a
-bag by is bound to one free slot of a pilot (a *lane*, `LocalCluster.take_bag_slot`), and the
+bag by is bound to one free slot of a pilot (a *lane*, `LocalCluster.take_bag_slot`; on a cloud,
+a core of the pilot of the VM the engine placed the launcher on), and the
 engine's hand-outs become the pilot commands of the KOALA-CS launcher protocol (docs/bags.md,
 Tables 3.1/3.2 of the thesis): ``tasks`` (TASKS: append to the lane's local list), ``preempt``
 (PREEMPT). The pilots' task reports (RESULT or FAILURE: ``ended`` with the exit code;
@@ -19,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from isthmus.backends.local import LocalCluster
+from isthmus.backends.local import LocalCluster, vm_node_key
 from isthmus.backends.local import Slot as PilotSlot
 from isthmus.engine.bags import Bag, Slot
 from isthmus.store import tables as db
@@ -63,10 +64,14 @@ class BagRunner:
     # ---------------------------------------------------------------- BagLauncher
 
     def open(self, bag: Bag, slot: Slot) -> None:
-        """Bind the new processor to a free pilot slot of its site."""
+        """Bind the new processor to a free pilot slot of its site: a cluster's, or a core of the
+        pilot of the cloud VM the engine placed it on (`Slot.vm`)."""
         backend = self.m.engine.backends[slot.site]
-        assert isinstance(backend, LocalCluster)
-        self.lanes[(bag.id, slot.id)] = backend.take_bag_slot(bag.id)
+        if isinstance(backend, LocalCluster):
+            self.lanes[(bag.id, slot.id)] = backend.take_bag_slot(bag.id)
+        else:
+            key = vm_node_key(slot.site, slot.vm)
+            self.lanes[(bag.id, slot.id)] = (key, self.lanes_on(key))
 
     def tasks(self, bag: Bag, slot: Slot, tasks: Sequence[int]) -> None:
         """TASKS: the lane's pilot appends `tasks` to its local list."""
@@ -109,8 +114,8 @@ class BagRunner:
             return
         self.closed[(bag.id, slot.id)] = pilot_slot[0]
         backend = self.m.engine.backends[slot.site]
-        assert isinstance(backend, LocalCluster)
-        backend.give_bag_slot(pilot_slot)
+        if isinstance(backend, LocalCluster):
+            backend.give_bag_slot(pilot_slot)  # a cloud VM's core: the engine gave it back
 
     def _node(self, bag: int, slot: int) -> Node | None:
         pilot_slot = self.lanes.get((bag, slot))

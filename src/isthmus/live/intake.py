@@ -89,7 +89,8 @@ class Intake:
         if not m.engine.bags.sites:
             raise RequestError(
                 400,
-                f"tasks: no site of environment {m.env.name!r} can hold bags of tasks (local or pilot-mode clusters)",
+                f"tasks: no site of environment {m.env.name!r} can hold bags of tasks "
+                "(local or pilot-mode clusters, clouds)",
             )
         spec = {**spec, "kind": "bag", "tasks": len(commands), "priority": "super-low", "size": 1}
         spec.setdefault("name", f"bag of {len(commands)} tasks")

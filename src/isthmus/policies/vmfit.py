@@ -57,15 +57,19 @@ def lease_plan(cloud: CloudInfo, job: Job) -> LeasePlan | None:
 class PaperVms:
     """The VMs of one cloud placed on paper: free processors of each ready VM, all processors of
     each booting VM (it will be free when it boots; none with `ready_only`, what an allocation
-    policy may start jobs on now), counted down as jobs are placed. VMs reserved for a job are
-    left to the engine's own check."""
+    policy may start jobs on now; cores bags of tasks hold count as free unless `ready_only`),
+    counted down as jobs are placed. VMs reserved for a job are left to the engine's own check."""
 
     def __init__(self, cloud: CloudInfo, vms: Sequence[VmInfo] | None = None, *, ready_only: bool = False) -> None:
         self.cloud = cloud
         self.vms: list[VmInfo] = [
             v for v in (cloud.vms() if vms is None else vms) if not v.retiring and (v.ready or not ready_only)
         ]
-        self.free: dict[int, int] = {v.id: (v.free if v.ready else v.cores) for v in self.vms}
+        # cores that bags of tasks hold count as free when provisioning (bags are preempted for
+        # queued jobs, never a reason to lease), not when allocating now (`ready_only`)
+        self.free: dict[int, int] = {
+            v.id: (v.free + (0 if ready_only else v.bagged) if v.ready else v.cores) for v in self.vms
+        }
         #: VMs some job was placed on
         self.claimed: set[int] = set()
         #: processors left on VMs planned this round, by (type, image)

@@ -727,7 +727,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             # what the VM does now: idle or running jobs (busy), from the engine's state
             activity = None
             if vm is not None and vm.state is VmState.READY:
-                activity = "idle" if vm.free == vm.cores else "busy"
+                activity = "idle" if vm.load == 0 else "busy"  # bags scavenging it leave it idle
             end = row["released_at"] if row["released_at"] is not None else now
             lease = end - row["leased_at"]
             vm_type = int(row.get("vm_type") or 0)

@@ -66,7 +66,7 @@ class ManagerCollector(Collector):
                     if vm.state == VmState.BOOTING:
                         by_state["booting"] += 1
                     elif vm.state == VmState.READY:
-                        by_state["idle" if vm.free == vm.cores else "busy"] += 1
+                        by_state["idle" if vm.load == 0 else "busy"] += 1  # only bags on it: idle
                     elif vm.state == VmState.RELEASING:
                         by_state["releasing"] += 1
                 for state, n in by_state.items():

@@ -1,9 +1,11 @@
-"""GrowBag: give a bag of tasks more free processors of a cluster site (KOALA-CS thesis §3.5.2)."""
+"""GrowBag: give a bag of tasks more free processors of a site (KOALA-CS thesis §3.5.2): a
+cluster's, or free cores of a cloud's ready VMs."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.bags import Bag
 from isthmus.engine.kinds import register
 from isthmus.model.decisions import GrowBag, ShrinkBag
@@ -44,7 +46,7 @@ class GrowKind:
             raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {d.site} does not exist")
         backend = engine.backends[d.site]
         if not backend.holds_bags:
-            raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} cannot hold bags of tasks (clusters only)")
+            raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} cannot hold bags of tasks")
         if not backend.available(engine.clock.now):
             raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
         if d.count > bag.unclaimed:
@@ -52,11 +54,15 @@ class GrowKind:
                 StatusCode.OVER_LIMIT,
                 f"bag {d.job_id} has {bag.unclaimed} tasks waiting for a processor; it cannot use {d.count} more",
             )
-        if d.count > backend.free_for(-1):
-            held = f", {backend.reserved_cores} of them held for waiting jobs" if backend.reserved_cores else ""
+        room = backend.bag_room(bag.job)
+        if d.count > room:
+            held = (
+                f", {backend.reserved_cores} of them held for waiting jobs"
+                if backend.reserved_cores and not isinstance(backend, CloudBackend)
+                else ""
+            )
             raise Refused(
-                StatusCode.NO_CAPACITY,
-                f"needs {d.count} processors; site {backend.name} has {backend.free} free{held}",
+                StatusCode.NO_CAPACITY, f"needs {d.count} processors; site {backend.name} has {room} free{held}"
             )
         return bag
 

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 class ReleaseKind:
-    """Valid when every VM is ready and idle and the site stays at or above its minimum."""
+    """Valid when every VM is ready and idle (running no job: launchers of bags of tasks on it
+    are preempted at once) and the site stays at or above its minimum."""
 
     decision = ReleaseVms
 
@@ -27,7 +28,7 @@ class ReleaseKind:
             vm = backend.vms.get(vm_id)
             if vm is None or vm.state is not VmState.READY:
                 raise Refused(StatusCode.WRONG_STATE, f"VM {vm_id} of {backend.name} is not a ready VM")
-            if vm.free != vm.cores:
+            if vm.load:
                 raise Refused(StatusCode.WRONG_STATE, f"VM {vm_id} of {backend.name} is running a job")
             if vm.reserved_for >= 0:
                 raise Refused(

@@ -42,7 +42,7 @@ class ReserveKind:
         entry, backend = ctx
         before = len(backend.reservations.get(d.job_id, ()))
         engine.reserving = True
-        added, back = backend.reserve(d.job_id, d.count)
+        added, back = backend.reserve(d.job_id, d.count, engine.clock.now)
         held = backend.reservations.get(d.job_id, [])
         by = d.by or engine.deciding
         log = engine.log

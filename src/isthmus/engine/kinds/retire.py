@@ -68,7 +68,7 @@ class RetireKind:
             vm.retiring = True
             hook.by[vm_id] = policy
             log.append(now, int(EventKind.VM_RETIRE), -1, d.site, vm_id, 0.0, -1, index)
-            if vm.free == vm.cores and vm.load == 0:
+            if vm.load == 0:
                 hook(vm_id, now)
 
 

@@ -148,7 +148,8 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     there, claims that site (the one needing the fewest back; §3.1.3: "it determines how many
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
     claims nothing: bags may use the processors until it could start; with `blocking` (strict
-    FCFS allocation) neither does any job after it.
+    FCFS allocation) neither does any job after it. On a cloud, free cores of VMs reserved for a
+    queued job or retiring are not growable (a bag may not take them).
 
     Processors the engine holds for a waiting job (free ones, `View.holds`, and those being
     preempted for it, `BagsInfo.leaving_for`) count for that job alone, first."""
@@ -231,7 +232,12 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
             continue
         other = s.online - s.free - bags.held(i)
         load = other / s.online if s.online else 1.0
-        rooms[i] = SiteRoom(min(free[i], avail[i]), avail[i], need[i], load, tuple(claims[i]))
+        growable = min(free[i], avail[i])
+        cloud = view.cloud(i)
+        if cloud is not None and growable > 0:  # free cores of VMs no bag may take: left out
+            usable = sum(v.free for v in cloud.vms() if v.ready and not v.retiring and v.reserved_for < 0)
+            growable = min(growable, usable)
+        rooms[i] = SiteRoom(growable, avail[i], need[i], load, tuple(claims[i]))
     return rooms
 
 

@@ -159,7 +159,7 @@ class VmShare:
                     continue
                 paper.plan(plan, e.job)
                 need.append((plan, e))
-            busy = {v.id for v in own if v.ready and v.free < v.cores}
+            busy = {v.id for v in own if v.ready and not v.idle}
             claimed[user] = paper.claimed - busy
             plans[user] = need
             wants[user] = len(busy) + len(claimed[user]) + sum(p.count for p, _ in need)
@@ -175,7 +175,7 @@ class VmShare:
         needed = max(0, short - (c.site.max_vms - c.leased))
         for user, own in mine.items():
             share = shares.get(user, 0)
-            idle = [v for v in own if v.ready and v.free == v.cores and v.reserved_for < 0]
+            idle = [v for v in own if v.idle and v.reserved_for < 0]
             # idle VMs no queued job of the user was placed on: not needed any more (§3.2)
             spare = [v for v in idle if v.id not in claimed[user]]
             over = len(own) - share

@@ -36,6 +36,19 @@ def usable_clouds(view: View, name: str) -> tuple[dict[int, CloudInfo], list[Dec
     return clouds, wakes
 
 
+def demand_free(view: View) -> list[int]:
+    """Free processors per site as provisioning counts them: the processors bags of tasks hold
+    (a cluster's, a cloud VM's cores) are free too, since bags shrink for queued jobs and scavenge
+    VMs leased anyway: they never cause a lease; and so are those held for a waiting job (the
+    queue placed on paper holds that job, which will take them); fresh list."""
+    free = [s.free for s in view.sites]
+    bags = view.bags
+    if bags.holding:
+        for i in bags.sites:
+            free[i] += bags.held(i)
+    return free
+
+
 @dataclass
 class Demand:
     """The queue placed on paper: VMs to lease per cloud for jobs that fit nowhere (one VM per
@@ -90,7 +103,7 @@ def queue_demand(
     """
     demand = Demand(lease=dict.fromkeys(clouds, 0), claimed_vms=dict.fromkeys(clouds, 0))
     typed = view.vm_matching
-    ready_free = [s.free for s in view.sites]
+    ready_free = demand_free(view)
     free = list(ready_free)
     for i, c in clouds.items():
         deficit = max(0, c.site.min_vms - c.leased)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from isthmus.model.decisions import Decision
 from isthmus.policies.api import CloudInfo, View
+from isthmus.policies.provisioning.common import demand_free
 from isthmus.policies.vmfit import LeasePlan, PaperVms, lease_plan
 
 
@@ -35,7 +36,7 @@ def matching_demand(view: View, clouds: dict[int, CloudInfo], name: str) -> tupl
         if deficit > 0:
             planned[i] = deficit
             leases[(i, 0, 0 if c.site.vm_images else -1)] = deficit
-    free = [s.free for s in view.sites]
+    free = demand_free(view)
     for stage in range(view.stages):
         order = view.stage_sites(stage)
         for e in view.queue(stage):

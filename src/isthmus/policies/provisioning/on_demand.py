@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
 from isthmus.policies.api import CloudInfo, View
+from isthmus.policies.provisioning.common import demand_free
 from isthmus.policies.provisioning.matching import matching_demand
 
 
@@ -86,7 +87,7 @@ class OnDemand:
             leases, claimed = matching_demand(view, clouds, self.name)
             out.extend(leases)
             return self._releases(view, clouds, leased, set(), out, claimed)
-        free = view.free_processors()
+        free = demand_free(view)
         for i, c in clouds.items():
             free[i] += (c.booting + planned[i]) * cores[i]
         needed: set[int] = set()
