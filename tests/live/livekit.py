@@ -70,6 +70,26 @@ def write_env(
     return path
 
 
+#: One local cluster of 2 nodes x 2 cores running bags of tasks under SEP (docs/bags.md).
+BAG_ENV = """
+name = "bags"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 2
+cores_per_node = 2
+[policies]
+allocation = "fcfs"
+fairshare = "sep"
+"""
+
+
+def bag_env(path: Path, fairshare: str = "sep") -> Path:
+    """One local cluster of 2 nodes x 2 cores; bags grow and shrink by `fairshare`."""
+    path.write_text(BAG_ENV.replace('"sep"', f'"{fairshare}"'))
+    return path
+
+
 class LiveServer:
     """A manager process (`python -m isthmus.cli.live_entry server`) in its own session."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from livekit import LiveServer, wait_for, wait_state, write_env
+from livekit import LiveServer, bag_env, wait_for, wait_state, write_env
 from peerkit import federation
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -139,22 +139,8 @@ def test_dashboard_shows_peers_up_with_their_resources_then_down(tmp_path: Path,
     assert (shots / "peers.png").stat().st_size > 0
 
 
-BAG_ENV = """
-name = "bags"
-round_interval = "event"
-[[sites]]
-name = "c1"
-nodes = 2
-cores_per_node = 2
-[policies]
-allocation = "fcfs"
-fairshare = "sep"
-"""
-
-
 def test_dashboard_shows_bags_with_their_progress_to_their_owner(tmp_path: Path, tag: str, browser: Any) -> None:
-    env = tmp_path / "env.toml"
-    env.write_text(BAG_ENV)
+    env = bag_env(tmp_path / "env.toml")
     live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
     shots = _artifacts(tmp_path)
     try:

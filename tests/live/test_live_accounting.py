@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from livekit import LiveServer, wait_for, wait_state, write_env
+from livekit import LiveServer, bag_env, wait_for, wait_state, write_env
 
 from isthmus.live.client import ApiError
 
@@ -114,26 +114,12 @@ def test_accounting_by_user_site_and_policy(tmp_path: Path, db_url: str, tag: st
         live.stop()
 
 
-BAG_ENV = """
-name = "bags"
-round_interval = "event"
-[[sites]]
-name = "c1"
-nodes = 2
-cores_per_node = 2
-[policies]
-allocation = "fcfs"
-fairshare = "sep"
-"""
-
-
 def test_bags_count_the_processors_they_held(tmp_path: Path, tag: str) -> None:
     """A bag of tasks is accounted for the processors it held (GROW to BAG_RELEASE), computed
     here from the events table of the manager's database."""
     import sqlite3
 
-    env = tmp_path / "env.toml"
-    env.write_text(BAG_ENV)
+    env = bag_env(tmp_path / "env.toml")
     db = tmp_path / "db"
     live = LiveServer(env, tmp_path / "state", f"sqlite:///{db}", tag).start()
     try:

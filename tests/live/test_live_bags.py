@@ -16,27 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from livekit import LiveServer, tagged_pids, wait_for, wait_state
+from livekit import BAG_ENV, LiveServer, bag_env, tagged_pids, wait_for, wait_state
 
 from isthmus.model.events import EventKind
-
-BAG_ENV = """
-name = "bags"
-round_interval = "event"
-[[sites]]
-name = "c1"
-nodes = 2
-cores_per_node = 2
-[policies]
-allocation = "fcfs"
-fairshare = "sep"
-"""
-
-
-def bag_env(path: Path, fairshare: str = "sep") -> Path:
-    """One local cluster of 2 nodes x 2 cores; bags grow and shrink by `fairshare`."""
-    path.write_text(BAG_ENV.replace('"sep"', f'"{fairshare}"'))
-    return path
 
 
 def ran_counts(ran: Path, n: int) -> list[int]:

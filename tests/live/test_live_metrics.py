@@ -4,7 +4,7 @@ text parser; figures checked against what the workload did."""
 from __future__ import annotations
 
 import httpx
-from livekit import LiveServer, wait_for, wait_state
+from livekit import LiveServer, bag_env, wait_for, wait_state
 from prometheus_client.parser import text_string_to_metric_families
 
 TERMINAL = ("completed", "failed", "cancelled")
@@ -55,22 +55,8 @@ def test_metrics_follow_the_workload(live: LiveServer) -> None:
     assert not any("999999" in str(labels) for _, labels in m)
 
 
-BAG_ENV = """
-name = "bags"
-round_interval = "event"
-[[sites]]
-name = "c1"
-nodes = 2
-cores_per_node = 2
-[policies]
-allocation = "fcfs"
-fairshare = "sep"
-"""
-
-
 def test_metrics_show_bags_their_tasks_and_the_processors_they_hold(tmp_path, tag) -> None:  # type: ignore[no-untyped-def]
-    env = tmp_path / "env.toml"
-    env.write_text(BAG_ENV)
+    env = bag_env(tmp_path / "env.toml")
     live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
     try:
         c = live.client()
