@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from livekit import LiveServer, wait_for, wait_state, write_env
+from livekit import LiveServer, bag_env, wait_for, wait_state, write_env
 
 from isthmus.live.client import ApiError
 
@@ -88,3 +88,40 @@ def test_drain_finishes_running_jobs_starts_nothing_new_and_stops(tmp_path: Path
     finally:
         live.stop()
         time.sleep(0)
+
+
+def test_drain_lets_bag_tasks_finish_starts_none_and_the_bag_goes_on_at_the_next_start(
+    tmp_path: Path, db_url: str, tag: str
+) -> None:
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    live = LiveServer(bag_env(tmp_path / "env.toml"), tmp_path / "state", db_url, tag).start()
+    n = 24
+    try:
+        c = live.client()
+        # each task appends to its file when it starts and when it ends: a task killed mid-way
+        # leaves a start without an end
+        bag = c.submit_bag(
+            sweep={"template": f"echo s >> {ran}/{{x}}; sleep 1.5; echo e >> {ran}/{{x}}", "params": [f"x=0..{n - 1}"]}
+        )
+        wait_for(lambda: c.job(bag)["bag"]["running"] == 4, 30, what="four tasks running")
+        r = subprocess.run(  # noqa: PLW1510
+            [sys.executable, "-m", "isthmus.cli.live_entry", "stop", "--drain"],
+            env={**os.environ, "ISTHMUS_URL": live.url, "ISTHMUS_TOKEN": live.admin_token},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0 and "bag task(s) to finish" in r.stdout, (r.stdout, r.stderr)
+        assert live.proc is not None
+        live.proc.wait(timeout=30)  # stops by itself once the running tasks have ended
+        marks = {p.name: p.read_text().split() for p in ran.iterdir()}
+        assert marks and all(m == ["s", "e"] for m in marks.values()), marks  # none killed mid-way
+        assert len(marks) < n  # the drain started no new task: the rest wait
+        live.start()
+        c = live.client()
+        wait_state(c, bag, ("completed",), timeout=120)
+        marks = {p.name: p.read_text().split() for p in ran.iterdir()}
+        assert len(marks) == n and all(m == ["s", "e"] for m in marks.values()), marks  # each ran once
+    finally:
+        live.stop()

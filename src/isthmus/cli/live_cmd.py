@@ -311,7 +311,8 @@ def register(app: typer.Typer) -> None:
         mode = "drain" if drain else "kill" if kill_jobs else "detach"
         res = _call(url, token, lambda c: c.stop(mode))
         if mode == "drain":
-            typer.echo(f"draining: {res['running']} running job(s) to finish; nothing new starts")
+            tasks = f" and {res['tasks']} bag task(s)" if res.get("tasks") else ""
+            typer.echo(f"draining: {res['running']} running job(s){tasks} to finish; nothing new starts")
         else:
             typer.echo(f"stopping ({mode}): {res['running']} running job(s) {'killed' if mode == 'kill' else 'go on'}")
 

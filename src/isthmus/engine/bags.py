@@ -378,6 +378,8 @@ class BagBook:
         self._next_slot = 0
         #: runs the tasks of live bags; None: task ends are simulated (after the task runtime)
         self.launcher: BagLauncher | None = None
+        #: a live manager drains (`drain`): no launcher starts a new task
+        self.draining = False
         #: (site, rigid job) -> processors being preempted there that are held for it once free
         self.pending: dict[tuple[int, int], int] = {}
         #: site -> processors being preempted there that are held for some job once free
@@ -569,10 +571,11 @@ class BagBook:
             engine.run_due_round()
 
     def _pull(self, bag: Bag, slot: Slot) -> None:
-        """Processor `slot` asks for a task: it starts the next queued one, or is given back."""
+        """Processor `slot` asks for a task: it starts the next queued one, or is given back (no
+        task left, or the manager drains)."""
         bag.pulling -= 1
         now = self.engine.clock.now
-        if not bag.queue:
+        if not bag.queue or self.draining:
             self._free(bag, slot)
             return
         task = bag.queue.popleft()
@@ -587,10 +590,36 @@ class BagBook:
         else:
             launcher.tasks(bag, slot, [task, *self._prefetch(bag, slot)])
 
+    def drain(self) -> None:
+        """A live manager drains (`isthmus stop --drain`): launchers start no new task. The tasks
+        on their local lists go back to the front of their bags' queues (DROP, in order), the
+        running ones finish and report, and each launcher is then given back; the bags wait,
+        with their queues, for the next start."""
+        self.draining = True
+        launcher = self.launcher
+        for bag in self.bags.values():
+            for slot in bag.slots.values():
+                if not slot.ahead:
+                    continue
+                if launcher is not None:
+                    for task in slot.ahead:
+                        launcher.drop(bag, slot, task)
+                if not bag.cancelled:
+                    bag.queue.extendleft(reversed(slot.ahead))
+                slot.ahead.clear()
+
+    @property
+    def running_tasks(self) -> int:
+        """Tasks running now, over all bags."""
+        return sum(bag.running for bag in self.bags.values())
+
     def _prefetch(self, bag: Bag, slot: Slot) -> list[int]:
-        """Fill the local list of a live launcher up to `prefetch` tasks; returns those added."""
+        """Fill the local list of a live launcher up to `prefetch` tasks (none while draining);
+        returns those added."""
         assert self.launcher is not None
-        added = []
+        added: list[int] = []
+        if self.draining:
+            return added
         while len(slot.ahead) < self.launcher.prefetch and bag.queue:
             task = bag.queue.popleft()
             slot.ahead.append(task)

@@ -299,8 +299,9 @@ class Manager:
           runs and wait up to `detach_timeout` for a manager, and the next start re-attaches
           them, as after a crash;
         - "kill": pilots are told to exit, killing their runs (requeued at the next start);
-        - "drain": no new run starts and submissions are refused; once no run is left, pilots
-          exit and the manager stops; queued jobs stay queued for the next start.
+        - "drain": no new run starts and submissions are refused; bags' launchers start no new
+          task; once no run and no task is left, pilots exit and the manager stops; queued jobs
+          and bags' queued tasks wait for the next start.
         """
         mode = mode or self.config.on_stop
         if mode not in ("detach", "kill", "drain"):
@@ -310,6 +311,7 @@ class Manager:
         self.stop_mode = mode
         if mode == "drain":
             self.engine.paused = True  # no new decisions; runs end and are recorded
+            self.engine.bags.drain()  # bags' launchers finish their running tasks only
             self.clock.wake()
             self._drained_check()
             return
@@ -325,8 +327,13 @@ class Manager:
                     node.send({"op": "detach", "wait": self.config.detach_timeout, "reason": "manager stopping"})
 
     def _drained_check(self) -> None:
-        """While draining: once no run is left, stop like "kill" (nothing is left to kill)."""
-        if self.stop_mode == "drain" and not any(b.running for b in self.engine.backends):
+        """While draining: once no run and no bag's task is left, stop like "kill" (nothing is
+        left to kill)."""
+        if (
+            self.stop_mode == "drain"
+            and not any(b.running for b in self.engine.backends)
+            and not self.engine.bags.running_tasks
+        ):
             self.stop_mode = None
             self.begin_shutdown("kill")
             self.request_exit()

@@ -931,10 +931,11 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def admin_stop(req: StopRequest, p: Admin) -> StopResponse:
         """Stop the manager (admin only): see `isthmus stop`. Answers before it stops."""
         running = sum(len(b.running) for b in manager.engine.backends)
+        tasks = manager.engine.bags.running_tasks
         manager.begin_shutdown(req.mode)
         if req.mode != "drain":
             asyncio.get_running_loop().call_later(0.2, manager.request_exit)  # after this answer
-        return StopResponse(mode=req.mode, running=running)
+        return StopResponse(mode=req.mode, running=running, tasks=tasks)
 
     @app.get("/pilots", tags=["admin"], responses=_errors(**_ADMIN))
     async def pilot_list(p: Admin) -> list[dict[str, Any]]:

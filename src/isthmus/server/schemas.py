@@ -296,10 +296,11 @@ class StopRequest(BaseModel):
 
 
 class StopResponse(BaseModel):
-    """The stop under way and how many jobs were running when it began."""
+    """The stop under way and how many jobs, and bags' tasks, were running when it began."""
 
     mode: str
     running: int
+    tasks: int = Field(0, description="bags' tasks running (a drain lets them finish; no new one starts)")
 
 
 class ErrorResponse(BaseModel):
