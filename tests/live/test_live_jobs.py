@@ -255,7 +255,7 @@ def test_stop_kill_jobs_leaves_no_process(live: LiveServer) -> None:
     spool = live.state_dir / "spool"
     assert any(p.name.startswith(".fresh-") for p in spool.iterdir())  # pilots keep entries ready
     t0 = time.time()
-    assert c.stop("kill") == {"mode": "kill", "running": 1}
+    assert c.stop("kill") == {"mode": "kill", "running": 1, "tasks": 0}
     assert live.proc is not None
     live.proc.wait(timeout=10)
     assert time.time() - t0 < 10
