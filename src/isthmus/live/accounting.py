@@ -182,13 +182,15 @@ def _account_bags(
     }
     if not chosen:
         return
+    sites_of: dict[int, set[int]] = {}
     for b, site, t, change in opened:
         if b in chosen:
             # processors held from t to the bag's end; a release takes back from its time on
             held[(b, site)] = held.get((b, site), 0.0) + change * (ended[b][0] - t)
+            sites_of.setdefault(b, set()).add(site)
     for b in sorted(chosen):
         complete = ended[b][1] >= tasks.get(b, 0)
-        sites = sorted(site for (bag, site) in held if bag == b) or [-1]
+        sites = sorted(sites_of.get(b, ())) or [-1]
         if by == "site":
             for site in sites:
                 row = _row(rows, env.sites[site].name if site >= 0 else "(none)")
