@@ -34,9 +34,10 @@ provisioning = "none"
 fairshare = "sep"
 """
 PREEMPTION = 5.0
-#: local jobs on `busy`: (seconds after the bags hold every processor, processors, sleep seconds)
-LOCAL = ((0.5, 1, 2), (1.5, 2, 3), (3.0, 1, 2), (4.5, 3, 2), (6.0, 1, 3), (7.5, 2, 2), (9.0, 1, 2), (10.0, 3, 2))
-WINDOW = (1.0, 13.0)
+#: local jobs on `busy`: (seconds after the bags hold every processor, processors, sleep seconds);
+#: a chain of one-processor jobs keeps an odd processor of `busy` taken nearly all the time
+LOCAL = sorted([(0.3 + 3.1 * i, 1, 3) for i in range(8)] + [(2.0, 2, 2), (7.0, 3, 2), (13.0, 2, 3), (19.0, 3, 2)])
+WINDOW = (1.0, 25.0)
 
 
 def held(c: object) -> int:
@@ -70,11 +71,11 @@ def test_sep_keeps_three_bags_even_and_a_grid_job_waits_less_than_the_preemption
             windows = bag_windows(c.event_log(), bags, t0 + WINDOW[0], t0 + WINDOW[1])
             # every local job ran on `busy` beside the bags, which gave processors back for them
             assert sum(w.preemptions for w in windows) >= len(LOCAL)
-            assert all(w.done >= 20 for w in windows), windows
+            assert all(w.done >= 40 for w in windows), windows
             rates = [w.per_minute for w in windows]
             # SEP splits each site evenly: the thesis measured at most 18.6% between runners over an
-            # hour; this window is 12 s, so allow 35% (ties broken by arrival gave ~50% here)
-            assert spread(rates) <= 0.35, windows
+            # hour; this window is 24 s, so allow 20% (ties broken by arrival gave about 30% here)
+            assert spread(rates) <= 0.20, windows
 
             wait_for(
                 lambda: held(c) == 12 and all(j["id"] in bags for j in c.jobs(states=["queued", "running"])),
