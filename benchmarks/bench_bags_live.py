@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from _live import manager
+from bench_bags_slurm import until
 from isthmus.config import environment_from_text
 from isthmus.engine.bags import BagSettings
 from isthmus.live.client import Client
@@ -100,15 +101,6 @@ def full_at(log: EventLog, bags: Sequence[int]) -> float:
     raise SystemExit("the bags never held every processor")
 
 
-def until(pred: object, timeout: float, what: str) -> None:
-    """Poll `pred()` every 50 ms until true; SystemExit naming `what` after `timeout` s."""
-    deadline = time.time() + timeout
-    while not pred():  # type: ignore[operator]
-        if time.time() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def held(c: Client) -> int:
     """Processors the bags hold now."""
     return sum(sum(b["progress"]["held"].values()) for b in c.bags())
@@ -147,7 +139,7 @@ def fairness(policy: str, rebalance: str, window: float, jobs: list[tuple[float,
     text = env_text(policy, rebalance, "1.0")
     with manager(text) as (url, token), Client(url, token) as c:
         bags = submit_bags(c)
-        until(lambda: held(c) >= PROCESSORS, 60, "the bags to hold every processor")
+        until(lambda: held(c) >= PROCESSORS, 60, "the bags to hold every processor", 0.05)
         t0 = time.time()
         for offset, size, runtime in jobs:
             time.sleep(max(0.0, t0 + offset - time.time()))
@@ -182,7 +174,7 @@ def probe_wait(c: Client, sizes: Sequence[int]) -> float:
     """Submit one job per size together; seconds from submission to the last one's start, after all ended."""
     ids = c.submit_many([{"command": "sleep", "args": ["1"], "size": s, "name": "grid"} for s in sizes])
     for i in ids:
-        until(lambda i=i: c.job(i)["state"] in ("completed", "failed"), 60, f"grid job {i}")
+        until(lambda i=i: c.job(i)["state"] in ("completed", "failed"), 60, f"grid job {i}", 0.05)
     jobs = [c.job(i) for i in ids]
     if any(j["state"] != "completed" for j in jobs):
         raise SystemExit(f"a grid job failed: {jobs}")
@@ -202,7 +194,7 @@ def grid(repeats: int) -> dict[str, tuple[list[float], list[float], float]]:
         busy: dict[str, list[float]] = {name: [] for name, _ in GRID_PROBES}
         for _ in range(repeats):
             for name, sizes in GRID_PROBES:
-                until(lambda: held(c) >= PROCESSORS, 60, "the bags to hold every processor again")
+                until(lambda: held(c) >= PROCESSORS, 60, "the bags to hold every processor again", 0.05)
                 busy[name].append(probe_wait(c, sizes))
     env = environment_from_text(text, "toml", file="<bench_bags_live>")
     for name, sizes in GRID_PROBES:
