@@ -290,3 +290,30 @@ def test_equipartition_caps_and_leftovers():
     assert take_evenly(3, [4, 4]) == [1, 2]
     assert take_evenly(5, [6, 1, 2]) == [4, 0, 1]  # 6 down to 2, then the later of the two at 2
     assert take_evenly(9, [2, 3]) == [2, 3]
+
+
+def test_sep_gives_a_sites_odd_processor_to_the_bag_with_fewer_elsewhere():
+    # sites of 3 and 3, two bags. Site 0: 2 and 1 (the tie goes to the earlier bag, 10). Site 1:
+    # both hold 0 there, bag 11 holds fewer elsewhere (1 against 2): the odd one is bag 11's, so
+    # both hold 3. Breaking every tie by arrival gave bag 10 both odd ones (4 against 2): on small
+    # sites SEP then favoured the first bag for good (benchmarks/bench_bags_live.py measured it).
+    h = harness(clusters(3, 3))
+    h.bag(bag(10, 20))
+    h.bag(bag(11, 20))
+    assert decisions(h) == [
+        (GrowBag(10, 0, 2, by="sep"), StatusCode.ACCEPTED),
+        (GrowBag(11, 0, 1, by="sep"), StatusCode.ACCEPTED),
+        (GrowBag(10, 1, 1, by="sep"), StatusCode.ACCEPTED),
+        (GrowBag(11, 1, 2, by="sep"), StatusCode.ACCEPTED),
+    ]
+
+
+def test_ties_of_the_split_helpers_go_by_the_given_keys():
+    # equal holdings: without keys the later holder gives first and the earlier one gets first;
+    # with keys (processors elsewhere, tasks done, index) the larger key gives and the smaller gets
+    assert take_evenly(1, [2, 2]) == [0, 1]
+    assert take_evenly(1, [2, 2], [(0, 9, 0), (0, 3, 1)]) == [1, 0]
+    assert take_evenly(3, [2, 2], [(1, 0, 0), (0, 0, 1)]) == [2, 1]
+    assert level_up(1, [1, 1], [3, 3]) == [1, 0]
+    assert level_up(1, [1, 1], [3, 3], [(4, 0, 0), (2, 0, 1)]) == [0, 1]
+    assert level_up(3, [0, 1], [3, 3], [(0, 0, 0), (0, 0, 1)]) == [2, 1]

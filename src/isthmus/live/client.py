@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from isthmus.model.events import EventLog
+
 DEFAULT_URL = "http://127.0.0.1:8750"
 
 
@@ -205,3 +207,11 @@ class Client:
     def events(self, since: int = 0) -> list[list[float]]:
         """The persisted engine event log from row `since` (admin only): [time, kind, job, site, vm, value]."""
         return list(self.request("GET", "/events", params={"since": since}))
+
+    def event_log(self, since: int = 0) -> EventLog:
+        """The persisted engine event log from row `since` as an `EventLog` (admin only; the columns
+        GET /events gives: time, kind, job, site, vm, value), for the metrics of `isthmus.metrics`."""
+        log = EventLog()
+        for t, kind, job, site, vm, value in self.events(since):
+            log.append(float(t), int(kind), int(job), int(site), int(vm), float(value))
+        return log

@@ -13,7 +13,7 @@ measures it as makespans with and without the CS load).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -159,3 +159,79 @@ def rigid_delay(without: EventLog, with_bags: EventLog, jobs: Mapping[int, Job])
         "jobs_delayed": int(np.count_nonzero(delays > 1e-9)),
         "not_started_with_bags": sorted(j for j in jobs if j in a and j not in b),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class BagWindow:
+    """One bag's figures over a window of time [start, end) (KOALA-CS thesis §4.4: throughput and
+    preemptions of runners measured side by side)."""
+
+    bag: int
+    #: task runs that completed in the window (TASK_END events)
+    done: int
+    #: `done` per minute of the window
+    per_minute: float
+    #: task runs preempted in the window (TASK_PREEMPT events)
+    preemptions: int
+    #: the processors the bag held, averaged over the window
+    mean_held: float
+
+
+def bag_windows(log: EventLog, bags: Sequence[int], start: float, end: float) -> list[BagWindow]:
+    """The figures of each bag of `bags` (job ids, in that order) over [start, end): task ends
+    and preemptions counted in it, and the processors held (GROW adds its value, BAG_RELEASE
+    takes one) averaged over it. ValueError when the window is empty."""
+    if not end > start:
+        raise ValueError(f"the window must end after it starts, got [{start}, {end})")
+    c = log.columns()
+    time = np.frombuffer(c["time"], dtype=np.float64)
+    kind = np.frombuffer(c["kind"], dtype=np.int8)
+    job = np.frombuffer(c["job"], dtype=np.int64)
+    value = np.frombuffer(c["value"], dtype=np.float64)
+    inside = (time >= start) & (time < end)
+    out = []
+    for bag in bags:
+        mine = job == bag
+        done = int(np.count_nonzero(mine & inside & (kind == int(EventKind.TASK_END))))
+        pre = int(np.count_nonzero(mine & inside & (kind == int(EventKind.TASK_PREEMPT))))
+        steps = mine & ((kind == int(EventKind.GROW)) | (kind == int(EventKind.BAG_RELEASE)))
+        t = time[steps]
+        d = np.where(kind[steps] == int(EventKind.GROW), value[steps], -1.0)
+        level = np.cumsum(d)  # the processors held from each step on (the log is in time order)
+        before = level[t < start]
+        held_at_start = float(before[-1]) if before.size else 0.0
+        within = (t >= start) & (t < end)
+        edges = np.concatenate([[start], t[within], [end]])
+        levels = np.concatenate([[held_at_start], level[within]])
+        mean_held = float(np.sum(levels * np.diff(edges)) / (end - start))
+        out.append(BagWindow(bag, done, done * 60.0 / (end - start), pre, mean_held))
+    return out
+
+
+def spread(values: Sequence[float]) -> float:
+    """(largest − smallest) / smallest of `values` (KOALA-CS §4.4: the difference in throughput
+    as a fraction of the slowest bag's); inf when the smallest is 0, nan when there are none."""
+    if not values:
+        return math.nan
+    low, high = min(values), max(values)
+    return (high - low) / low if low > 0 else math.inf
+
+
+def preemption_delays(log: EventLog) -> list[float]:
+    """Seconds from each preempted task run (TASK_PREEMPT on a bag's processor) to the release
+    of that processor (its next BAG_RELEASE): how long launchers took to give processors back.
+    In simulation this is the preemption time; live, the pilot's confirmation (at most that)."""
+    c = log.columns()
+    time = np.frombuffer(c["time"], dtype=np.float64)
+    kind = np.frombuffer(c["kind"], dtype=np.int8)
+    job = np.frombuffer(c["job"], dtype=np.int64)
+    slot = np.frombuffer(c["vm"], dtype=np.int32)
+    pending: dict[tuple[int, int], float] = {}
+    out = []
+    for i in np.flatnonzero((kind == int(EventKind.TASK_PREEMPT)) | (kind == int(EventKind.BAG_RELEASE))):
+        key = (int(job[i]), int(slot[i]))
+        if kind[i] == int(EventKind.TASK_PREEMPT):
+            pending.setdefault(key, float(time[i]))
+        elif key in pending:
+            out.append(float(time[i]) - pending.pop(key))
+    return out

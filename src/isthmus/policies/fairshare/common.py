@@ -73,9 +73,12 @@ def equipartition(pool: int, wants: Sequence[int], order: Sequence[int]) -> list
     return shares
 
 
-def level_up(units: int, current: Sequence[int], caps: Sequence[int]) -> list[int]:
+def level_up(
+    units: int, current: Sequence[int], caps: Sequence[int], ties: Sequence[tuple[int, ...]] | None = None
+) -> list[int]:
     """Give `units` processors to claimants holding `current`, the lowest first (water filling),
-    none beyond `caps[i]`; returns what each gets (ties: the lower index first)."""
+    none beyond `caps[i]`; returns what each gets (ties: the smallest `ties` key first, without
+    keys the lower index first)."""
     got = [0] * len(current)
     level = list(current)
     while units > 0:
@@ -83,6 +86,8 @@ def level_up(units: int, current: Sequence[int], caps: Sequence[int]) -> list[in
         if not open_:
             break
         low = min(level[i] for i in open_)
+        if ties is not None:
+            open_.sort(key=lambda i: ties[i])
         for i in open_:
             if level[i] == low and units > 0:
                 level[i] += 1
@@ -91,22 +96,34 @@ def level_up(units: int, current: Sequence[int], caps: Sequence[int]) -> list[in
     return got
 
 
-def take_evenly(need: int, holdings: Sequence[int]) -> list[int]:
+def take_evenly(need: int, holdings: Sequence[int], ties: Sequence[tuple[int, ...]] | None = None) -> list[int]:
     """Take `need` processors from holders of `holdings`, the largest first so that each gives an
     equal amount where they hold alike (§3.7.1: "orders each to shrink an equal amount"); returns
-    what each gives (ties: the later index first, the later arrival), never more than it holds."""
+    what each gives (ties: the largest `ties` key first, without keys the later index, the later
+    arrival), never more than it holds."""
     took = [0] * len(holdings)
     level = list(holdings)
+    order = list(range(len(level) - 1, -1, -1))
+    if ties is not None:
+        order.sort(key=lambda i: ties[i], reverse=True)
     while need > 0:
         high = max(level, default=0)
         if high <= 0:
             break
-        for i in range(len(level) - 1, -1, -1):
+        for i in order:
             if level[i] == high and need > 0:
                 level[i] -= 1
                 took[i] += 1
                 need -= 1
     return took
+
+
+def tie_keys(held: Sequence[dict[int, int]], bags: Sequence[BagInfo], site: int) -> list[tuple[int, int, int]]:
+    """How ties between bags holding alike on `site` are broken: (processors held on the other
+    sites, tasks done, arrival index); the smallest key gets an odd processor first and the
+    largest gives one back first. Breaking ties by arrival alone gave the first bag every odd
+    processor on every site for good, which on small sites made SEP unfair."""
+    return [(sum(h.values()) - h[site], b.done, k) for k, (h, b) in enumerate(zip(held, bags, strict=True))]
 
 
 def shrink_schedule(slots: Sequence[SlotInfo], count: int, rng: random.Random, prefer_between: bool) -> tuple[int, ...]:
@@ -270,7 +287,8 @@ class EquiPartitionBase:
         for i in sites:
             for job_id, need in rooms[i].claims:
                 holders = [k for k in range(len(active)) if held[k][i] > 0]
-                amounts = take_evenly(need, [held[k][i] for k in holders])
+                keys = tie_keys(held, active, i)
+                amounts = take_evenly(need, [held[k][i] for k in holders], [keys[k] for k in holders])
                 for k, n in zip(holders, amounts, strict=True):
                     if n:
                         out.append(self.shrink(active[k], i, n, job_id))
@@ -302,17 +320,24 @@ class EquiPartitionBase:
         """A growth of `bag` by `count` processors of `site`."""
         return GrowBag(bag.id, site, count, by=self.name)
 
-    def split(self, pool: int, current: list[int], wants: list[int], units: int) -> tuple[list[int], list[int]]:
+    def split(
+        self,
+        pool: int,
+        current: list[int],
+        wants: list[int],
+        units: int,
+        ties: Sequence[tuple[int, ...]] | None = None,
+    ) -> tuple[list[int], list[int]]:
         """Equal targets of `pool` for holders of `current` wanting at most `wants`; returns (growth
         from the `units` idle processors, lowest first; shrink of the holders above their target
         as far as others stay below theirs after the growth, when rebalancing)."""
-        order = sorted(range(len(current)), key=lambda k: (-current[k], k))
+        order = sorted(range(len(current)), key=lambda k: (-current[k], *(ties[k] if ties else ()), k))
         targets = equipartition(pool, wants, order)
-        grow = level_up(units, current, targets)
+        grow = level_up(units, current, targets, ties)
         shrink = [0] * len(current)
         if self.params.rebalance:
             short = sum(max(0, t - c - g) for t, c, g in zip(targets, current, grow, strict=True))
             excess = [max(0, c - t) for c, t in zip(current, targets, strict=True)]
             if short and any(excess):
-                shrink = take_evenly(min(short, sum(excess)), excess)
+                shrink = take_evenly(min(short, sum(excess)), excess, ties)
         return grow, shrink

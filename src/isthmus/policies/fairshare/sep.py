@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from isthmus.model.decisions import Decision
 from isthmus.policies.api import BagInfo, View
-from isthmus.policies.fairshare.common import EquiPartitionBase, SiteRoom
+from isthmus.policies.fairshare.common import EquiPartitionBase, SiteRoom, tie_keys
 
 
 class SiteEquiPartition(EquiPartitionBase):
@@ -16,8 +16,10 @@ class SiteEquiPartition(EquiPartitionBase):
     job that could start on a site if bags gave back processors there makes each bag on that
     site shrink an equal amount (§3.1.3). Per site, the bags' equal shares are computed over the
     processors free or held by bags there (and not claimed by waiting rigid jobs); a bag gets no
-    more than the tasks it has waiting. With `rebalance` (EquiPartition: equal allocations at
-    each time), bags above their share give back processors so that the others reach theirs;
+    more than the tasks it has waiting; between bags holding alike there, an odd processor goes
+    to the one holding fewer elsewhere (then with fewer tasks done; `tie_keys`). With
+    `rebalance` (EquiPartition: equal allocations at each time), bags above their share give back
+    processors so that the others reach theirs;
     which processors is the shrink schedule's choice (§3.7.2: at random, seeded).
     """
 
@@ -41,7 +43,8 @@ class SiteEquiPartition(EquiPartitionBase):
                 continue
             current = [h[i] for h in held]
             wants = [c + n for c, n in zip(current, left, strict=True)]
-            grow, shrink = self.split(room.room + sum(current), current, wants, room.growable)
+            ties = tie_keys(held, active, i)
+            grow, shrink = self.split(room.room + sum(current), current, wants, room.growable, ties)
             for k, bag in enumerate(active):
                 if grow[k]:
                     out.append(self.grow(bag, i, grow[k]))
