@@ -260,16 +260,22 @@ class CloudBackend(SiteBackend):
     # VM (`Vm.bagged`) without making it busy (`Vm.load`), so provisioning sees the VM idle
     # since its last job ended; releasing it preempts the launchers first (`bag_evict`).
 
+    # A launcher may hold a core of a VM serving another user (vm-share): scavenging idle cores
+    # is whoever's they are (KOALA-CS), it charges the bag's user nothing (a VM's increments go
+    # to the user it serves, fixed by its lease and by rigid jobs' starts, never by a launcher),
+    # and that user's waiting jobs claim the cores back (isthmus.policies.fairshare.common).
+
     def _bag_vms(self, job: Job) -> Iterable[Vm]:
         ready = VmState.READY
-        check = self.selective or job.vm is not None
+        check = job.vm is not None
         for vm in self.vms.values():
-            if vm.free and vm.state is ready and vm.reserved_for < 0 and (not check or self.vm_accepts(vm, job)):
+            usable = vm.free and vm.state is ready and vm.reserved_for < 0 and not vm.retiring
+            if usable and (not check or self.meets(vm, job)):
                 yield vm
 
     def bag_room(self, job: Job) -> int:
-        """Free cores of ready VMs that bag `job` may hold: not reserved, not retiring, serving
-        its user or anyone, meeting its VM requirements."""
+        """Free cores of ready VMs that bag `job` may hold: not reserved, not retiring, meeting
+        its VM requirements, whichever user the VM serves (budgets: see `_bag_vms`)."""
         return sum(vm.free for vm in self._bag_vms(job))
 
     def bag_take(self, job: Job, count: int) -> list[int]:
@@ -475,6 +481,11 @@ class CloudBackend(SiteBackend):
             return False
         if self.takeover is not None and vm.load == 0 and not self.takeover(vm, job):
             return False
+        return self.meets(vm, job)
+
+    def meets(self, vm: Vm, job: Job) -> bool:
+        """Whether `vm`'s type, image and the site's networks meet `job`'s VM requirements (a job
+        without requirements: always)."""
         req = job.vm
         if req is None:
             return True

@@ -214,7 +214,7 @@ class Bag:
     def slots_on(self, site: int) -> Sequence[SlotInfo]:
         """The processors held on `site` and not being preempted, oldest first."""
         return tuple(
-            SlotInfo(s.id, s.site, s.task if s.state == _RUNNING else -1, s.since)
+            SlotInfo(s.id, s.site, s.task if s.state == _RUNNING else -1, s.since, s.vm)
             for s in self.slots.values()
             if s.site == site and s.state != _LEAVING
         )
