@@ -14,11 +14,12 @@ from isthmus.engine.backend import CloudBackend
 from isthmus.engine.bags import BagSettings
 from isthmus.metrics.run import compute_run_metrics
 from isthmus.model.budget import BudgetCap
-from isthmus.model.decisions import ReserveVms
+from isthmus.model.decisions import GrowBag, ReserveVms
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
 from isthmus.model.site import Site, SiteKind
+from isthmus.model.status import StatusCode
 from isthmus.sim.harness import Harness
 from isthmus.sim.runner import SimulationResult, simulate
 
@@ -254,9 +255,9 @@ def test_a_bag_scavenges_vms_serving_other_users_and_a_job_claims_back_its_own_u
     # (2 cores, 30 s) at 100: the site has 2 free cores, but on VM 1, which serves c; job 1 may
     # only run on VM 0, whose cores the bag holds, so SEP claims those two (both launchers on VM
     # 0, tasks 0 and 1 back to the queue) and job 1 starts there at 110, after the 10 s
-    # preemption time. In that round the bag does not grow on the cloud (its launchers would
-    # go to VM 0 first, the one job 1 needs); it grows at the next round, when job 1 ends at 140,
-    # and ends at 190.
+    # preemption time. In that round the bag regrows by 2 on VM 1 (c's, free), not on VM 0,
+    # which job 1 is about to take (`GrowBag.avoid`; lease order would put it there first),
+    # and ends at 160.
     h = Harness(paid_cloud(2), "fcfs", "none", others={"fairshare": PolicyChoice("sep")}, now=100.0)
     h.engine.bags.settings = BagSettings(preemption_time=10.0)
     vm0 = h.vms(0, 1, leased_at=0.0, owner="b")[0]
@@ -270,7 +271,7 @@ def test_a_bag_scavenges_vms_serving_other_users_and_a_job_claims_back_its_own_u
     h.queue(job(1, 100, 2, 30, user="b"))
     h.engine.run_round()
     h.clock.run(until=110)
-    assert [(v.id, v.load, v.bagged) for v in cloud.vms.values()] == [(vm0, 2, 0), (vm1, 0, 0)]
+    assert [(v.id, v.load, v.bagged) for v in cloud.vms.values()] == [(vm0, 2, 0), (vm1, 0, 2)]
     h.clock.run()
     assert h.engine.rejected_decisions == 0
     kinds = (K.GROW, K.SHRINK, K.TASK_PREEMPT, K.BAG_RELEASE, K.START, K.END, K.BAG_END)
@@ -281,12 +282,12 @@ def test_a_bag_scavenges_vms_serving_other_users_and_a_job_claims_back_its_own_u
         (100.0, "TASK_PREEMPT", 10, 1, 0.0, 1),
         (110.0, "BAG_RELEASE", 10, 0, 1.0, -1),
         (110.0, "BAG_RELEASE", 10, 1, 1.0, -1),
+        (110.0, "GROW", 10, -1, 2.0, -1),
         (110.0, "START", 1, -1, 2.0, -1),
         (140.0, "END", 1, -1, 0.0, -1),
-        (140.0, "GROW", 10, -1, 2.0, -1),
-        (190.0, "BAG_RELEASE", 10, 2, 1.0, -1),
-        (190.0, "BAG_END", 10, -1, 2.0, -1),
-        (190.0, "BAG_RELEASE", 10, 3, 1.0, -1),
+        (160.0, "BAG_RELEASE", 10, 2, 1.0, -1),
+        (160.0, "BAG_END", 10, -1, 2.0, -1),
+        (160.0, "BAG_RELEASE", 10, 3, 1.0, -1),
     ]
 
 
@@ -318,3 +319,20 @@ def test_a_bag_of_a_user_whose_cap_is_spent_scavenges_an_idle_vm_and_is_charged_
     (cap,) = result.budgets
     assert cap["name"] == "u-cap" and cap["spent"] == 0.0, cap
     tasks_completed_once(result, b)
+
+
+def test_a_growth_avoiding_vms_takes_cores_of_the_others_only():
+    # Two ready 2-core VMs and a 1-processor cluster. A growth of 2 avoiding VM 0 takes VM 1's
+    # cores (lease order would take VM 0's); one of 3 avoiding VM 0 is refused (2 cores left);
+    # naming VMs to avoid on a cluster is invalid.
+    cloud = paid_cloud(2).sites[0]
+    env = Environment("cluster-cloud", (Site("c", nodes=1), cloud))
+    h = Harness(env, "fcfs", "none", others={"fairshare": PolicyChoice("sep")}, now=100.0)
+    vm0, vm1 = h.vms(1, 2, leased_at=0.0)
+    h.bag(bag(10, 20, 50.0, submit=100.0))
+    assert h.engine.apply(GrowBag(10, 1, 3, avoid=(vm0,)), "t").code is StatusCode.NO_CAPACITY
+    assert h.engine.apply(GrowBag(10, 0, 1, avoid=(vm0,)), "t").code is StatusCode.INVALID
+    assert h.engine.apply(GrowBag(10, 1, 2, avoid=(vm0,)), "t").accepted
+    backend = h.engine.backends[1]
+    assert isinstance(backend, CloudBackend)
+    assert [(v.id, v.bagged) for v in backend.vms.values()] == [(vm0, 0), (vm1, 2)]

@@ -146,13 +146,14 @@ class SiteBackend(ABC):
         VMs it held (only clouds reserve)."""
         return []
 
-    def bag_room(self, job: Job) -> int:
-        """Free processors bag `job` may hold here now: those held for waiting jobs left out."""
+    def bag_room(self, job: Job, avoid: tuple[int, ...] = ()) -> int:
+        """Free processors bag `job` may hold here now: those held for waiting jobs left out (and
+        on a cloud, those of the VMs `avoid`)."""
         return self.free - self.reserved_cores
 
-    def bag_take(self, job: Job, count: int) -> list[int]:
-        """Give `count` of the free processors to bag `job` (the engine checked `bag_room`);
-        returns the VM of each (-1: a cluster's processor)."""
+    def bag_take(self, job: Job, count: int, avoid: tuple[int, ...] = ()) -> list[int]:
+        """Give `count` of the free processors to bag `job` (the engine checked `bag_room`), on a
+        cloud none of the VMs `avoid`; returns the VM of each (-1: a cluster's processor)."""
         self.free -= count
         return [-1] * count
 
@@ -265,24 +266,25 @@ class CloudBackend(SiteBackend):
     # to the user it serves, fixed by its lease and by rigid jobs' starts, never by a launcher),
     # and that user's waiting jobs claim the cores back (isthmus.policies.fairshare.common).
 
-    def _bag_vms(self, job: Job) -> Iterable[Vm]:
+    def _bag_vms(self, job: Job, avoid: tuple[int, ...]) -> Iterable[Vm]:
         ready = VmState.READY
         check = job.vm is not None
         for vm in self.vms.values():
             usable = vm.free and vm.state is ready and vm.reserved_for < 0 and not vm.retiring
-            if usable and (not check or self.meets(vm, job)):
+            if usable and (not check or self.meets(vm, job)) and vm.id not in avoid:
                 yield vm
 
-    def bag_room(self, job: Job) -> int:
+    def bag_room(self, job: Job, avoid: tuple[int, ...] = ()) -> int:
         """Free cores of ready VMs that bag `job` may hold: not reserved, not retiring, meeting
-        its VM requirements, whichever user the VM serves (budgets: see `_bag_vms`)."""
-        return sum(vm.free for vm in self._bag_vms(job))
+        its VM requirements, whichever user the VM serves (budgets: see `_bag_vms`), none of the
+        VMs `avoid`."""
+        return sum(vm.free for vm in self._bag_vms(job, avoid))
 
-    def bag_take(self, job: Job, count: int) -> list[int]:
-        """Give `count` free cores of ready VMs to bag `job` (the engine checked `bag_room`), the
-        VMs in lease order; returns the VM of each."""
+    def bag_take(self, job: Job, count: int, avoid: tuple[int, ...] = ()) -> list[int]:
+        """Give `count` free cores of ready VMs but those `avoid` to bag `job` (the engine checked
+        `bag_room`), the VMs in lease order; returns the VM of each."""
         out: list[int] = []
-        for vm in list(self._bag_vms(job)):
+        for vm in list(self._bag_vms(job, avoid)):
             take = min(vm.free, count - len(out))
             vm.free -= take
             vm.bagged += take

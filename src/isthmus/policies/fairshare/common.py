@@ -141,6 +141,8 @@ class SiteRoom:
     #: on a cloud whose VMs are not interchangeable: claiming job id -> the VMs it may run on
     #: (bags give back launchers there); a claim not named here may take any
     claim_vms: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    #: on such a cloud: the VMs a job starting this round may run on; bags grow elsewhere
+    keep: tuple[int, ...] = ()
 
 
 def _launchers_on_vms(view: View, site: int) -> dict[int, int]:
@@ -206,9 +208,9 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     clouds = {i: c for i in avail if (c := view.cloud(i)) is not None}
     picky = {i for i, c in clouds.items() if c.selective}
     launchers: dict[int, dict[int, int]] = {}
-    # clouds where a job that not every VM may take fits now: the bags do not grow there this
-    # round (a launcher goes to the first VMs in lease order, perhaps the very ones the job needs)
-    starting: set[int] = set()
+    # per cloud, the VMs that jobs not every VM may take, fitting now, may start on (the
+    # allocation deciding after this policy): no launcher goes there this round
+    keep: dict[int, set[int]] = {}
     for stage in range(view.stages):
         choices = [i for i in view.stage_sites(stage) if i in avail]
         for entry in view.queue(stage):
@@ -260,7 +262,7 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
                     avail[fit] -= size
                     free[fit] -= min(free[fit], size)
                     if fit in vms_j:
-                        starting.add(fit)
+                        keep.setdefault(fit, set()).update(vms_j[fit])
                     continue
                 size_left = dict.fromkeys(choices, size)
             best = None
@@ -289,12 +291,13 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
         load = other / s.online if s.online else 1.0
         growable = min(free[i], avail[i])
         cloud = view.cloud(i)
-        if i in starting:
-            growable = 0
+        kept = keep.get(i, ())
         if cloud is not None and growable > 0:  # free cores of VMs no bag may take: left out
-            usable = sum(v.free for v in cloud.vms() if v.ready and not v.retiring and v.reserved_for < 0)
+            usable = sum(
+                v.free for v in cloud.vms() if v.ready and not v.retiring and v.reserved_for < 0 and v.id not in kept
+            )
             growable = min(growable, usable)
-        rooms[i] = SiteRoom(growable, avail[i], need[i], load, tuple(claims[i]), claim_vms[i])
+        rooms[i] = SiteRoom(growable, avail[i], need[i], load, tuple(claims[i]), claim_vms[i], tuple(sorted(kept)))
     return rooms
 
 
@@ -312,6 +315,8 @@ class EquiPartitionBase:
         self._rng = random.Random(self.params.seed)
         #: processors chosen for preemption in the current round
         self._taken: set[int] = set()
+        #: per cloud, the VMs the current round's growth leaves alone (`SiteRoom.keep`)
+        self._keep: dict[int, tuple[int, ...]] = {}
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Shrinks for waiting rigid jobs (site-based, an equal amount from each bag there), then
@@ -321,6 +326,7 @@ class EquiPartitionBase:
             return []
         sites = [i for i in view.bags.sites if view.sites[i].available(view.now)]
         rooms = site_rooms(view, sites, self.params.blocking)
+        self._keep = {i: rooms[i].keep for i in sites if rooms[i].keep}
         held = [{i: b.held(i) for i in sites} for b in active]
         self._taken = set()
         out: list[Decision] = []
@@ -372,7 +378,7 @@ class EquiPartitionBase:
 
     def grow(self, bag: BagInfo, site: int, count: int) -> GrowBag:
         """A growth of `bag` by `count` processors of `site`."""
-        return GrowBag(bag.id, site, count, by=self.name)
+        return GrowBag(bag.id, site, count, by=self.name, avoid=self._keep.get(site, ()))
 
     def split(self, pool: int, current: list[int], wants: list[int], units: int) -> tuple[list[int], list[int]]:
         """Equal targets of `pool` for holders of `current` wanting at most `wants`; returns (growth
