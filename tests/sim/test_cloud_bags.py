@@ -5,9 +5,13 @@ back in the queue), and a rigid job needing the cores makes the bag shrink there
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_vm_properties import checked_launches, typed_environment, vm_workload
 
 from helpers import job
 from isthmus.engine.backend import CloudBackend
@@ -24,6 +28,8 @@ from isthmus.sim.harness import Harness
 from isthmus.sim.runner import SimulationResult, simulate
 
 K = EventKind
+#: scenarios of the typed-cloud property (ISTHMUS_CLOUD_BAG_EXAMPLES; 60 in the suite)
+TYPED_EXAMPLES = int(os.environ.get("ISTHMUS_CLOUD_BAG_EXAMPLES", "60"))
 
 
 def bag(jid: int, tasks: int, runtime: float, submit: float = 0.0) -> Job:
@@ -336,3 +342,43 @@ def test_a_growth_avoiding_vms_takes_cores_of_the_others_only():
     backend = h.engine.backends[1]
     assert isinstance(backend, CloudBackend)
     assert [(v.id, v.bagged) for v in backend.vms.values()] == [(vm0, 0), (vm1, 2)]
+
+
+@settings(max_examples=TYPED_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    vm_workload(),
+    typed_environment(),
+    st.lists(st.tuples(st.integers(0, 600), st.integers(1, 30), st.sampled_from([5.0, 50.0])), min_size=1, max_size=2),
+    st.sampled_from(["sep", "gep"]),
+    st.sampled_from([0.0, 7.0]),
+    st.sampled_from(["ff", "fcfs"]),
+)
+def test_bags_beside_jobs_with_vm_requirements_on_typed_clouds(jobs, env, bag_specs, policy, preemption, allocation):
+    # Clouds of several instance types and images (test_vm_properties' environments) and jobs
+    # of four users with VM requirements, with bags beside them: no growth of a bag on a cloud is
+    # refused (the policies' room is the engine's: VMs of any user, none avoided), no VM runs a job it
+    # may not take, and every task of a bag that ends completed exactly once. (That every rigid
+    # job ending without the bags ends with them does not hold: the bags change which VMs
+    # On-Demand leases, and a job may then find the cloud full of idle VMs of another image.)
+    first = len(jobs) + 1
+    bags = [bag(first + k, n, r, submit=float(t)) for k, (t, n, r) in enumerate(bag_specs)]
+    problems: list[str] = []
+    with checked_launches(problems):
+        result = simulate(
+            env,
+            jobs,
+            allocation,
+            "on-demand",
+            bags=bags,
+            fairshare=policy,
+            bag_settings=BagSettings(preemption_time=preemption),
+            check_purity=True,
+        )
+    assert problems == []
+    log = list(result.log)
+    bag_ids = {b.id for b in bags}
+    refused = [e for e in log if e.kind is K.DECISION and e.job in bag_ids and env.sites[e.site].is_cloud]
+    assert refused == [], [(e, result.log.reasons.get(e.job)) for e in refused]
+    for b in bags:
+        if any(e.kind is K.BAG_END and e.job == b.id for e in log):
+            tasks_completed_once(result, b)
