@@ -181,7 +181,11 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
     claims nothing: bags may use the processors until it could start; with `blocking` (strict
     FCFS allocation) neither does any job after it. On a cloud, free cores of VMs reserved for a
-    queued job or retiring are not growable (a bag may not take them).
+    queued job or retiring are not growable (a bag may not take them). On a cloud whose VMs are
+    not interchangeable (`selective`) or for a job with VM requirements, a job counts only the
+    cores of the VMs it may run on (`vm_accepts`): its claim names them (`SiteRoom.claim_vms`:
+    the launchers preempted are there), and when it fits now they are kept from the bags'
+    growth this round (`SiteRoom.keep`).
 
     Processors the engine holds for a waiting job (free ones, `View.holds`, and those being
     preempted for it, `BagsInfo.leaving_for`) count for that job alone, first."""
