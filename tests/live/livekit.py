@@ -22,7 +22,7 @@ from isthmus.live.launch import tagged_pids
 from isthmus.live.manager import Manager, ManagerConfig, free_port
 from isthmus.live.pilots import Node, PilotHub
 
-__all__ = ["PG_DSN", "LiveServer", "in_process", "tagged_pids", "wait_for", "wait_state", "write_env"]
+__all__ = ["PG_DSN", "LiveServer", "in_process", "ran_counts", "tagged_pids", "wait_for", "wait_state", "write_env"]
 
 PG_DSN = os.environ.get("ISTHMUS_TEST_PG")
 
@@ -211,6 +211,12 @@ def wait_for(pred, timeout: float = 20.0, interval: float = 0.05, what: str = "c
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def ran_counts(ran: Path, n: int) -> list[int]:
+    """How many times each of tasks 0..n-1 ran to its end: the lines of its file `ran/<task>.ran`
+    (the live bag tests' tasks append their index there when they complete)."""
+    return [len((ran / f"{i}.ran").read_text().splitlines()) if (ran / f"{i}.ran").exists() else 0 for i in range(n)]
 
 
 def wait_state(c: Client, job_id: int, states: tuple[str, ...], timeout: float = 20.0) -> dict:  # type: ignore[type-arg]

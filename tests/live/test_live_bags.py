@@ -16,14 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from livekit import BAG_ENV, LiveServer, bag_env, tagged_pids, wait_for, wait_state
+from livekit import BAG_ENV, LiveServer, bag_env, ran_counts, tagged_pids, wait_for, wait_state
 
 from isthmus.model.events import EventKind
-
-
-def ran_counts(ran: Path, n: int) -> list[int]:
-    """How many times each of tasks 0..n-1 ran to its end (lines in its file)."""
-    return [len((ran / f"{i}.ran").read_text().splitlines()) if (ran / f"{i}.ran").exists() else 0 for i in range(n)]
 
 
 def cli(server: LiveServer, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

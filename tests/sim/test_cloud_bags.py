@@ -5,23 +5,31 @@ back in the queue), and a rigid job needing the cores makes the bag shrink there
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_vm_properties import checked_launches, typed_environment, vm_workload
 
 from helpers import job
 from isthmus.engine.backend import CloudBackend
 from isthmus.engine.bags import BagSettings
 from isthmus.metrics.run import compute_run_metrics
-from isthmus.model.decisions import ReserveVms
+from isthmus.model.budget import BudgetCap
+from isthmus.model.decisions import GrowBag, ReserveVms
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
 from isthmus.model.site import Site, SiteKind
+from isthmus.model.status import StatusCode
 from isthmus.sim.harness import Harness
 from isthmus.sim.runner import SimulationResult, simulate
 
 K = EventKind
+#: scenarios of the typed-cloud property (ISTHMUS_CLOUD_BAG_EXAMPLES; 60 in the suite)
+TYPED_EXAMPLES = int(os.environ.get("ISTHMUS_CLOUD_BAG_EXAMPLES", "60"))
 
 
 def bag(jid: int, tasks: int, runtime: float, submit: float = 0.0) -> Job:
@@ -243,3 +251,134 @@ def test_a_failed_or_reserved_vm_preempts_the_launchers_on_it_at_once():
     # SEP leaves the reserved VM's free cores out: no growth onto them, nothing refused
     h.engine.run_round()
     assert h.engine.bags.held[0] == 0 and h.engine.rejected_decisions == 0
+
+
+def test_a_bag_scavenges_vms_serving_other_users_and_a_job_claims_back_its_own_users_vm():
+    # Two ready 2-core VMs: VM 0 serves user b, VM 1 user c (vm-share's leases, as a manager
+    # restarted on an environment that grows bags restores them). The bag of user u (2 tasks of
+    # 50 s) arrives at 100: SEP grows it by 2, onto VM 0 (lease order): a launcher charges u
+    # nothing, so whose VM it is does not matter (before: refused, NO_CAPACITY). Job 1 of b
+    # (2 cores, 30 s) at 100: the site has 2 free cores, but on VM 1, which serves c; job 1 may
+    # only run on VM 0, whose cores the bag holds, so SEP claims those two (both launchers on VM
+    # 0, tasks 0 and 1 back to the queue) and job 1 starts there at 110, after the 10 s
+    # preemption time. In that round the bag regrows by 2 on VM 1 (c's, free), not on VM 0,
+    # which job 1 is about to take (`GrowBag.avoid`; lease order would put it there first),
+    # and ends at 160.
+    h = Harness(paid_cloud(2), "fcfs", "none", others={"fairshare": PolicyChoice("sep")}, now=100.0)
+    h.engine.bags.settings = BagSettings(preemption_time=10.0)
+    vm0 = h.vms(0, 1, leased_at=0.0, owner="b")[0]
+    vm1 = h.vms(0, 1, leased_at=0.0, owner="c")[0]
+    cloud = h.engine.backends[0]
+    assert isinstance(cloud, CloudBackend)
+    b = bag(10, 2, 50.0, submit=100.0)
+    h.bag(b)
+    h.engine.run_round()
+    assert [(v.id, v.bagged, v.free) for v in cloud.vms.values()] == [(vm0, 2, 0), (vm1, 0, 2)]
+    h.queue(job(1, 100, 2, 30, user="b"))
+    h.engine.run_round()
+    h.clock.run(until=110)
+    assert [(v.id, v.load, v.bagged) for v in cloud.vms.values()] == [(vm0, 2, 0), (vm1, 0, 2)]
+    h.clock.run()
+    assert h.engine.rejected_decisions == 0
+    kinds = (K.GROW, K.SHRINK, K.TASK_PREEMPT, K.BAG_RELEASE, K.START, K.END, K.BAG_END)
+    assert [(e.time, e.kind.name, e.job, e.vm, e.value, e.task) for e in h.engine.log if e.kind in kinds] == [
+        (100.0, "GROW", 10, -1, 2.0, -1),
+        (100.0, "SHRINK", 10, -1, 2.0, 1),
+        (100.0, "TASK_PREEMPT", 10, 0, 0.0, 0),
+        (100.0, "TASK_PREEMPT", 10, 1, 0.0, 1),
+        (110.0, "BAG_RELEASE", 10, 0, 1.0, -1),
+        (110.0, "BAG_RELEASE", 10, 1, 1.0, -1),
+        (110.0, "GROW", 10, -1, 2.0, -1),
+        (110.0, "START", 1, -1, 2.0, -1),
+        (140.0, "END", 1, -1, 0.0, -1),
+        (160.0, "BAG_RELEASE", 10, 2, 1.0, -1),
+        (160.0, "BAG_END", 10, -1, 2.0, -1),
+        (160.0, "BAG_RELEASE", 10, 3, 1.0, -1),
+    ]
+
+
+def test_a_bag_of_a_user_whose_cap_is_spent_scavenges_an_idle_vm_and_is_charged_nothing():
+    # One 2-core VM at $1 an hour; a cap of $0.50 on user u's increments: u's caps can pay none.
+    # Job 1 of user r (2 cores, 0-100) makes On-Demand lease the VM, charged to r (whom no cap
+    # covers). u's bag (40 tasks of 50 s) grows onto both cores when job 1 ends at 100 (a rigid
+    # job of u could not take the VM over, since u could not pay its next increment; a launcher
+    # charges u nothing, so the takeover guard does not apply) and ends at 100 + 20 x 50 = 1100.
+    # The VM goes at 3480 (On-Demand's paid release window) as without the bag; $1 charged in all,
+    # $0 to u's cap.
+    cloud = replace(paid_cloud(2).sites[0], max_vms=1)
+    env = Environment("capped", (cloud,), budgets=(BudgetCap("u-cap", 0.5, users=("u",)),))
+    b = bag(10, 40, 50.0)
+    jobs = [job(1, 0, 2, 100, user="r")]
+    result = run(env, jobs, [b])
+    alone = run(env, jobs, [])
+    assert (
+        rows(result, K.VM_LEASE, K.VM_RELEASE)
+        == rows(alone, K.VM_LEASE, K.VM_RELEASE)
+        == [
+            (0.0, "VM_LEASE", -1, 0, 0.0, -1),
+            (3480.0, "VM_RELEASE", -1, 0, 0.0, -1),
+        ]
+    )
+    assert rows(result, K.GROW, K.BAG_END) == [(100.0, "GROW", 10, -1, 2.0, -1), (1100.0, "BAG_END", 10, -1, 40.0, -1)]
+    assert not [e for e in result.log if e.kind is K.DECISION]  # nothing refused
+    assert charged(result, env) == charged(alone, env) == 1.0
+    (cap,) = result.budgets
+    assert cap["name"] == "u-cap" and cap["spent"] == 0.0, cap
+    tasks_completed_once(result, b)
+
+
+def test_a_growth_avoiding_vms_takes_cores_of_the_others_only():
+    # Two ready 2-core VMs and a 1-processor cluster. A growth of 2 avoiding VM 0 takes VM 1's
+    # cores (lease order would take VM 0's); one of 3 avoiding VM 0 is refused (2 cores left);
+    # naming VMs to avoid on a cluster is invalid.
+    cloud = paid_cloud(2).sites[0]
+    env = Environment("cluster-cloud", (Site("c", nodes=1), cloud))
+    h = Harness(env, "fcfs", "none", others={"fairshare": PolicyChoice("sep")}, now=100.0)
+    vm0, vm1 = h.vms(1, 2, leased_at=0.0)
+    h.bag(bag(10, 20, 50.0, submit=100.0))
+    assert h.engine.apply(GrowBag(10, 1, 3, avoid=(vm0,)), "t").code is StatusCode.NO_CAPACITY
+    assert h.engine.apply(GrowBag(10, 0, 1, avoid=(vm0,)), "t").code is StatusCode.INVALID
+    assert h.engine.apply(GrowBag(10, 1, 2, avoid=(vm0,)), "t").accepted
+    backend = h.engine.backends[1]
+    assert isinstance(backend, CloudBackend)
+    assert [(v.id, v.bagged) for v in backend.vms.values()] == [(vm0, 0), (vm1, 2)]
+
+
+@settings(max_examples=TYPED_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    vm_workload(),
+    typed_environment(),
+    st.lists(st.tuples(st.integers(0, 600), st.integers(1, 30), st.sampled_from([5.0, 50.0])), min_size=1, max_size=2),
+    st.sampled_from(["sep", "gep"]),
+    st.sampled_from([0.0, 7.0]),
+    st.sampled_from(["ff", "fcfs"]),
+)
+def test_bags_beside_jobs_with_vm_requirements_on_typed_clouds(jobs, env, bag_specs, policy, preemption, allocation):
+    # Clouds of several instance types and images (test_vm_properties' environments) and jobs
+    # of four users with VM requirements, with bags beside them: no growth of a bag on a cloud is
+    # refused (the policies' room is the engine's: VMs of any user, none avoided), no VM runs a job it
+    # may not take, and every task of a bag that ends completed exactly once. (That every rigid
+    # job ending without the bags ends with them does not hold: the bags change which VMs
+    # On-Demand leases, and a job may then find the cloud full of idle VMs of another image.)
+    first = len(jobs) + 1
+    bags = [bag(first + k, n, r, submit=float(t)) for k, (t, n, r) in enumerate(bag_specs)]
+    problems: list[str] = []
+    with checked_launches(problems):
+        result = simulate(
+            env,
+            jobs,
+            allocation,
+            "on-demand",
+            bags=bags,
+            fairshare=policy,
+            bag_settings=BagSettings(preemption_time=preemption),
+            check_purity=True,
+        )
+    assert problems == []
+    log = list(result.log)
+    bag_ids = {b.id for b in bags}
+    refused = [e for e in log if e.kind is K.DECISION and e.job in bag_ids and env.sites[e.site].is_cloud]
+    assert refused == [], [(e, result.log.reasons.get(e.job)) for e in refused]
+    for b in bags:
+        if any(e.kind is K.BAG_END and e.job == b.id for e in log):
+            tasks_completed_once(result, b)

@@ -146,13 +146,14 @@ class SiteBackend(ABC):
         VMs it held (only clouds reserve)."""
         return []
 
-    def bag_room(self, job: Job) -> int:
-        """Free processors bag `job` may hold here now: those held for waiting jobs left out."""
+    def bag_room(self, job: Job, avoid: tuple[int, ...] = ()) -> int:
+        """Free processors bag `job` may hold here now: those held for waiting jobs left out (and
+        on a cloud, those of the VMs `avoid`)."""
         return self.free - self.reserved_cores
 
-    def bag_take(self, job: Job, count: int) -> list[int]:
-        """Give `count` of the free processors to bag `job` (the engine checked `bag_room`);
-        returns the VM of each (-1: a cluster's processor)."""
+    def bag_take(self, job: Job, count: int, avoid: tuple[int, ...] = ()) -> list[int]:
+        """Give `count` of the free processors to bag `job` (the engine checked `bag_room`), on a
+        cloud none of the VMs `avoid`; returns the VM of each (-1: a cluster's processor)."""
         self.free -= count
         return [-1] * count
 
@@ -260,23 +261,30 @@ class CloudBackend(SiteBackend):
     # VM (`Vm.bagged`) without making it busy (`Vm.load`), so provisioning sees the VM idle
     # since its last job ended; releasing it preempts the launchers first (`bag_evict`).
 
-    def _bag_vms(self, job: Job) -> Iterable[Vm]:
+    # A launcher may hold a core of a VM serving another user (vm-share): scavenging idle cores
+    # is whoever's they are (KOALA-CS), it charges the bag's user nothing (a VM's increments go
+    # to the user it serves, fixed by its lease and by rigid jobs' starts, never by a launcher),
+    # and that user's waiting jobs claim the cores back (isthmus.policies.fairshare.common).
+
+    def _bag_vms(self, job: Job, avoid: tuple[int, ...]) -> Iterable[Vm]:
         ready = VmState.READY
-        check = self.selective or job.vm is not None
+        check = job.vm is not None
         for vm in self.vms.values():
-            if vm.free and vm.state is ready and vm.reserved_for < 0 and (not check or self.vm_accepts(vm, job)):
+            usable = vm.free and vm.state is ready and vm.reserved_for < 0 and not vm.retiring
+            if usable and (not check or self.meets(vm, job)) and vm.id not in avoid:
                 yield vm
 
-    def bag_room(self, job: Job) -> int:
-        """Free cores of ready VMs that bag `job` may hold: not reserved, not retiring, serving
-        its user or anyone, meeting its VM requirements."""
-        return sum(vm.free for vm in self._bag_vms(job))
+    def bag_room(self, job: Job, avoid: tuple[int, ...] = ()) -> int:
+        """Free cores of ready VMs that bag `job` may hold: not reserved, not retiring, meeting
+        its VM requirements, whichever user the VM serves (budgets: see `_bag_vms`), none of the
+        VMs `avoid`."""
+        return sum(vm.free for vm in self._bag_vms(job, avoid))
 
-    def bag_take(self, job: Job, count: int) -> list[int]:
-        """Give `count` free cores of ready VMs to bag `job` (the engine checked `bag_room`), the
-        VMs in lease order; returns the VM of each."""
+    def bag_take(self, job: Job, count: int, avoid: tuple[int, ...] = ()) -> list[int]:
+        """Give `count` free cores of ready VMs but those `avoid` to bag `job` (the engine checked
+        `bag_room`), the VMs in lease order; returns the VM of each."""
         out: list[int] = []
-        for vm in list(self._bag_vms(job)):
+        for vm in list(self._bag_vms(job, avoid)):
             take = min(vm.free, count - len(out))
             vm.free -= take
             vm.bagged += take
@@ -475,6 +483,11 @@ class CloudBackend(SiteBackend):
             return False
         if self.takeover is not None and vm.load == 0 and not self.takeover(vm, job):
             return False
+        return self.meets(vm, job)
+
+    def meets(self, vm: Vm, job: Job) -> bool:
+        """Whether `vm`'s type, image and the site's networks meet `job`'s VM requirements (a job
+        without requirements: always)."""
         req = job.vm
         if req is None:
             return True

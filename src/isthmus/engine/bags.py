@@ -214,7 +214,7 @@ class Bag:
     def slots_on(self, site: int) -> Sequence[SlotInfo]:
         """The processors held on `site` and not being preempted, oldest first."""
         return tuple(
-            SlotInfo(s.id, s.site, s.task if s.state == _RUNNING else -1, s.since)
+            SlotInfo(s.id, s.site, s.task if s.state == _RUNNING else -1, s.since, s.vm)
             for s in self.slots.values()
             if s.site == site and s.state != _LEAVING
         )
@@ -462,12 +462,13 @@ class BagBook:
 
     # ------------------------------------------------------------------- grow and shrink
 
-    def grow(self, bag: Bag, site: int, count: int, policy: str) -> None:
-        """Give `bag` `count` free processors of `site` (validated by the GrowBag kind)."""
+    def grow(self, bag: Bag, site: int, count: int, policy: str, avoid: tuple[int, ...] = ()) -> None:
+        """Give `bag` `count` free processors of `site`, on a cloud none of the VMs `avoid`
+        (validated by the GrowBag kind)."""
         engine = self.engine
         now = engine.clock.now
         log = engine.log
-        vms = engine.backends[site].bag_take(bag.job, count)
+        vms = engine.backends[site].bag_take(bag.job, count, avoid)
         self.held[site] = self.held.get(site, 0) + count
         bag._held[site] = bag._held.get(site, 0) + count
         log.append(now, _GROW, bag.job.id, site, -1, float(count), -1, log.policy_index(policy))

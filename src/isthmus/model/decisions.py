@@ -132,13 +132,15 @@ class ForwardJob:
 
 @dataclass(frozen=True, slots=True)
 class GrowBag:
-    """Give bag of tasks `job_id` `count` more free processors of cluster site `site`; each pulls
-    one task of the bag at a time (KOALA-CS thesis §3.5.2, job growth)."""
+    """Give bag of tasks `job_id` `count` more free processors of site `site` (a cluster's, or
+    free cores of a cloud's ready VMs, none of the VMs `avoid`: a rigid job starts on them this
+    round); each pulls one task of the bag at a time (KOALA-CS thesis §3.5.2, job growth)."""
 
     job_id: int
     site: int
     count: int
     by: str = ""
+    avoid: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,12 +215,14 @@ class QueueHeadsView:
 
 class SlotInfo(NamedTuple):
     """One processor a bag of tasks holds (a launcher, KOALA-CS thesis §3.3): its id, site, the
-    task it runs (-1 between tasks: pulling the next one) and since when."""
+    task it runs (-1 between tasks: pulling the next one), since when, and the VM it is on (a
+    cloud's; -1 on a cluster)."""
 
     id: int
     site: int
     task: int
     since: float
+    vm: int = -1
 
 
 class BagInfo(Protocol):

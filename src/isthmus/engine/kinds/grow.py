@@ -33,7 +33,8 @@ def bag_of(engine: Engine, d: GrowBag | ShrinkBag) -> Bag:
 class GrowKind:
     """Valid when the bag is active, the count is at least 1 and at most its queued tasks that no
     processor is about to pull, and the site exists, may hold bags, is in its availability window
-    and has that many free processors."""
+    and has that many free processors (on a cloud, leaving out the VMs the growth avoids; naming
+    VMs to avoid on a cluster is invalid)."""
 
     decision = GrowBag
 
@@ -54,7 +55,9 @@ class GrowKind:
                 StatusCode.OVER_LIMIT,
                 f"bag {d.job_id} has {bag.unclaimed} tasks waiting for a processor; it cannot use {d.count} more",
             )
-        room = backend.bag_room(bag.job)
+        if d.avoid and not isinstance(backend, CloudBackend):
+            raise Refused(StatusCode.INVALID, f"site {backend.name} has no VMs to avoid")
+        room = backend.bag_room(bag.job, d.avoid)
         if d.count > room:
             held = (
                 f", {backend.reserved_cores} of them held for waiting jobs"
@@ -68,7 +71,7 @@ class GrowKind:
 
     def apply(self, engine: Engine, d: GrowBag, ctx: Bag) -> None:
         """Take the processors; each starts pulling tasks."""
-        engine.bags.grow(ctx, d.site, d.count, d.by or engine.deciding)
+        engine.bags.grow(ctx, d.site, d.count, d.by or engine.deciding, d.avoid)
 
 
 register(GrowKind())

@@ -11,14 +11,15 @@ jobs: processors busy with them over the site's processors.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, GrowBag, ShrinkBag
-from isthmus.policies.api import BagInfo, SlotInfo, View
+from isthmus.model.job import Job
+from isthmus.policies.api import BagInfo, CloudInfo, SlotInfo, View
 
 
 class FairShareParams(BaseModel):
@@ -154,6 +155,37 @@ class SiteRoom:
     load: float
     #: (rigid job id, processors bags must give back for it), in queue order
     claims: tuple[tuple[int, int], ...] = ()
+    #: on a cloud whose VMs are not interchangeable: claiming job id -> the VMs it may run on
+    #: (bags give back launchers there); a claim not named here may take any
+    claim_vms: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    #: on such a cloud: the VMs a job starting this round may run on; bags grow elsewhere
+    keep: tuple[int, ...] = ()
+
+
+def _launchers_on_vms(view: View, site: int) -> dict[int, int]:
+    """VM id -> launchers of bags on it, not being preempted, on cloud `site`."""
+    count: dict[int, int] = {}
+    for bag in view.bags.active:
+        for slot in bag.slots(site):
+            count[slot.vm] = count.get(slot.vm, 0) + 1
+    return count
+
+
+def _job_room(cloud: CloudInfo, job: Job, launchers: Mapping[int, int]) -> tuple[int, int, int, frozenset[int]]:
+    """On a cloud whose VMs are not interchangeable (several types or images, VMs serving one
+    user, retiring VMs) or for a job with VM requirements: on the ready VMs that may take `job`
+    (`vm_accepts`, not reserved for another job), the cores free, being preempted and held by
+    launchers of bags (not being preempted), and those VMs."""
+    free = leaving = held = 0
+    vms = []
+    for vm in cloud.vms():
+        if vm.ready and vm.reserved_for in (-1, job.id) and cloud.vm_accepts(vm, job):
+            on = launchers.get(vm.id, 0)
+            free += vm.free
+            held += on
+            leaving += vm.bagged - on
+            vms.append(vm.id)
+    return free, leaving, held, frozenset(vms)
 
 
 def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict[int, SiteRoom]:
@@ -166,7 +198,11 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
     claims nothing: bags may use the processors until it could start; with `blocking` (strict
     FCFS allocation) neither does any job after it. On a cloud, free cores of VMs reserved for a
-    queued job or retiring are not growable (a bag may not take them).
+    queued job or retiring are not growable (a bag may not take them). On a cloud whose VMs are
+    not interchangeable (`selective`) or for a job with VM requirements, a job counts only the
+    cores of the VMs it may run on (`vm_accepts`): its claim names them (`SiteRoom.claim_vms`:
+    the launchers preempted are there), and when it fits now they are kept from the bags'
+    growth this round (`SiteRoom.keep`).
 
     Processors the engine holds for a waiting job (free ones, `View.holds`, and those being
     preempted for it, `BagsInfo.leaving_for`) count for that job alone, first."""
@@ -189,6 +225,13 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     watched = set(sites)
     need = dict.fromkeys(sites, 0)
     claims: dict[int, list[tuple[int, int]]] = {i: [] for i in sites}
+    claim_vms: dict[int, dict[int, frozenset[int]]] = {i: {} for i in sites}
+    clouds = {i: c for i in avail if (c := view.cloud(i)) is not None}
+    picky = {i for i, c in clouds.items() if c.selective}
+    launchers: dict[int, dict[int, int]] = {}
+    # per cloud, the VMs that jobs not every VM may take, fitting now, may start on (the
+    # allocation deciding after this policy): no launcher goes there this round
+    keep: dict[int, set[int]] = {}
     for stage in range(view.stages):
         choices = [i for i in view.stage_sites(stage) if i in avail]
         for entry in view.queue(stage):
@@ -197,6 +240,20 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
             ):
                 break
             size = entry.job.size
+            # what this job may use where not every VM may take it: its own free, being
+            # preempted and bag-held cores (on the VMs it may run on), within the site's
+            free_j, avail_j, release_j = free, avail, release
+            vms_j: dict[int, frozenset[int]] = {}
+            fussy = [i for i in choices if i in clouds and (i in picky or entry.job.vm is not None)]
+            if fussy:
+                free_j, avail_j, release_j = dict(free), dict(avail), dict(release)
+                for i in fussy:
+                    if i not in launchers:
+                        launchers[i] = _launchers_on_vms(view, i)
+                    jf, jl, jh, vms_j[i] = _job_room(clouds[i], entry.job, launchers[i])
+                    free_j[i] = min(free[i], jf)
+                    avail_j[i] = min(avail[i], jf + jl)
+                    release_j[i] = min(release.get(i, 0), jh)
             own: dict[int, int] = {}
             held: dict[int, int] = {}
             if holds is not None:  # processors held for this job: free, and free or being preempted
@@ -219,26 +276,30 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
                     continue
                 size_left = {i: size - own[i] for i in choices}
             else:
-                fit = next((i for i in choices if free[i] >= size), None)
+                fit = next((i for i in choices if free_j[i] >= size), None)
                 if fit is None:
-                    fit = next((i for i in choices if avail[i] >= size), None)
+                    fit = next((i for i in choices if avail_j[i] >= size), None)
                 if fit is not None:
                     avail[fit] -= size
                     free[fit] -= min(free[fit], size)
+                    if fit in vms_j:
+                        keep.setdefault(fit, set()).update(vms_j[fit])
                     continue
                 size_left = dict.fromkeys(choices, size)
             best = None
             for i in choices:
-                missing = size_left[i] - avail[i]
-                if release.get(i, 0) >= missing and (best is None or missing < size_left[best] - avail[best]):
+                missing = size_left[i] - avail_j[i]
+                if release_j.get(i, 0) >= missing and (best is None or missing < size_left[best] - avail_j[best]):
                     best = i
             if best is not None:
-                missing = size_left[best] - avail[best]
+                missing = size_left[best] - avail_j[best]
                 avail[best] = 0
                 free[best] = 0
                 release[best] -= missing
                 need[best] += missing
                 claims[best].append((entry.job.id, missing))
+                if best in vms_j:
+                    claim_vms[best][entry.job.id] = vms_j[best]
             elif blocking:
                 break
     rooms = {}
@@ -251,10 +312,13 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
         load = other / s.online if s.online else 1.0
         growable = min(free[i], avail[i])
         cloud = view.cloud(i)
+        kept = keep.get(i, ())
         if cloud is not None and growable > 0:  # free cores of VMs no bag may take: left out
-            usable = sum(v.free for v in cloud.vms() if v.ready and not v.retiring and v.reserved_for < 0)
+            usable = sum(
+                v.free for v in cloud.vms() if v.ready and not v.retiring and v.reserved_for < 0 and v.id not in kept
+            )
             growable = min(growable, usable)
-        rooms[i] = SiteRoom(growable, avail[i], need[i], load, tuple(claims[i]))
+        rooms[i] = SiteRoom(growable, avail[i], need[i], load, tuple(claims[i]), claim_vms[i], tuple(sorted(kept)))
     return rooms
 
 
@@ -272,6 +336,8 @@ class EquiPartitionBase:
         self._rng = random.Random(self.params.seed)
         #: processors chosen for preemption in the current round
         self._taken: set[int] = set()
+        #: per cloud, the VMs the current round's growth leaves alone (`SiteRoom.keep`)
+        self._keep: dict[int, tuple[int, ...]] = {}
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Shrinks for waiting rigid jobs (site-based, an equal amount from each bag there), then
@@ -281,17 +347,24 @@ class EquiPartitionBase:
             return []
         sites = [i for i in view.bags.sites if view.sites[i].available(view.now)]
         rooms = site_rooms(view, sites, self.params.blocking)
+        self._keep = {i: rooms[i].keep for i in sites if rooms[i].keep}
         held = [{i: b.held(i) for i in sites} for b in active]
         self._taken = set()
         out: list[Decision] = []
         for i in sites:
             for job_id, need in rooms[i].claims:
-                holders = [k for k in range(len(active)) if held[k][i] > 0]
+                vms = rooms[i].claim_vms.get(job_id)
+                # on a cloud whose VMs are not interchangeable, what each bag holds on the VMs the job may use
+                there = [
+                    held[k][i] if vms is None else len([s for s in self._left(b, i) if s.vm in vms])
+                    for k, b in enumerate(active)
+                ]
+                holders = [k for k in range(len(active)) if there[k] > 0]
                 keys = tie_keys(held, active, i)
-                amounts = take_evenly(need, [held[k][i] for k in holders], [keys[k] for k in holders])
+                amounts = take_evenly(need, [there[k] for k in holders], [keys[k] for k in holders])
                 for k, n in zip(holders, amounts, strict=True):
                     if n:
-                        out.append(self.shrink(active[k], i, n, job_id))
+                        out.append(self.shrink(active[k], i, n, job_id, vms))
                         held[k][i] -= n
         out.extend(self.share(view, active, sites, rooms, held))
         return out
@@ -308,17 +381,26 @@ class EquiPartitionBase:
         shrinks so far (updated here)."""
         raise NotImplementedError
 
-    def shrink(self, bag: BagInfo, site: int, count: int, for_job: int = -1) -> ShrinkBag:
+    def _left(self, bag: BagInfo, site: int) -> list[SlotInfo]:
+        """The processors of `bag` on `site` no shrink of this round has chosen yet."""
+        return [s for s in bag.slots(site) if s.id not in self._taken]
+
+    def shrink(
+        self, bag: BagInfo, site: int, count: int, for_job: int = -1, vms: frozenset[int] | None = None
+    ) -> ShrinkBag:
         """A shrink of `count` processors of `bag` on `site` (for rigid job `for_job`, -1: to
-        rebalance), the processors chosen by the shrink schedule."""
-        slots = [s for s in bag.slots(site) if s.id not in self._taken]
+        rebalance), the processors chosen by the shrink schedule; with `vms`, among those on
+        these VMs of a cloud (the ones the job may run on)."""
+        slots = self._left(bag, site)
+        if vms is not None:
+            slots = [s for s in slots if s.vm in vms]
         chosen = shrink_schedule(slots, count, self._rng, self.params.prefer_between_tasks)
         self._taken.update(chosen)
         return ShrinkBag(bag.id, site, chosen, by=self.name, for_job=for_job)
 
     def grow(self, bag: BagInfo, site: int, count: int) -> GrowBag:
         """A growth of `bag` by `count` processors of `site`."""
-        return GrowBag(bag.id, site, count, by=self.name)
+        return GrowBag(bag.id, site, count, by=self.name, avoid=self._keep.get(site, ()))
 
     def split(
         self,
