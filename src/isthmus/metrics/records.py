@@ -34,6 +34,7 @@ from isthmus.metrics.tables import OPEN, FloatArray, IntArray, LogTables, build_
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
+from isthmus.model.jobtable import JobsById, JobTable
 
 #: Runtimes shorter than this count as this long in the bounded slowdown (seconds).
 BOUNDED_SLOWDOWN_THRESHOLD = 10.0
@@ -307,6 +308,14 @@ class JobColumns:
             ),
         )
 
+    @classmethod
+    def from_table(cls, table: JobTable) -> JobColumns:
+        """The columns of a :class:`JobTable` (no `Job` object built)."""
+        c = table.cols
+        return cls(
+            ids=c.ids, user=table.user_names(), size=c.size.astype(np.float64), submit=c.submit, requested=c.requested
+        )
+
     def __len__(self) -> int:
         return int(self.ids.size)
 
@@ -320,6 +329,8 @@ Jobs = Mapping[int, Job] | JobColumns
 
 
 def _columns(jobs: Jobs) -> JobColumns:
+    if isinstance(jobs, JobsById):
+        return JobColumns.from_table(jobs.table)
     return jobs if isinstance(jobs, JobColumns) else JobColumns.from_jobs(jobs.values(), jobs.keys())
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from math import isnan
 from typing import overload
 
 import numpy as np
 from numpy.typing import NDArray
 
 from isthmus.model.job import Job, PriorityClass
+
+_COLUMNS = ("ids", "submit", "size", "runtime", "requested", "user", "group", "memory")
 
 
 @dataclass(slots=True)
@@ -35,9 +38,7 @@ class JobColumnsData:
 
     def take(self, index: NDArray[np.intp] | NDArray[np.bool_] | slice) -> JobColumnsData:
         """The rows `index` selects (positions, a mask or a slice)."""
-        return JobColumnsData(
-            *(getattr(self, name)[index] for name in ("ids", "submit", "size", "runtime", "requested", "user", "group", "memory"))
-        )
+        return JobColumnsData(*(getattr(self, name)[index] for name in _COLUMNS))
 
 
 class JobTable(Sequence[Job]):
@@ -74,10 +75,10 @@ class JobTable(Sequence[Job]):
             float(c.submit[i]),
             int(c.size[i]),
             float(c.runtime[i]),
-            None if requested != requested else requested,
+            None if isnan(requested) else requested,
             self._name(int(c.user[i])),
             self._name(int(c.group[i])),
-            None if memory != memory else memory,
+            None if isnan(memory) else memory,
             PriorityClass.HIGH,
         )
 
@@ -120,7 +121,7 @@ class JobTable(Sequence[Job]):
         name = self._name
         high = PriorityClass.HIGH
         return [
-            Job(i, s, z, r, None if q != q else q, name(u), name(g), None if m != m else m, high)
+            Job(i, s, z, r, None if isnan(q) else q, name(u), name(g), None if isnan(m) else m, high)
             for i, s, z, r, q, u, g, m in zip(
                 c.ids.tolist(),
                 c.submit.tolist(),
@@ -166,8 +167,3 @@ class JobsById(Mapping[int, Job]):
             return False
         pos = int(np.searchsorted(self._sorted, job_id))
         return pos < self._sorted.size and int(self._sorted[pos]) == job_id
-
-
-def job_table(jobs: Sequence[Job]) -> JobTable | None:
-    """`jobs` itself when it is a :class:`JobTable`, else None."""
-    return jobs if isinstance(jobs, JobTable) else None

@@ -42,7 +42,7 @@ _INT_FIELDS = np.array([kind is int for _n, _name, kind in SWF_FIELDS])
 _MAX_DIGITS = 15
 _POW10 = 10.0 ** np.arange(_MAX_DIGITS + 2)
 #: Bytes of job lines handled per pass (bounds the temporary arrays: about 20 bytes each).
-_CHUNK = 1 << 21
+_CHUNK = 1 << 18
 
 _SPACE, _TAB, _LF, _CR, _DOT, _MINUS, _SEMI = 32, 9, 10, 13, 46, 45, 59
 
@@ -132,11 +132,11 @@ def _parse_chunk(buf: NDArray[np.uint8]) -> NDArray[np.float64] | None:
 class SwfTable:
     """An SWF file read at once: its header (every comment line, in file order), how many of
     those lines come before the first job line (what a streaming reader knows when it starts
-    converting), and the job lines as an (n, 18) float array in file order."""
+    converting), and the fields a job needs of every job line, in file order."""
 
     header: SwfHeader
     leading: int
-    values: NDArray[np.float64]
+    columns: SwfColumns
 
     @property
     def leading_header(self) -> SwfHeader:
@@ -144,84 +144,85 @@ class SwfTable:
         return SwfHeader(self.header.lines[: self.leading])
 
 
+def _comments(
+    chunk: NDArray[np.uint8], data: bytes, offset: int, header: SwfHeader
+) -> tuple[NDArray[np.uint8], bool, int] | None:
+    """Add the comment lines of `chunk` (bytes `offset`... of `data`, whole lines) to `header`
+    and return the chunk with them blanked, whether it has a job line, and how many comment
+    lines come before its first job line; None when a comment holds a lone carriage return."""
+    ends = np.flatnonzero(chunk == _LF) + 1
+    starts = np.concatenate(([0], ends[:-1]))
+    blank = (chunk == _SPACE) | (chunk == _TAB) | (chunk == _CR) | (chunk == 11) | (chunk == 12) | (chunk == _LF)
+    visible = np.flatnonzero(~blank)
+    if visible.size == 0:
+        return chunk, False, 0
+    first = np.searchsorted(visible, starts)
+    first_pos = visible[np.minimum(first, visible.size - 1)]
+    has_first = (first < visible.size) & (first_pos < ends)
+    comment = has_first & (chunk[first_pos] == _SEMI)
+    jobs = starts[has_first & ~comment]
+    before = int(np.count_nonzero(starts[comment] < jobs[0])) if jobs.size else 0
+    if not bool(comment.any()):
+        return chunk, bool(jobs.size), before
+    chunk = chunk.copy()
+    for start, end in zip(starts[comment].tolist(), ends[comment].tolist(), strict=True):
+        text = data[offset + start : offset + end].decode("utf-8", errors="replace")
+        if "\r" in text.rstrip("\r\n"):
+            return None  # a CR inside: the text reader would see more lines
+        header.add_comment_line(text.lstrip())
+        chunk[start : end - 1] = _SPACE
+    return chunk, bool(jobs.size), before
+
+
 def read_swf_columns(path: str | os.PathLike[str]) -> SwfTable | None:
     """The header and job lines of an SWF file (:class:`SwfTable`), or None when the file is
     unusual in any way and must be read line by line.
 
     Every comment line goes to the header in file order, as the line-by-line reader does.
-    Integer fields hold integral values (below 2**53) and every value is -1 or >= 0.
+    Integer fields hold integral values (below 2**53) and every value is -1 or >= 0. The file
+    is handled a few hundred kilobytes at a time, so the temporary arrays stay small.
     """
     data = _read_bytes(path)
     if data is None:
         return None
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
     header = SwfHeader()
-    raw = np.frombuffer(data, dtype=np.uint8)
-    if raw.size == 0:
-        return SwfTable(header, 0, np.empty((0, SWF_FIELD_COUNT)))
-    # comment lines: the first byte that is not blank on the line is ';'
-    line_starts = np.concatenate(([0], np.flatnonzero(raw == _LF) + 1))
-    line_starts = line_starts[line_starts < raw.size]
-    blank = (raw == _SPACE) | (raw == _TAB) | (raw == _CR) | (raw == 11) | (raw == 12)
-    visible = np.flatnonzero(~blank)
-    first = np.searchsorted(visible, line_starts)
-    has_first = first < visible.size
-    first_pos = visible[np.minimum(first, max(visible.size - 1, 0))] if visible.size else line_starts
-    comment = has_first & (raw[first_pos] == _SEMI)
-    job_lines = line_starts[has_first & ~comment]
-    first_job = int(job_lines[0]) if job_lines.size else raw.size
-    leading = int(np.count_nonzero(line_starts[comment] < first_job))
-    buf = raw
-    if bool(comment.any()):
-        buf = raw.copy()
-        line_ends = np.concatenate((line_starts[1:], [raw.size]))
-        for start, end in zip(line_starts[comment].tolist(), line_ends[comment].tolist(), strict=True):
-            text = data[start:end].decode("utf-8", errors="replace")
-            if "\r" in text.rstrip("\r\n"):
-                return None  # a CR inside: the text reader would see more lines
-            header.add_comment_line(text.lstrip())
-            buf[start : end - 1 if data[end - 1 : end] == b"\n" else end] = _SPACE
-    if buf[-1] != _LF:
-        buf = np.concatenate((buf, np.array([_LF], dtype=np.uint8)))
-    parts: list[NDArray[np.float64]] = []
-    begin = 0
-    size = buf.size
+    leading = -1  # header lines before the first job line, once it is met
+    lines = 0  # header lines before this chunk
+    out = np.empty((len(_WANTED), data.count(b"\n")))
+    rows = 0
+    begin, size = 0, len(data)
     while begin < size:
-        stop = min(begin + _CHUNK, size)
-        if stop < size:
-            ends = np.flatnonzero(buf[begin:stop] == _LF)
-            if ends.size == 0:
-                return None  # a line of megabytes is no job line
-            stop = begin + int(ends[-1]) + 1
-        block = _parse_chunk(buf[begin:stop])
+        stop = size if begin + _CHUNK >= size else data.rfind(b"\n", begin, begin + _CHUNK) + 1
+        if stop <= begin:
+            return None  # a line of hundreds of kilobytes is no job line
+        done = _comments(np.frombuffer(data, dtype=np.uint8, count=stop - begin, offset=begin), data, begin, header)
+        if done is None:
+            return None
+        chunk, has_jobs, before = done
+        if leading < 0 and has_jobs:
+            leading = lines + before
+        lines = len(header.lines)
+        block = _parse_chunk(chunk)
         if block is None:
             return None
-        parts.append(block)
+        integral = block[:, _INT_FIELDS]
+        if not bool(np.all(integral == np.floor(integral))):
+            return None
+        out[:, rows : rows + block.shape[0]] = block[:, _WANTED].T
+        rows += block.shape[0]
         begin = stop
-    table = np.concatenate(parts) if len(parts) != 1 else parts[0]
-    ints = table[:, _INT_FIELDS]
-    if not bool(np.all(ints == np.floor(ints))):
-        return None
-    return SwfTable(header, leading, table)
-
-
-def swf_columns(table: NDArray[np.float64]) -> SwfColumns:
-    """The fields a job needs of an (n, 18) table from :func:`read_swf_columns`."""
-
-    def col(i: int) -> NDArray[np.float64]:
-        return np.ascontiguousarray(table[:, i])
-
-    return SwfColumns(
-        job_id=col(0).astype(np.int64),
-        submit=col(1),
-        run_time=col(3),
-        allocated=col(4).astype(np.int64),
-        requested_procs=col(7).astype(np.int64),
-        requested_time=col(8),
-        requested_memory=col(9),
-        status=col(10).astype(np.int64),
-        user=col(11).astype(np.int64),
-        group=col(12).astype(np.int64),
-    )
+    if leading < 0:
+        leading = len(header.lines)
+    values: FloatArray = out[:, :rows]
+    fields = [values[k] for k in range(len(_WANTED))]  # the fields of _WANTED, in that order
+    as_int = {k: fields[k].astype(np.int64) for k in (0, 3, 4, 7, 8, 9)}
+    columns = SwfColumns(
+        as_int[0], fields[1].copy(), fields[2].copy(), as_int[3], as_int[4], fields[5].copy(), fields[6].copy(),
+        as_int[7], as_int[8], as_int[9],
+    )  # fmt: skip
+    return SwfTable(header, leading, columns)
 
 
 @dataclass(slots=True)

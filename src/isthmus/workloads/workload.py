@@ -91,7 +91,7 @@ class Workload:
             yield Entry(job, record, job.id not in unknown)
 
     def replace_jobs(
-        self, jobs: list[Job], records: list[SwfRecord] | None = None, *, name: str | None = None
+        self, jobs: Sequence[Job], records: list[SwfRecord] | None = None, *, name: str | None = None
     ) -> Workload:
         """A workload with the same origin and metadata but other jobs (and aligned records)."""
         return dataclasses.replace(self, jobs=jobs, records=records, name=name if name is not None else self.name)
@@ -287,7 +287,7 @@ def _load_swf_at_once(
     """The workload of a well-formed SWF file read at once into columns (isthmus.workloads.swf_columns),
     its jobs a :class:`JobTable` when `lazy`, else a list; None when the file needs the line-by-line
     reader (anything unusual, an error to report at its line)."""
-    from isthmus.workloads.swf_columns import convert_columns, read_swf_columns, swf_columns
+    from isthmus.workloads.swf_columns import convert_columns, read_swf_columns
 
     table = read_swf_columns(path)
     if table is None:
@@ -298,7 +298,7 @@ def _load_swf_at_once(
     except ValueError as exc:
         raise WorkloadError(str(exc), source=str(path)) from None
     stats = converter.stats
-    done = convert_columns(swf_columns(table.values), converter.options, converter.machine_size, stats)
+    done = convert_columns(table.columns, converter.options, converter.machine_size, stats)
     if done is None:
         return None
     del table
