@@ -19,6 +19,9 @@ from numpy.typing import NDArray
 
 from isthmus.model.job import Job, PriorityClass
 
+#: Jobs built together when the table is indexed (see JobTable).
+BLOCK = 1024
+
 _COLUMNS = ("ids", "submit", "size", "runtime", "requested", "user", "group", "memory")
 
 
@@ -45,17 +48,21 @@ class JobTable(Sequence[Job]):
     """Rigid jobs of a trace as columns, readable as a sequence of `Job` objects built on demand.
 
     Users and groups are the trace's decimal ids, as text (as the trace conversion names them);
-    every job has priority HIGH, no VM requirements and one task. Indexing the same position
-    twice in a row returns the same object (the arrival feed reads a job's time, then the job).
+    every job has priority HIGH, no VM requirements and one task. Indexing builds the jobs of
+    `BLOCK` positions from there at once and keeps them until a position outside is asked for:
+    reading in order (the arrival feed reads a job's time, then the job, then the next) builds
+    each job once, and at most `BLOCK` jobs are held by the table.
     """
 
-    __slots__ = ("_last", "_last_i", "_names", "cols")
+    __slots__ = ("_block", "_block_len", "_block_start", "_names", "cols")
 
     def __init__(self, cols: JobColumnsData) -> None:
         self.cols = cols
         self._names: dict[int, str] = {}
-        self._last_i = -1
-        self._last: Job | None = None
+        # the jobs of positions _block_start... built together (a feed reads them in order)
+        self._block_start = 0
+        self._block: list[Job] = []
+        self._block_len = 0
 
     def __len__(self) -> int:
         return int(self.cols.ids.size)
@@ -66,22 +73,6 @@ class JobTable(Sequence[Job]):
             name = self._names[ident] = str(ident)
         return name
 
-    def _job(self, i: int) -> Job:
-        c = self.cols
-        requested = float(c.requested[i])
-        memory = float(c.memory[i])
-        return Job(
-            int(c.ids[i]),
-            float(c.submit[i]),
-            int(c.size[i]),
-            float(c.runtime[i]),
-            None if isnan(requested) else requested,
-            self._name(int(c.user[i])),
-            self._name(int(c.group[i])),
-            None if isnan(memory) else memory,
-            PriorityClass.HIGH,
-        )
-
     @overload
     def __getitem__(self, index: int) -> Job: ...
 
@@ -89,17 +80,20 @@ class JobTable(Sequence[Job]):
     def __getitem__(self, index: slice) -> JobTable: ...
 
     def __getitem__(self, index: int | slice) -> Job | JobTable:
-        if isinstance(index, slice):
+        if type(index) is int:  # the arrival feed's call: kept short
+            k = index - self._block_start
+            if 0 <= k < self._block_len:
+                return self._block[k]
+        elif isinstance(index, slice):
             return JobTable(self.cols.take(index))
         n = len(self)
-        i = index + n if index < 0 else index
+        i = int(index) + n if index < 0 else int(index)
         if not 0 <= i < n:
             raise IndexError(f"job index {index} out of range for {n} jobs")
-        if i == self._last_i and self._last is not None:
-            return self._last
-        job = self._job(i)
-        self._last_i, self._last = i, job
-        return job
+        self._block_start = i
+        self._block = self._rows(i, min(n, i + BLOCK))
+        self._block_len = len(self._block)
+        return self._block[0]
 
     def __iter__(self) -> Iterator[Job]:
         for i in range(len(self)):
@@ -117,20 +111,24 @@ class JobTable(Sequence[Job]):
 
     def to_list(self) -> list[Job]:
         """Every job as an object (the whole workload at once: for callers that need a list)."""
+        return self._rows(0, len(self))
+
+    def _rows(self, lo: int, hi: int) -> list[Job]:
+        """The jobs of positions `lo` to `hi` (exclusive), built from the columns."""
         c = self.cols
         name = self._name
         high = PriorityClass.HIGH
         return [
             Job(i, s, z, r, None if isnan(q) else q, name(u), name(g), None if isnan(m) else m, high)
             for i, s, z, r, q, u, g, m in zip(
-                c.ids.tolist(),
-                c.submit.tolist(),
-                c.size.tolist(),
-                c.runtime.tolist(),
-                c.requested.tolist(),
-                c.user.tolist(),
-                c.group.tolist(),
-                c.memory.tolist(),
+                c.ids[lo:hi].tolist(),
+                c.submit[lo:hi].tolist(),
+                c.size[lo:hi].tolist(),
+                c.runtime[lo:hi].tolist(),
+                c.requested[lo:hi].tolist(),
+                c.user[lo:hi].tolist(),
+                c.group[lo:hi].tolist(),
+                c.memory[lo:hi].tolist(),
                 strict=True,
             )
         ]
