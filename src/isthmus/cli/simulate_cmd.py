@@ -271,6 +271,9 @@ def simulate_command(
     ] = None,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
+    from isthmus.cli.main import fix_mmap_threshold
+
+    fix_mmap_threshold()  # large NumPy columns go back to the system when freed
     from isthmus.config import ConfigError, load_environment, single_cluster
     from isthmus.metrics.run import compare_table, compute_run_metrics, write_run
     from isthmus.policies.registry import PolicyError, check_policy
