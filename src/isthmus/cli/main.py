@@ -25,23 +25,6 @@ if TYPE_CHECKING:  # typer carries its own copy of click
 # a value already in the environment wins)
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-#: glibc's M_MMAP_THRESHOLD (mallopt parameter -3), and the fixed value the command sets.
-_M_MMAP_THRESHOLD, MMAP_THRESHOLD = -3, 4 << 20
-
-
-def fix_mmap_threshold() -> bool:
-    """Keep glibc's malloc giving every block of 4 MB or more its own mapping, returned to the
-    system when freed. By default glibc raises that threshold each time such a block is freed
-    (up to 32 MB), after which the NumPy columns of metrics and reading come from the heap and
-    stay with the process: 45 MB more at the peak of `isthmus simulate` for 300k jobs. Smaller
-    blocks still come from the heap, reused without system calls. Returns whether it was set
-    (False where the C library has no `mallopt`, e.g. musl or macOS)."""
-    import ctypes
-
-    try:
-        return bool(ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-    except (AttributeError, OSError):
-        return False
 
 #: The live commands (`isthmus.cli.live_cmd.register` adds exactly these; `token` is a group).
 LIVE_COMMANDS = (

@@ -271,7 +271,7 @@ def simulate_command(
     ] = None,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
-    from isthmus.cli.main import fix_mmap_threshold
+    from isthmus.cli.memory import fix_mmap_threshold, release_free_memory
 
     fix_mmap_threshold()  # large NumPy columns go back to the system when freed
     from isthmus.config import ConfigError, load_environment, single_cluster
@@ -360,6 +360,7 @@ def simulate_command(
     # Python's small-object allocator, though: 10 MB less at the peak for 300k jobs)
     columns = JobColumns.from_table(job_list) if isinstance(job_list, JobTable) else JobColumns.from_jobs(job_list)
     del wl
+    release_free_memory()  # what reading the trace used
     bag_list, share, settings = _bag_options(
         bag, bags_file, fairshare, preemption_time, pull_latency, columns.ids.tolist() if bag or bags_file else []
     )
@@ -434,9 +435,11 @@ def simulate_command(
                 if not runs_left and not bag_list:  # the last run: no Job object is needed any more
                     del result
                     job_list = []
+                release_free_memory()  # what the engine used besides its log
                 # the run is over: its log is read in place, not copied
                 runs[name] = compute_run_metrics(log, columns, environment, end_time, copy_log=False)
                 del log
+                release_free_memory()  # the log of a finished run, the metrics' temporaries
     rejected = {label: rejected_jobs(metrics.records) for label, metrics in runs.items()}
     out.mkdir(parents=True, exist_ok=True)
     written = {}

@@ -142,7 +142,10 @@ def _dense_series(times: FloatArray, horizon: float, pos: IntArray, deltas: Floa
     """
     d = np.bincount(pos, weights=deltas, minlength=times.size + 1).astype(np.float64)
     nz = np.flatnonzero(d)
-    return StepSeries.from_sorted_changes(np.append(times, horizon)[nz], d[nz])
+    at = times[np.minimum(nz, times.size - 1)] if times.size else np.full(nz.size, horizon)
+    if nz.size and nz[-1] == times.size:  # only the last position can be the horizon's
+        at[-1] = horizon
+    return StepSeries.from_sorted_changes(at, d[nz])
 
 
 def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
