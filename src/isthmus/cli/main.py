@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # typer carries its own copy of click
 # a value already in the environment wins)
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-
 #: The live commands (`isthmus.cli.live_cmd.register` adds exactly these; `token` is a group).
 LIVE_COMMANDS = (
     "server",
