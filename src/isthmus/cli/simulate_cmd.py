@@ -355,9 +355,9 @@ def simulate_command(
     if not job_list:
         raise fail(f"workload {workload!r} has no jobs left after filtering")
     workload_name, n_jobs = wl.name, len(job_list)
-    # what the records need of the jobs, shared by every run; the Job objects themselves live on
-    # in `job_list` only, and go before the last run's metrics (much of their memory stays with
-    # Python's small-object allocator, though: 10 MB less at the peak for 300k jobs)
+    # what the records need of the jobs, shared by every run; a trace's jobs are a JobTable whose
+    # Job objects exist from arrival to end only (a generated workload's list of Job objects goes
+    # before the last run's metrics)
     columns = JobColumns.from_table(job_list) if isinstance(job_list, JobTable) else JobColumns.from_jobs(job_list)
     del wl
     release_free_memory()  # what reading the trace used
