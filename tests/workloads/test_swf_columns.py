@@ -25,6 +25,7 @@ CONVERSIONS = [
     SwfConversion(cancelled="short", unknown="drop"),
     SwfConversion.accasim(64),
     SwfConversion.clipped(16),
+    SwfConversion(oversize="reject"),  # the machine size from the header before the first job line
     SwfConversion(size_from="requested", cut_at_request=False),
 ]
 
@@ -181,3 +182,21 @@ def test_lazy_load_keeps_columns_and_builds_jobs_on_use(tmp_path: Path) -> None:
     assert by_id[3] == eager.jobs[1] and 1 in by_id and 2 not in by_id and list(by_id) == [1, 3]
     with pytest.raises(KeyError):
         by_id[2]
+
+
+def test_machine_size_comes_from_the_header_before_the_first_job_line(tmp_path: Path) -> None:
+    """A streaming reader knows only the comments before the first job line when it converts:
+    a MaxProcs given after it does not count, read at once or not."""
+    big = "2 5 -1 10 32 -1 -1 32 20 -1 1 1 1 -1 -1 -1 -1 -1"
+    late = tmp_path / "late.swf"
+    late.write_text(f"; Note: x\n{GOOD}\n; MaxProcs: 16\n{big}\n")
+    early = tmp_path / "early.swf"
+    early.write_text(f"; MaxProcs: 16\n{GOOD}\n{big}\n")
+    reject = SwfConversion(oversize="reject")
+    late_result = at_once(late, reject)
+    assert late_result == line_by_line(late, reject)
+    assert isinstance(late_result, str) and "needs the machine size" in late_result
+    early_result = at_once(early, reject)
+    assert same(early_result, line_by_line(early, reject))
+    assert isinstance(early_result, workload_module.Workload) and [j.id for j in early_result.jobs] == [1]
+    assert read_swf_columns(late) is not None and read_swf_columns(early) is not None
