@@ -3,7 +3,8 @@
 A trace of 300,000 jobs as frozen `Job` objects takes about 100 MB; as NumPy columns it takes
 about 20. :class:`JobTable` is a ``Sequence[Job]`` over such columns: indexing builds the
 `Job` (the simulator's arrival feed asks for each job when it arrives, and the engine drops it
-when it ends), so the objects of a whole workload never exist at once. :class:`JobsById` is
+when it ends), so only the jobs in the system (queued or running) exist as objects at a time,
+not the whole workload. :class:`JobsById` is
 the same table as a ``Mapping[int, Job]`` by job id (what a simulation result offers).
 """
 
