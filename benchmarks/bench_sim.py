@@ -66,12 +66,13 @@ def phases_child(case: dict[str, object]) -> dict[str, object]:
     from isthmus.config import single_cluster
     from isthmus.metrics.records import JobColumns
     from isthmus.metrics.run import compute_run_metrics, write_run
+    from isthmus.model.jobtable import JobTable
     from isthmus.sim.runner import simulate
     from isthmus.workloads import resolve_workload
 
     t.append(time.process_time())
-    jobs = resolve_workload(str(case["workload"])).jobs
-    columns = JobColumns.from_jobs(jobs)
+    jobs = resolve_workload(str(case["workload"]), lazy=True).jobs  # a JobTable, as the command reads it
+    columns = JobColumns.from_table(jobs) if isinstance(jobs, JobTable) else JobColumns.from_jobs(jobs)
     t.append(time.process_time())
     env = single_cluster(int(case["cluster"]))  # type: ignore[call-overload]
     result = simulate(env, jobs, str(case["policy"]), None, round_interval=None)

@@ -56,3 +56,17 @@ def test_simulate_imports_neither_server_live_nor_plots(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stderr.splitlines()[-2:] == ["[]", "[]"], proc.stderr
     assert (tmp_path / "fcfs.jobs.csv").exists() and not list(tmp_path.glob("*.png"))
+
+
+def test_simulate_loads_pyarrow_only_to_write_records() -> None:
+    """Everything `isthmus simulate` imports before it writes the records leaves pyarrow out
+    (about 30 MB): the records module imports it when it writes or reads files."""
+    code = (
+        "import sys\n"
+        "from isthmus.cli import main\n"
+        "main.load_commands('simulate_cmd')\n"
+        "import isthmus.metrics.run, isthmus.sim.runner, isthmus.workloads, isthmus.config\n"
+        "print('pyarrow' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["False"], proc.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 
@@ -17,6 +18,7 @@ from isthmus.cli.specs import parse_policy
 from isthmus.metrics.records import JobColumns, JobRecords, JobStatus
 from isthmus.model.environment import Environment, PolicyChoice, policy_label
 from isthmus.model.job import Job
+from isthmus.model.jobtable import JobTable
 from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED, Cancelled
 
 DEFAULT_POLICIES = ("ff", "rr", "sjf", "hsdf")
@@ -269,6 +271,9 @@ def simulate_command(
     ] = None,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
+    from isthmus.cli.memory import fix_mmap_threshold, release_free_memory
+
+    fix_mmap_threshold()  # large NumPy columns go back to the system when freed
     from isthmus.config import ConfigError, load_environment, single_cluster
     from isthmus.metrics.run import compare_table, compute_run_metrics, write_run
     from isthmus.policies.registry import PolicyError, check_policy
@@ -319,20 +324,25 @@ def simulate_command(
     except ValueError as exc:
         raise fail(f"--cancelled: {exc}") from None
     try:
-        wl = resolve_workload(workload, seed=seed, skip_invalid=skip_invalid, conversion=conversion)
+        # a trace's jobs stay columns (a JobTable): each Job is built when it arrives
+        wl = resolve_workload(workload, seed=seed, skip_invalid=skip_invalid, conversion=conversion, lazy=True)
     except (WorkloadError, ValueError, OSError) as exc:
         raise fail(str(exc)) from None
-    job_list = wl.jobs
+    job_list: Sequence[Job] = wl.jobs
     dropped_max_size = 0
     if max_size is not None:
-        job_list = [j for j in job_list if j.size <= max_size]
+        if isinstance(job_list, JobTable):
+            job_list = job_list.select(job_list.cols.size <= max_size)
+        else:
+            job_list = [j for j in job_list if j.size <= max_size]
         dropped_max_size = len(wl.jobs) - len(job_list)
     if jobs is not None:
         job_list = job_list[:jobs]
-    try:
-        job_list = apply_vm_rules(job_list, [parse_vm_rule(text) for text in vm or ()])
-    except ValueError as exc:
-        raise fail(f"--vm: {exc}") from None
+    if vm:
+        try:
+            job_list = apply_vm_rules(job_list, [parse_vm_rule(text) for text in vm])
+        except ValueError as exc:
+            raise fail(f"--vm: {exc}") from None
     cancelled_info = cancelled_report(wl.conversion)
     preparation: dict[str, object] = {
         "jobs_read": len(wl.jobs),
@@ -345,12 +355,15 @@ def simulate_command(
     if not job_list:
         raise fail(f"workload {workload!r} has no jobs left after filtering")
     workload_name, n_jobs = wl.name, len(job_list)
-    # what the records need of the jobs, shared by every run; the Job objects themselves live on
-    # in `job_list` only, and go before the last run's metrics (much of their memory stays with
-    # Python's small-object allocator, though: 10 MB less at the peak for 300k jobs)
-    columns = JobColumns.from_jobs(job_list)
+    # what the records need of the jobs, shared by every run; a trace's jobs are a JobTable whose
+    # Job objects exist from arrival to end only (a generated workload's list of Job objects goes
+    # before the last run's metrics)
+    columns = JobColumns.from_table(job_list) if isinstance(job_list, JobTable) else JobColumns.from_jobs(job_list)
     del wl
-    bag_list, share, settings = _bag_options(bag, bags_file, fairshare, preemption_time, pull_latency, job_list)
+    release_free_memory()  # what reading the trace used
+    bag_list, share, settings = _bag_options(
+        bag, bags_file, fairshare, preemption_time, pull_latency, columns.ids.tolist() if bag or bags_file else []
+    )
 
     console = Console(stderr=as_json)
     if not console.is_terminal:
@@ -422,9 +435,11 @@ def simulate_command(
                 if not runs_left and not bag_list:  # the last run: no Job object is needed any more
                     del result
                     job_list = []
+                release_free_memory()  # what the engine used besides its log
                 # the run is over: its log is read in place, not copied
                 runs[name] = compute_run_metrics(log, columns, environment, end_time, copy_log=False)
                 del log
+                release_free_memory()  # the log of a finished run, the metrics' temporaries
     rejected = {label: rejected_jobs(metrics.records) for label, metrics in runs.items()}
     out.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -522,7 +537,7 @@ def _bag_options(
     fairshare: str | None,
     preemption_time: float | None,
     pull_latency: float | None,
-    jobs: list[Job],
+    job_ids: list[int],
 ) -> tuple[list[Job], PolicyChoice | None, BagSettings | None]:
     """The bags, fair-share policy and launcher settings of the options (exit 2 naming the bad
     option or field; an option for bags given without a bag is an error, not ignored)."""
@@ -532,7 +547,7 @@ def _bag_options(
     from isthmus.workloads.bags import build_bags
 
     try:
-        bags = build_bags(specs or [], files or [], jobs)
+        bags = build_bags(specs or [], files or [], job_ids)
     except WorkloadError as exc:
         raise fail(str(exc)) from None
     try:

@@ -23,17 +23,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from isthmus.metrics.tables import OPEN, FloatArray, IntArray, LogTables, build_tables
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
+from isthmus.model.jobtable import JobsById, JobTable
+
+if TYPE_CHECKING:  # pyarrow (about 30 MB) is imported when records are turned into Arrow or files
+    import pyarrow as pa
 
 #: Runtimes shorter than this count as this long in the bounded slowdown (seconds).
 BOUNDED_SLOWDOWN_THRESHOLD = 10.0
@@ -158,10 +160,13 @@ class JobRecords:
 
     def to_arrow(self) -> pa.Table:
         """The records as a pyarrow Table with the columns of `COLUMNS`, nulls for unknown values."""
+        import pyarrow as pa
+
         return pa.Table.from_batches([self.batch(0, len(self))], schema=arrow_schema())
 
     def batch(self, lo: int, hi: int) -> pa.RecordBatch:
         """Rows `lo` to `hi` (exclusive) as a pyarrow RecordBatch of `arrow_schema()`."""
+        import pyarrow as pa
 
         def f(a: FloatArray) -> pa.Array:
             return pa.array(a[lo:hi], type=pa.float64(), from_pandas=True)  # NaN -> null
@@ -205,6 +210,10 @@ class JobRecords:
         """
         if batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+
         targets = [Path(p) for p in (csv_path, parquet_path) if p is not None]
         temps: list[Path] = []
         # Arrow's default allocator (mimalloc) keeps what it frees: the system's gives back each
@@ -259,6 +268,8 @@ class JobRecords:
 
 def arrow_schema() -> pa.Schema:
     """The Arrow schema of the records files: `COLUMNS` with their types (all nullable)."""
+    import pyarrow as pa
+
     types = {c: pa.float64() for c in COLUMNS}
     types.update(job_id=pa.int64(), site=pa.string(), user=pa.string(), size=pa.int64(), status=pa.string())
     types.update(restarts=pa.int64(), reason=pa.string())
@@ -267,6 +278,9 @@ def arrow_schema() -> pa.Schema:
 
 def read_records(path: str | os.PathLike[str]) -> pa.Table:
     """Read a records file written by `JobRecords.write_csv` or `write_parquet` (by its suffix)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
     p = Path(path)
     if p.suffix == ".parquet":
         return pq.read_table(p)
@@ -307,6 +321,14 @@ class JobColumns:
             ),
         )
 
+    @classmethod
+    def from_table(cls, table: JobTable) -> JobColumns:
+        """The columns of a :class:`JobTable` (no `Job` object built)."""
+        c = table.cols
+        return cls(
+            ids=c.ids, user=table.user_names(), size=c.size.astype(np.float64), submit=c.submit, requested=c.requested
+        )
+
     def __len__(self) -> int:
         return int(self.ids.size)
 
@@ -320,6 +342,8 @@ Jobs = Mapping[int, Job] | JobColumns
 
 
 def _columns(jobs: Jobs) -> JobColumns:
+    if isinstance(jobs, JobsById):
+        return JobColumns.from_table(jobs.table)
     return jobs if isinstance(jobs, JobColumns) else JobColumns.from_jobs(jobs.values(), jobs.keys())
 
 

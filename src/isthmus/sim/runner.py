@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
@@ -16,6 +16,7 @@ from isthmus.engine.engine import Engine
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventLog
 from isthmus.model.job import Job, JobKind
+from isthmus.model.jobtable import JobTable
 from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.sim.backends import SimCloud, SimCluster
 
@@ -35,7 +36,8 @@ class SimulationResult:
     provisioning: PolicyChoice
     predictor: PolicyChoice | None
     log: EventLog
-    jobs: dict[int, Job]
+    #: the workload by id (built on lookup when the jobs were a JobTable)
+    jobs: Mapping[int, Job]
     unfinished: dict[int, str] = field(default_factory=dict)
     rounds: int = 0
     rejected_decisions: int = 0
@@ -159,7 +161,7 @@ def simulate(
         provisioning=prov,
         predictor=pred if policies.predictor is not None else None,
         log=engine.log,
-        jobs={j.id: j for j in jobs},
+        jobs=jobs.by_id() if isinstance(jobs, JobTable) else {j.id: j for j in jobs},
         unfinished=unfinished,
         rounds=engine.rounds,
         rejected_decisions=engine.rejected_decisions,

@@ -102,10 +102,10 @@ def read_bags_file(path: Path, first_id: int) -> list[Job]:
     return bags
 
 
-def build_bags(specs: Iterable[str], files: Iterable[Path], jobs: Iterable[Job]) -> list[Job]:
-    """The bags of `specs` (options) and `files`, numbered after the largest id of `jobs`; an id
-    taken twice (by a job or another bag) is refused."""
-    taken = {j.id for j in jobs}
+def build_bags(specs: Iterable[str], files: Iterable[Path], job_ids: Iterable[int]) -> list[Job]:
+    """The bags of `specs` (options) and `files`, numbered after the largest of the jobs' ids
+    `job_ids`; an id taken twice (by a job or another bag) is refused."""
+    taken = set(job_ids)
     next_id = max(taken, default=0) + 1
     bags: list[Job] = []
     for spec in specs:

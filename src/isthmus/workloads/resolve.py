@@ -33,6 +33,7 @@ def resolve_workload(
     skip_invalid: bool = False,
     conversion: SwfConversion | None = None,
     keep_records: bool = False,
+    lazy: bool = False,
 ) -> Workload:
     """The workload `spec` names: a trace file path (.swf, .swf.gz, .gwf) or a model spec.
 
@@ -40,7 +41,7 @@ def resolve_workload(
     ``uniform``, ``bursty``, ``sr50:arrivals=bursty``; None or "" means the default model
     (``lublin``). For a model, `seed` seeds its random numbers and `jobs` sets the job count;
     for a file, `jobs` keeps the first that many jobs, and `skip_invalid`, `conversion` and
-    `keep_records` are passed to :func:`load_workload`. Raises WorkloadError (an unknown model
+    `keep_records` and `lazy` are passed to :func:`load_workload`. Raises WorkloadError (an unknown model
     lists the valid names); never returns a partial workload.
     """
     if spec is None or (isinstance(spec, str) and not spec.strip()):
@@ -59,6 +60,7 @@ def resolve_workload(
             keep_records=keep_records,
             first=jobs,
             name=None,
+            lazy=lazy,
         )
     name = text.partition(":")[0].strip().lower()
     if name not in MODELS:

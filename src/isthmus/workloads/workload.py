@@ -10,7 +10,10 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+import numpy as np
+
 from isthmus.model.job import Job
+from isthmus.model.jobtable import JobColumnsData, JobTable
 from isthmus.workloads.conversion import ConversionStats, IdMapper, JobConverter, SwfConversion, record_from_job
 from isthmus.workloads.errors import SkipReport, WorkloadError
 from isthmus.workloads.gwf import GwfReader, GwfRecord, GwfToSwf, time_origin
@@ -38,7 +41,8 @@ class Workload:
     """A complete workload: jobs sorted by submit time, plus what is known about their origin.
 
     - `name`: short name (file name without folder, or model name);
-    - `jobs`: the jobs, sorted by submit time; equal submit times keep file (generation) order;
+    - `jobs`: the jobs, sorted by submit time; equal submit times keep file (generation) order
+      (a list, or a :class:`~isthmus.model.jobtable.JobTable` when loaded with ``lazy=True``);
     - `header`: the SWF header (metadata) of the file, or one describing the model;
     - `max_procs`: the machine size when known (header MaxProcs/MaxNodes, model parameter);
     - `source`: the path or the full model spec (with seed) the workload came from;
@@ -52,7 +56,7 @@ class Workload:
     """
 
     name: str
-    jobs: list[Job]
+    jobs: Sequence[Job]
     header: SwfHeader = field(default_factory=SwfHeader)
     max_procs: int | None = None
     source: str = ""
@@ -87,7 +91,7 @@ class Workload:
             yield Entry(job, record, job.id not in unknown)
 
     def replace_jobs(
-        self, jobs: list[Job], records: list[SwfRecord] | None = None, *, name: str | None = None
+        self, jobs: Sequence[Job], records: list[SwfRecord] | None = None, *, name: str | None = None
     ) -> Workload:
         """A workload with the same origin and metadata but other jobs (and aligned records)."""
         return dataclasses.replace(self, jobs=jobs, records=records, name=name if name is not None else self.name)
@@ -177,6 +181,7 @@ def load_workload(
     first: int | None = None,
     format: TraceFormat | None = None,
     name: str | None = None,
+    lazy: bool = False,
 ) -> Workload:
     """Read a whole SWF or GWF trace (plain or gzip) into a :class:`Workload`.
 
@@ -187,13 +192,21 @@ def load_workload(
     `conversion` sets the record → job semantics (:class:`SwfConversion`, pyss/Alea defaults).
     `keep_records` keeps the SWF records aligned with the jobs (to write them back unchanged).
     `first` stops after that many jobs (in file order). `format` forces 'swf' or 'gwf'.
+    With `lazy`, a well-formed SWF file's jobs stay columns (a
+    :class:`~isthmus.model.jobtable.JobTable`, each `Job` built when used) instead of a list.
     """
     if first is not None and first < 0:
         raise WorkloadError(f"first must be >= 0, got {first}")
     fmt = format or detect_format(path)
     if fmt == "swf":
         return load_swf(
-            path, conversion=conversion, skip_invalid=skip_invalid, keep_records=keep_records, first=first, name=name
+            path,
+            conversion=conversion,
+            skip_invalid=skip_invalid,
+            keep_records=keep_records,
+            first=first,
+            name=name,
+            lazy=lazy,
         )
     if fmt == "gwf":
         return load_gwf(
@@ -218,9 +231,14 @@ def load_swf(
     keep_records: bool = False,
     first: int | None = None,
     name: str | None = None,
+    lazy: bool = False,
 ) -> Workload:
     """Read an SWF trace into a Workload (see :func:`load_workload` for the contract)."""
     source = str(path)
+    if not keep_records and first is None:  # (`first` reads only the head of a file)
+        fast = _load_swf_at_once(path, conversion, name, lazy)
+        if fast is not None:
+            return fast
     with SwfReader(path, skip_invalid=skip_invalid) as reader:
         header = reader.read_header()
         machine = header.machine_size
@@ -261,6 +279,42 @@ def load_swf(
             if len(jobs) == limit:
                 break
     return _finish(path, name, jobs, records, header, converter, reader.skipped)
+
+
+def _load_swf_at_once(
+    path: str | os.PathLike[str], conversion: SwfConversion | None, name: str | None, lazy: bool
+) -> Workload | None:
+    """The workload of a well-formed SWF file read at once into columns (isthmus.workloads.swf_columns),
+    its jobs a :class:`JobTable` when `lazy`, else a list; None when the file needs the line-by-line
+    reader (anything unusual, an error to report at its line)."""
+    from isthmus.workloads.swf_columns import convert_columns, read_swf_columns
+
+    table = read_swf_columns(path)
+    if table is None:
+        return None
+    header = table.header
+    try:
+        converter = JobConverter(conversion, table.leading_header.machine_size)
+    except ValueError as exc:
+        raise WorkloadError(str(exc), source=str(path)) from None
+    stats = converter.stats
+    done = convert_columns(table.columns, converter.options, converter.machine_size, stats)
+    if done is None:
+        return None
+    del table
+    order = np.argsort(done.submit, kind="stable")
+    jobs = JobTable(JobColumnsData(done.ids, done.submit, done.size, done.runtime, done.requested, done.user,
+                                   done.group, done.memory).take(order))  # fmt: skip
+    return Workload(
+        name=name or _short_name(path),
+        jobs=jobs if lazy else jobs.to_list(),
+        header=header,
+        max_procs=converter.machine_size,
+        source=str(path),
+        records=None,
+        conversion=stats,
+        skipped=SkipReport(),
+    )
 
 
 def _reject(report: SkipReport, skip: bool, message: str, source: str, line: int) -> None:
