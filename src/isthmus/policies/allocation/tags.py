@@ -46,6 +46,7 @@ class TagsChain(AllocationDefaults):
     """
 
     name: ClassVar[str] = "tags-chain"
+    head_of_line: ClassVar[bool] = True
     seed: ClassVar[str] = "KOALA-C §IV-B (TAGS-chain)"
     Params = TagsChainParams
 
