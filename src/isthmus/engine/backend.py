@@ -174,6 +174,13 @@ class SiteBackend(ABC):
         site whose runs share processors moves their ends); live sites: always."""
         return True
 
+    def ends_by(self, entry: JobEntry, t: float) -> bool:
+        """True when the site knows that the current run of `entry`, started at `entry.started`,
+        ends at `t` at the latest, its end handled before an event of the engine's at `t` (a
+        simulated cluster replaying a recorded runtime): a runtime limit at `t` then never
+        kills it and the engine schedules none. Live sites cannot know: False."""
+        return False
+
     def full_speed_runtime(self, entry: JobEntry) -> float | None:
         """How long the current run of `entry` would have lasted alone, when sharing slowed it
         and the site knows (a simulated cloud); None otherwise."""

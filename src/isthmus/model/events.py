@@ -208,7 +208,7 @@ class EventLog:
                 row = rows[start : start + _WIDTH]
                 k = 0
                 try:
-                    for k, value in enumerate(row):  # noqa: B007 (k is read on failure)
+                    for k, value in enumerate(row):
                         dense[k].append(value)
                 except (OverflowError, TypeError):
                     for column in dense[:k]:
