@@ -66,10 +66,6 @@ class KillCause(IntEnum):
     TIMEOUT = 5  # it reached its requested runtime
 
 
-#: the dense columns of a pending row, and how many values are moved into them at once (EventLog._flush)
-_WIDTH = 8
-_CHUNK = _WIDTH * 2048
-
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 """Job ids (and other integer columns) must fit a signed 64-bit integer."""
@@ -100,22 +96,17 @@ class EventLog:
     (by event index).
 
     The columns that most events leave empty (slots, origin, task) are kept sparse while the
-    log grows (index -> value) and materialized as arrays by `columns()`. The eight dense
-    columns take new events as rows in one flat list, moved into the arrays a chunk at
-    a time (`_flush`: one C-level `extend` per column): an event costs one list append on the
-    simulator's hot path (`+=` of one row), not eight array appends. Every reader flushes first. A START event's
-    slots are its size (`value`) unless given.
+    log grows (index -> value) and materialized as arrays by `columns()`: an event costs eight
+    appends, not eleven, on the simulator's hot path. A START event's slots are its size
+    (`value`) unless given.
     """
 
     __slots__ = (
-        "_dense",
         "_job",
         "_kind",
-        "_n",
         "_origin",
         "_policy",
         "_policy_ids",
-        "_rows",
         "_run",
         "_site",
         "_slots",
@@ -142,12 +133,6 @@ class EventLog:
         self._slots = array("i")
         self._origin = array("h")
         self._task = array("q")
-        #: the dense columns, in the order of a pending row
-        self._dense = (self._time, self._kind, self._job, self._site, self._vm, self._value, self._run, self._policy)
-        #: events appended and not yet moved into the dense columns, row after row (flat)
-        self._rows: list[float] = []
-        #: events in the log (in the columns and pending)
-        self._n = 0
         #: sparse columns while the log grows: name -> {event index: value}
         self._sparse: dict[str, dict[int, int]] = {"slots": {}, "origin": {}, "task": {}}
         self.reasons: dict[int, str] = {}
@@ -173,12 +158,15 @@ class EventLog:
     ) -> int:
         """Record one event; returns its index. `policy` and `origin` are interned indices
         (see `policy_index` and `origin_index`)."""
-        rows = self._rows
-        rows += (time, kind, job, site, vm, value, run, policy)
-        i = self._n
-        self._n = i + 1
-        if len(rows) >= _CHUNK:
-            self._flush()
+        self._time.append(time)
+        self._kind.append(kind)
+        self._job.append(job)
+        self._site.append(site)
+        self._vm.append(vm)
+        self._value.append(value)
+        self._run.append(run)
+        self._policy.append(policy)
+        i = len(self._time) - 1
         if slots:
             self._sparse["slots"][i] = slots
         if origin >= 0:
@@ -187,40 +175,8 @@ class EventLog:
             self._sparse["task"][i] = task
         return i
 
-    def _flush(self) -> None:
-        """Move the pending rows into the dense columns. A value a column cannot hold (a site
-        index past 32767, a float job id) raises here as `array.append` would, for the row that
-        holds it: the rows before it stay in the log, it and those after it are dropped."""
-        rows = self._rows
-        if not rows:
-            return
-        dense = self._dense
-        before = len(self._time)
-        try:
-            for k, column in enumerate(dense):
-                column.extend(rows[k::_WIDTH])
-        except (OverflowError, TypeError):
-            for column in dense:  # back to the rows before the chunk, then row by row
-                del column[before:]
-            self._rows = []
-            self._n = before
-            for start in range(0, len(rows), _WIDTH):
-                row = rows[start : start + _WIDTH]
-                k = 0
-                try:
-                    for k, value in enumerate(row):
-                        dense[k].append(value)
-                except (OverflowError, TypeError):
-                    for column in dense[:k]:
-                        column.pop()
-                    raise
-                self._n += 1
-            raise AssertionError("a chunk failed to extend but each of its rows appended") from None
-        rows.clear()
-
     def _materialize(self) -> None:
-        """Bring the dense columns, then the slots, origin and task arrays up to the log's length."""
-        self._flush()
+        """Bring the slots, origin and task arrays up to the log's length."""
         n = len(self._time)
         start = len(self._slots)
         if start == n:
@@ -256,7 +212,7 @@ class EventLog:
             return len(self.origins) - 1
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._time)
 
     def event(self, i: int) -> Event:
         """Event number `i`."""
@@ -300,5 +256,4 @@ class EventLog:
 
     def rows(self) -> list[tuple[float, int, int, int, int, float]]:
         """All events as (time, kind, job, site, vm, value) tuples (for comparing two logs exactly)."""
-        self._flush()
         return list(zip(self._time, self._kind, self._job, self._site, self._vm, self._value, strict=True))
