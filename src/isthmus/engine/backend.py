@@ -99,6 +99,9 @@ class SiteBackend(ABC):
         self.index = index
         self.site = site
         self.name = site.name
+        #: processors usable now and running nothing; a site whose free processors grow other
+        #: than through the engine (a run's end or kill) calls `Engine.request_round`: a
+        #: head-of-line policy is not asked otherwise (Engine._heads_blocked)
         self.free = 0
         self.online = 0
         self.running: dict[int, JobEntry] = {}
