@@ -46,7 +46,7 @@ print(json.dumps({"sim_s": sim, "cpu_s": cpu, "jobs": len(jobs), "unfinished": l
 
 
 def cases() -> list[dict[str, object]]:
-    """The cases of bench_sim.py sections 1 and 2, plus RR and TAGS-sets on the same trace."""
+    """The cases of bench_sim.py sections 1 and 2, plus RR, TAGS-sets and TAGS-chain on the same trace."""
     out: list[dict[str, object]] = []
     synth = SHARED / "peers" / "workloads" / "synth_100k.swf.gz"
     if synth.exists():
@@ -57,6 +57,8 @@ def cases() -> list[dict[str, object]]:
             {"workload": str(ctc), "env": "koala-c-multicloud", "policy": p, "max_size": 32}
             for p in ("ff", "sjf", "rr", "tags-sets")
         ]
+        # the policy of `isthmus experiment koala-c-limits` (its default 25-minute limit)
+        out.append({"workload": str(ctc), "env": "koala-c-multicluster", "policy": "tags-chain", "max_size": 32})
     return out
 
 

@@ -99,6 +99,9 @@ class SiteBackend(ABC):
         self.index = index
         self.site = site
         self.name = site.name
+        #: processors usable now and running nothing; a site whose free processors grow other
+        #: than through the engine (a run's end or kill) calls `Engine.request_round`: a
+        #: head-of-line policy is not asked otherwise (Engine._heads_blocked)
         self.free = 0
         self.online = 0
         self.running: dict[int, JobEntry] = {}
@@ -174,6 +177,13 @@ class SiteBackend(ABC):
         """Whether a reported end of the current run of `entry` is its real end (a simulated
         site whose runs share processors moves their ends); live sites: always."""
         return True
+
+    def ends_by(self, entry: JobEntry, t: float) -> bool:
+        """True when the site knows that the current run of `entry`, started at `entry.started`,
+        ends at `t` at the latest, its end handled before an event of the engine's at `t` (a
+        simulated cluster replaying a recorded runtime): a runtime limit at `t` then never
+        kills it and the engine schedules none. Live sites cannot know: False."""
+        return False
 
     def full_speed_runtime(self, entry: JobEntry) -> float | None:
         """How long the current run of `entry` would have lasted alone, when sharing slowed it

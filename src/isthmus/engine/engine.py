@@ -200,6 +200,18 @@ class Engine:
         ]
         #: the bags of tasks (malleable jobs), in no queue (isthmus.engine.bags)
         self.bags = BagBook(self)
+        #: decisions refused so far, holds included (a round that refused one may decide it again)
+        self.refused_total = 0
+        # Rounds of a `head_of_line` allocation policy (strict FCFS, TAGS-chain) that cannot start
+        # anything are not asked of it: after it decided, every queue's head waited for
+        # processors; only a queue with a new head or a site of it with more free processors
+        # since (`_stale`; every queue after any other change, `_stale_all`) may start one now.
+        self._head_of_line: bool = allocation.head_of_line
+        self._site_stages: list[tuple[int, ...]] = [
+            tuple(q for q, sites in enumerate(self.stage_sites) if i in sites) for i in range(len(self.backends))
+        ]
+        self._stale: set[int] = set()
+        self._stale_all = True
 
     @property
     def now(self) -> float:
@@ -286,7 +298,7 @@ class Engine:
         fed = self.federation
         if fed is not None and len(chain) < fed.max_hops:
             self.unrouted[job.id] = entry
-        self._changed()
+        self._round_soon()
         return entry
 
     def _too_large(self, job: Job, stage: int) -> str:
@@ -302,7 +314,10 @@ class Engine:
         """Append `entry` to queue `stage` (and to its size bucket)."""
         entry.stage = stage
         job_id = entry.job.id
-        self.queues[stage][job_id] = entry
+        queue = self.queues[stage]
+        queue[job_id] = entry
+        if len(queue) == 1:  # a new head
+            self._stale.add(stage)
         if not self.size_index:
             return
         self._seq += 1
@@ -340,6 +355,7 @@ class Engine:
             return
         job_id = entry.job.id
         del self.queues[entry.stage][job_id]
+        self._stale.add(entry.stage)  # maybe a new head
         if not self.size_index:
             return
         buckets = self.buckets[entry.stage]
@@ -517,6 +533,7 @@ class Engine:
             if full is not None:  # its runtime alone, for the slowdown (metrics/records.py)
                 self.log.append(now, int(EventKind.SHARED), job_id, entry.site, -1, full, run)
         backend.finished(entry, now)
+        self._stale.update(self._site_stages[entry.site])  # free processors there: a head may fit
         if self.ledger.commits:
             self.ledger.stopped(job_id)
         if exit_code == 0:
@@ -537,7 +554,7 @@ class Engine:
         self.why_not.pop(job_id, None)
         if entry.chain:
             self.notify_origin(entry)
-        self._changed()
+        self._round_soon()
 
     def schedule_walltime(self, entry: JobEntry, started: float) -> None:
         """With `enforce_walltime`, schedule the end of the current run of `entry` at its job's
@@ -564,6 +581,7 @@ class Engine:
         site = entry.site
         run = entry.run
         self.backends[site].stop(entry, now)
+        self._stale.update(self._site_stages[site])  # free processors there: a head may fit
         if self.ledger.commits:
             self.ledger.stopped(entry.job.id)
         self.log.append(now, _KILL, entry.job.id, site, -1, int(cause), run)
@@ -580,7 +598,7 @@ class Engine:
                     f"of queue {entry.stage} offers"
                 )
                 del self.entries[entry.job.id]
-                self._changed()
+                self._round_soon()
                 return
             entry.state = _QUEUED
             entry.queued_at = now
@@ -594,7 +612,7 @@ class Engine:
             del self.entries[entry.job.id]
             if entry.chain:
                 self.notify_origin(entry)
-        self._changed()
+        self._round_soon()
 
     def cancel(self, job_id: int) -> bool:
         """Cancel a queued or running job or a bag of tasks; False if it is unknown or already ended."""
@@ -833,11 +851,17 @@ class Engine:
     # ----------------------------------------------------------------------------- rounds
 
     def _changed(self) -> None:
-        """Something changed now: make sure a round follows."""
+        """Something changed now: make sure a round follows, in which every queue's head is
+        looked at again (see `_heads_blocked`)."""
+        self._stale_all = True
+        self._round_soon()
+
+    def _round_soon(self) -> None:
+        """Make sure a round follows now (the change marked the queues it concerns `_stale`)."""
         now = self.clock.now
         if self._round_at <= now and self.round_rule != "per-event":
             return  # a round is already due now (request_round would schedule nothing)
-        self.request_round(now)
+        self._request_round(now)
 
     def _handle_then_round(self, kind: int, a: int, b: int) -> None:
         """Per-event rounds: one clock event, then the round it asked for, at once."""
@@ -857,7 +881,12 @@ class Engine:
             self.run_round()
 
     def request_round(self, t: float) -> None:
-        """Make sure a round runs at `t` (at the next period boundary with periodic rounds)."""
+        """Make sure a round runs at `t` (at the next period boundary with periodic rounds), in
+        which every queue's head is looked at again (a site reported free processors, ...)."""
+        self._stale_all = True
+        self._request_round(t)
+
+    def _request_round(self, t: float) -> None:
         if self.round_rule == "per-event" and t <= self.clock.now:
             self._round_due = True
             return
@@ -884,6 +913,7 @@ class Engine:
         observe = self.round_observer
         began = time.perf_counter() if observe is not None else 0.0
         if self.check_purity:
+            self._stale_all = True  # every head looked at again next round
             for policy in self._deciders:
                 before = self.fingerprint()
                 decisions = list(policy.decide(view))
@@ -895,7 +925,13 @@ class Engine:
                     self.bags.settle(policy.name)
         else:
             apply = self.apply
+            allocation = self.allocation
+            head_of_line = self._head_of_line
             for policy in self._deciders:
+                if policy is allocation and head_of_line:
+                    if self._heads_blocked():
+                        continue  # a head-of-line policy is asked only when some queue's head may fit
+                    refused = self.refused_total
                 decided = policy.decide(view)
                 if not isinstance(decided, list):
                     decided = list(decided)  # a generator: decide fully before anything is applied
@@ -905,6 +941,8 @@ class Engine:
                         apply(d, name)
                     if self.bags.unsettled:  # holds made by this policy's shrinks
                         self.bags.settle(name)
+                if policy is allocation and head_of_line:
+                    self._allocation_decided(self.refused_total == refused)
         if self.bags.hold_keys:
             self.bags.after_round()
         if self.federation is not None:
@@ -914,6 +952,34 @@ class Engine:
             self.federation.changed(self)
         if observe is not None:
             observe(time.perf_counter() - began)
+
+    def _heads_blocked(self) -> bool:
+        """True when no queue's head can fit on a site of its queue now: since the head-of-line
+        allocation policy last decided (or was found idle), only arrivals, ends and kills
+        happened (any other change makes every queue `_stale`), and each queue they gave a new
+        head or more free processors on one of its sites (`_stale`) still has a head larger than
+        the free processors of every site of its queue. With bags of tasks or VM reservations
+        (processors held for waiting jobs, given back by bags) always False."""
+        if self.reserving or self.bags.bags:
+            return False
+        backends = self.backends
+        queues = self.queues
+        stage_sites = self.stage_sites
+        for stage in range(len(queues)) if self._stale_all else self._stale:
+            queue = queues[stage]
+            if queue:
+                size = next(iter(queue.values())).job.size
+                for i in stage_sites[stage]:
+                    if backends[i].free >= size:
+                        return False
+        self._allocation_decided(True)
+        return True
+
+    def _allocation_decided(self, all_accepted: bool) -> None:
+        """The head-of-line allocation policy decided (or was found idle): every queue's head now
+        waits for processors, unless one of its decisions was refused (it may decide it again)."""
+        self._stale.clear()
+        self._stale_all = not all_accepted
 
     def apply(self, d: object, policy: str = "") -> Status:
         """Validate and apply one decision; return its status (ACCEPTED, or a refusal with its
@@ -938,6 +1004,7 @@ class Engine:
 
     def _refused(self, d: object, r: Refused, by: str) -> Status:
         status = Status(r.code, r.reason, by)
+        self.refused_total += 1
         self.refusals[r.code] = self.refusals.get(r.code, 0) + 1
         job_id = getattr(d, "job_id", -1)
         site = getattr(d, "site", -1)

@@ -343,11 +343,13 @@ class AllocationPolicy(Protocol):
     indexes it reads (`uses_size_index`; `runtime_index`: the size buckets also ordered by the
     jobs' predicted or actual runtime; `uses_queue_columns`: the queues as NumPy columns),
     whether it needs runtime predictions (`uses_prediction`) or the real runtimes a live system
-    cannot know (`needs_true_runtimes`).
+    cannot know (`needs_true_runtimes`), and whether it serves each queue strictly in order
+    (`head_of_line`: the engine then asks it only when some queue's head may fit).
     `AllocationDefaults` gives the common answers.
     """
 
     name: ClassVar[str]
+    head_of_line: ClassVar[bool]
     uses_size_index: ClassVar[bool]
     runtime_index: ClassVar[RuntimeKey | None]
     uses_queue_columns: ClassVar[bool]
@@ -383,6 +385,14 @@ class AllocationDefaults:
     """The answers most allocation policies give: one queue entered on arrival, the next queue
     after a kill at a limit, no index, no prediction, no explanation of their own."""
 
+    #: True for a policy that starts the jobs of each queue only in queue order, each on a site of
+    #: its queue with enough free processors (`View.free_processors`), while the queue's head fits
+    #: on one, and decides nothing else (strict FCFS, TAGS-chain). After its round every queue's
+    #: head waits for processors, so a round in which no queue got a new head and no site of a
+    #: queue got free processors decides nothing: the engine does not ask it then (rounds are
+    #: still counted), and the schedule is the same. Its `decide` must then change no state of
+    #: its own.
+    head_of_line: ClassVar[bool] = False
     uses_size_index: ClassVar[bool] = False
     runtime_index: ClassVar[RuntimeKey | None] = None
     uses_queue_columns: ClassVar[bool] = False

@@ -25,9 +25,21 @@ class SimCluster(SiteBackend):
         self._at = schedule
 
     def start(self, entry: JobEntry, now: float) -> None:
+        """Begin the run and schedule its end, unless its runtime limit (`entry.limit`, set by
+        the engine before it starts the run) comes first: the kill at the limit then ends it,
+        and its end would be a stale event."""
         self.free -= entry.job.size
         self._track_start(entry, now)
-        self._at(now + entry.job.runtime, PRIO_END, EV_END, entry.job.id, entry.run)
+        job = entry.job
+        end = now + job.runtime
+        limit = entry.limit
+        if limit is None or end <= now + limit:
+            self._at(end, PRIO_END, EV_END, job.id, entry.run)
+
+    def ends_by(self, entry: JobEntry, t: float) -> bool:
+        """The run ends at its start plus the job's recorded runtime; at `t` itself its end
+        (PRIO_END) comes before a limit (PRIO_LIMIT)."""
+        return entry.started + entry.job.runtime <= t
 
     def stop(self, entry: JobEntry, now: float) -> None:
         self.free += entry.job.size

@@ -78,7 +78,7 @@ class StartKind:
             for vm_id, at in engine.ledger.started(engine, entry.job.id, d.site):
                 engine.schedule_billing(at, d.site, vm_id)
         engine.log_start(entry, d.site, d.by or engine.deciding)
-        if d.limit is not None:
+        if d.limit is not None and not backend.ends_by(entry, now + d.limit):
             engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
         if engine.enforce_walltime:
             engine.schedule_walltime(entry, now)

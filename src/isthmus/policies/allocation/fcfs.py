@@ -19,6 +19,7 @@ class StrictFcfs(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "fcfs"
+    head_of_line: ClassVar[bool] = True
     seed: ClassVar[str] = "IBM meta-schedulers seed §3 (the LRM's FCFS before backfilling); peers/README.md"
 
     def decide(self, view: View) -> Iterable[Decision]:

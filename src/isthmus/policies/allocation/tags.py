@@ -46,6 +46,7 @@ class TagsChain(AllocationDefaults):
     """
 
     name: ClassVar[str] = "tags-chain"
+    head_of_line: ClassVar[bool] = True
     seed: ClassVar[str] = "KOALA-C §IV-B (TAGS-chain)"
     Params = TagsChainParams
 
@@ -90,14 +91,18 @@ class TagsChain(AllocationDefaults):
         """Strict FCFS on each site, with the site's runtime limit (stage i is site i)."""
         free = free_processors(view)
         out: list[Decision] = []
+        queue = view.queue
+        name = self.name
         for site, limit in enumerate(self._limit_of):
-            if free[site] <= 0:
+            room = free[site]
+            if room <= 0:
                 continue  # nothing of its queue can start
-            for e in view.queue(site):
-                if free[site] < e.job.size:
+            for e in queue(site):
+                job = e.job
+                if room < job.size:
                     break
-                free[site] -= e.job.size
-                out.append(StartJob(e.job.id, site, limit, by=self.name))
+                room -= job.size
+                out.append(StartJob(job.id, site, limit, by=name))
         return out
 
 
