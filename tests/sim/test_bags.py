@@ -264,3 +264,35 @@ def test_with_easy_a_hold_never_delays_the_head_and_ends_when_its_job_is_not_sta
     ]
     assert {e.job: e.time for e in result.log if e.kind is EventKind.START} == {1: 0.0, 2: 30.0, 3: 80.0}
     assert not [e for e in result.log if e.kind is EventKind.DECISION]
+
+
+@pytest.mark.parametrize("allocation", ["fcfs", "ff", "easy"])
+def test_a_hold_let_go_by_a_job_starting_elsewhere_goes_to_the_job_that_counted_on_it(allocation):
+    # Sites of 4 and 8 processors, P = 10 s, one bag. Job 1 (4 processors, 5 s) runs on site 0
+    # from 0; the bag grows on site 1's 8. Job 2 (4) arrives at 1: the bag gives back 4 of
+    # site 1 for it (free at 11). Job 3 (8) arrives at 2: only 4 more could come back on site 1,
+    # no claim. At 5 job 1 ends: job 2 fits on site 0's 4 free processors (it starts there), so
+    # the fair-share walk counts job 2's 4 being preempted on site 1 for job 3 and the bag gives
+    # back its last 4 there for it (free at 15). When job 2 starts on site 0 its hold on site 1
+    # ends: its 4 processors go to job 3's hold (they come free at 11, held for job 3), so job 4
+    # (4 processors, arriving at 8) cannot start on them: job 3 starts at 15 = 5 + P, job 4 when
+    # job 3 ends (35). Before, they went to no one: First-Fit and EASY started job 4 on them at
+    # 11, job 3 waited for it and a second shrink and started at 31.
+    result = simulate(
+        clusters(4, 8),
+        [job(1, 0, 4, 5), job(2, 1, 4, 100), job(3, 2, 8, 20), job(4, 8, 4, 10)],
+        allocation,
+        "none",
+        bags=[bag(10, 100, 100.0)],
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
+    )
+    assert {e.job: e.time for e in result.log if e.kind is EventKind.START} == {1: 0.0, 2: 5.0, 3: 15.0, 4: 35.0}
+    assert [(e.time, e.site, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK] == [
+        (1.0, 1, 4, 2),
+        (5.0, 1, 4, 3),
+    ]
+    holds = [(e.time, e.job, int(e.value)) for e in result.log if e.kind is EventKind.HOLD]
+    job3 = [(11.0, 3, n) for n in range(1, 5)] + [(15.0, 3, n) for n in range(5, 9)]
+    assert holds == [(5.0, 2, 0), *job3, (15.0, 3, 0)]

@@ -40,11 +40,14 @@ Held processors are part of the backend's `free` but counted in its `reserved_co
 per job): no other job starts on them and no bag grows on them (`free_for`), so an
 allocation policy that skips J (First-Fit, EASY's backfilling) cannot start a later job on the
 processors J waits for. A hold ends when J starts (anywhere) or leaves the queue
-(`Engine.drop_reservations`), and also after a round that did not start J once nothing more
-was coming to its hold (`after_round`): the allocation policy chose not to start J (a job ahead
-of it blocks the queue, EASY's reservation for another job), and the processors go back to all;
-such a job gets no second hold (a shrink for it and a grow could otherwise repeat every
-preemption time). Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
+(`Engine.drop_reservations`); the processors it let go of (J started on another site, where the
+fair-share walk expected it) go to the other holds on that site that still miss some (`_refill`):
+the walk counted them for the next job, which bags gave back only the rest for. It ends also
+after a round that did not start J once nothing more was coming to its hold (`after_round`): the
+allocation policy chose not to start J (a job ahead of it blocks the queue, EASY's reservation
+for another job), and the processors go back to all; such a job gets no second hold (a shrink
+for it and a grow could otherwise repeat every preemption time).
+Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
 """
 
 from __future__ import annotations
@@ -770,23 +773,30 @@ class BagBook:
         with free processors held for no job (at once)."""
         engine = self.engine
         index = engine.log.policy_index(policy)
-        for site, job_id in self.unsettled:
-            entry = engine.entries.get(job_id)
-            if (site, job_id) not in self.hold_keys or entry is None:
-                continue
-            backend = engine.backends[site]
-            key = (site, job_id)
-            need = entry.job.size - backend.holds.get(job_id, 0) - self.pending.get(key, 0)
-            if need > 0 and self.leaving.get(site, 0) > self.pending_on.get(site, 0):
-                for bag in self.bags.values():
-                    for slot in bag.slots.values():
-                        if need and slot.site == site and slot.state == _LEAVING and slot.for_job < 0:
-                            slot.for_job = job_id
-                            self._tag(key, 1)
-                            need -= 1
-            if need > 0:
-                self._add_hold(backend, job_id, min(need, backend.free - backend.reserved_cores), index)
+        for key in self.unsettled:
+            if key in self.hold_keys:
+                self._top_up(key, index)
         self.unsettled.clear()
+
+    def _top_up(self, key: tuple[int, int], policy: int) -> None:
+        """Fill the hold `key` (site, job) up to its job's size: processors of the site being
+        preempted for no waiting job (held as they come free), then free ones held for no job."""
+        site, job_id = key
+        engine = self.engine
+        entry = engine.entries.get(job_id)
+        if entry is None or entry.state is not JobState.QUEUED:
+            return
+        backend = engine.backends[site]
+        need = entry.job.size - backend.holds.get(job_id, 0) - self.pending.get(key, 0)
+        if need > 0 and self.leaving.get(site, 0) > self.pending_on.get(site, 0):
+            for bag in self.bags.values():
+                for slot in bag.slots.values():
+                    if need and slot.site == site and slot.state == _LEAVING and slot.for_job < 0:
+                        slot.for_job = job_id
+                        self._tag(key, 1)
+                        need -= 1
+        if need > 0:
+            self._add_hold(backend, job_id, min(need, backend.free - backend.reserved_cores), policy)
 
     def _tag(self, key: tuple[int, int], n: int) -> None:
         self.pending[key] = self.pending.get(key, 0) + n
@@ -823,6 +833,7 @@ class BagBook:
             return
         engine = self.engine
         now = engine.clock.now
+        let_go: list[int] = []
         for site, _ in keys:
             self.hold_keys.discard((site, job_id))
             pending = self.pending.pop((site, job_id), 0)
@@ -836,6 +847,22 @@ class BagBook:
             held = backend.holds.pop(job_id, 0)
             backend.reserved_cores -= held
             engine.log.append(now, _HOLD, job_id, site, -1, 0.0)
+            if pending or held:
+                let_go.append(site)
+        for site in let_go:
+            self._refill(site)
+
+    def _refill(self, site: int) -> None:
+        """Processors of `site` a hold let go of (its job started, elsewhere or on fewer than it
+        held, or the allocation did not start it) go to the other holds there that still miss
+        some, in queue order (submission, then id): a waiting job another job's hold kept
+        processors from counted on them (the fair-share walk freed them to it), and the bags gave
+        back nothing more for it."""
+        engine = self.engine
+        keys = [k for k in self.hold_keys if k[0] == site and k[1] in engine.entries]
+        keys.sort(key=lambda k: (engine.entries[k[1]].job.submit, k[1]))
+        for key in keys:
+            self._top_up(key, -1)
 
     def after_round(self) -> None:
         """After a round: end the holds to which nothing more is coming (no processor being
