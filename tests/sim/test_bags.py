@@ -10,6 +10,7 @@ import pytest
 from helpers import clusters, job
 from isthmus.engine.bags import BagSettings
 from isthmus.metrics.bags import bag_records, rigid_delay, shrink_waits
+from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
 from isthmus.sim.runner import simulate
@@ -296,3 +297,45 @@ def test_a_hold_let_go_by_a_job_starting_elsewhere_goes_to_the_job_that_counted_
     holds = [(e.time, e.job, int(e.value)) for e in result.log if e.kind is EventKind.HOLD]
     job3 = [(11.0, 3, n) for n in range(1, 5)] + [(15.0, 3, n) for n in range(5, 9)]
     assert holds == [(5.0, 2, 0), *job3, (15.0, 3, 0)]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "starts", "shrinks"),
+    [
+        (100.0, {1: 0.0, 2: 40.0, 3: 90.0}, [(30.0, 10, 2, 2)]),
+        (10.0, {1: 0.0, 3: 12.0, 2: 40.0}, [(2.0, 10, 2, 3), (30.0, 10, 2, 2)]),
+    ],
+)
+def test_with_the_easy_walk_bags_shrink_only_for_a_job_easy_will_start(runtime, starts, shrinks):
+    # The case above with the fair-share parameter `reservation` (the allocation is EASY). At 2
+    # job 2 (8 processors) is EASY's head: it cannot start before job 1 ends at 30, and the bag's
+    # 2 processors, given back for job 3, would count as free for it then (shadow time 30, none
+    # left over). Job 3 (2 processors) would start once they are back, at 12: with 100 s it
+    # would end at 112 and delay job 2, so the bag gives back nothing for it (before: it did,
+    # EASY left job 3 waiting on its hold and the hold ended); with 10 s it ends at 22 and EASY
+    # starts it at 12 = 2 + P. At 30 the bag (grown back on job 3's processors, or never shrunk)
+    # gives back 2 for job 2, which starts at 40 = 30 + P; a 100 s job 3 starts when job 2 ends.
+    result = simulate(
+        clusters(8),
+        [job(1, 0, 6, 30), job(2, 1, 8, 50), job(3, 2, 2, runtime)],
+        "easy",
+        "none",
+        bags=[bag(10, 100, 100.0)],
+        fairshare=PolicyChoice("sep", {"reservation": True}),
+        bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
+    )
+    assert [(e.time, e.job, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK] == shrinks
+    assert {e.job: e.time for e in result.log if e.kind is EventKind.START} == starts
+
+
+def test_the_walks_of_fcfs_and_easy_exclude_each_other():
+    with pytest.raises(ValueError, match="exclude each other"):
+        simulate(
+            clusters(4),
+            [job(1, 0, 1, 1)],
+            "easy",
+            "none",
+            bags=[bag(10, 2, 1.0)],
+            fairshare=PolicyChoice("sep", {"blocking": True, "reservation": True}),
+        )

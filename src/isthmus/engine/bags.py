@@ -321,6 +321,11 @@ class BagsView:
         """Processors of `site` being preempted (free once their preemption time has passed)."""
         return self._book.leaving.get(site, 0)
 
+    @property
+    def preemption_time(self) -> float:
+        """Seconds from a shrink until its processors are free at the latest."""
+        return self._book.settings.preemption_time
+
     def leaving_for(self, site: int, job_id: int) -> int:
         """Processors of `site` being preempted that are held for waiting job `job_id` once free
         (-1: those held for some waiting job)."""

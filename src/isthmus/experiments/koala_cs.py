@@ -325,7 +325,7 @@ PREEMPTION_TIMES = (0.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 DELAY_POLICIES: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...] = (
     ("fcfs", "fcfs", (("blocking", True),)),
     ("ff", "ff", ()),
-    ("easy", "easy", ()),
+    ("easy", "easy", (("reservation", True),)),
 )
 #: the CS load: bags that never run out of tasks during a run (§4.3: "fills the cluster almost completely")
 CS_TASKS = 100_000
