@@ -772,6 +772,20 @@ class BagBook:
             self.unsettled.append(key)
         engine.reserving = True
 
+    def release_room(self, site: int, job_id: int) -> tuple[int, int]:
+        """(processors the hold for waiting job `job_id` on `site` misses of its size, processors
+        of the site being preempted for no waiting job)."""
+        backend = self.engine.backends[site]
+        entry = self.engine.entries[job_id]
+        missing = entry.job.size - backend.holds.get(job_id, 0) - self.pending.get((site, job_id), 0)
+        return missing, self.leaving.get(site, 0) - self.pending_on.get(site, 0)
+
+    def hold_release(self, site: int, job_id: int, policy: str) -> None:
+        """Hold for waiting job `job_id` on `site` what bags give back there for no job and free
+        processors held for no job, up to its size (validated by the HoldBagRelease kind)."""
+        self._top_up((site, job_id), self.engine.log.policy_index(policy))
+        self.engine.reserving = True
+
     def settle(self, policy: str) -> None:
         """After the decisions of the policy that shrank bags: fill each new hold up to its job's
         size with processors being preempted for no waiting job (held as they come free), then
@@ -877,11 +891,32 @@ class BagBook:
         for site, job_id in sorted(self.hold_keys):
             if (site, job_id) not in self.pending:
                 done.setdefault(job_id, []).append(site)
+        if done and self.pending:
+            for job_id in self._behind_coming(done):
+                del done[job_id]
         for job_id, sites in done.items():
             self.drop_holds(job_id, sites)
             self.declined.add(job_id)
         if done:  # the processors are for all now: another round may start other jobs on them
             self.engine.request_round(self.engine.clock.now)
+
+    def _behind_coming(self, jobs: Mapping[int, object]) -> list[int]:
+        """Those of `jobs` behind, in their queue, a job with processors still coming to its
+        hold: the allocation (FCFS) starts them after it, which waits less than the preemption
+        time for them, so their holds are not ended yet."""
+        engine = self.engine
+        coming = {j for (_, j) in self.pending}
+        out = []
+        for stage, queue in enumerate(engine.queues):
+            wanted = {j for j in jobs if (e := engine.entries.get(j)) is not None and e.stage == stage}
+            if not wanted:
+                continue
+            ahead = False
+            for job_id in queue:
+                if job_id in wanted and ahead:
+                    out.append(job_id)
+                ahead = ahead or job_id in coming
+        return out
 
     def _free(self, bag: Bag, slot: Slot) -> None:
         """Give processor `slot` back to its site now (its bag no longer counts it as held)."""

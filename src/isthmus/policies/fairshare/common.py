@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from isthmus.model.decisions import Decision, GrowBag, ShrinkBag
+from isthmus.model.decisions import Decision, GrowBag, HoldBagRelease, ShrinkBag
 from isthmus.policies.api import BagInfo, SlotInfo, View
 from isthmus.policies.prediction.wait import earliest_fit_on
 
@@ -151,6 +151,8 @@ class SiteRoom:
     load: float
     #: (rigid job id, processors bags must give back for it), in queue order
     claims: tuple[tuple[int, int], ...] = ()
+    #: rigid jobs that count on processors bags give back for no job (to hold for them), in queue order
+    holds: tuple[int, ...] = ()
 
 
 def site_rooms(
@@ -193,6 +195,9 @@ def site_rooms(
     watched = set(sites)
     need = dict.fromkeys(sites, 0)
     claims: dict[int, list[tuple[int, int]]] = {i: [] for i in sites}
+    holding: dict[int, list[int]] = {i: [] for i in sites}
+    # processors being preempted for no waiting job, per cluster site (what a hold may take)
+    spare = {i: bags.leaving(i) - bags.leaving_for(i, -1) for i in sites if i in avail and view.cloud(i) is None}
     easy = _EasyWalk(view, now + bags.preemption_time, need) if reservation else None
     for stage in range(view.stages):
         every = [i for i in view.stage_sites(stage) if i in avail]
@@ -229,9 +234,14 @@ def site_rooms(
                 need[site] += n
                 claims[site].append((entry.job.id, n))
                 continue
+            later = n - free[site]
+            if how in ("later", "own-later") and later > 0 and spare.get(site, 0) > 0:
+                # it counts on processors being preempted for no job: held for it (no shrink names it)
+                holding[site].append(entry.job.id)
+                spare[site] -= min(spare[site], later)
             avail[site] -= n
             free[site] -= min(free[site], n)
-            if how == "own":
+            if how in ("own", "own-later"):
                 for i in every:  # starting there ends its holds elsewhere: for all then
                     if i != site and own[i]:
                         avail[i] += own[i]
@@ -249,7 +259,7 @@ def site_rooms(
         if cloud is not None and growable > 0:  # free cores of VMs no bag may take: left out
             usable = sum(v.free for v in cloud.vms() if v.ready and not v.retiring and v.reserved_for < 0)
             growable = min(growable, usable)
-        rooms[i] = SiteRoom(growable, avail[i], need[i], load, tuple(claims[i]))
+        rooms[i] = SiteRoom(growable, avail[i], need[i], load, tuple(claims[i]), tuple(holding.get(i, ())))
     return rooms
 
 
@@ -263,23 +273,24 @@ def _move(
     own: Mapping[int, int],
 ) -> tuple[str, int, int] | None:
     """Where the walk puts a job of `size` among `choices` (see `site_rooms`): ("own", site, n)
-    on the processors held for it there and n more, ("fit", site, n) on n free or being
-    preempted, ("claim", site, n) with n processors the bags give back there, or None."""
+    on the processors held for it there and n more free ones, ("fit", site, n) on n free ones,
+    ("own-later", site, n) and ("later", site, n) the same with processors being preempted,
+    ("claim", site, n) with n processors the bags give back there, or None."""
     if own and any(own[i] for i in choices):
         fit = next((i for i in choices if free[i] + held[i] >= size), None)
-        mine = held
-        if fit is None:
-            fit = next((i for i in choices if avail[i] + own[i] >= size), None)
-            mine = own
         if fit is not None:
-            return ("own", fit, max(0, size - mine[fit]))
+            return ("own", fit, max(0, size - held[fit]))
+        fit = next((i for i in choices if avail[i] + own[i] >= size), None)
+        if fit is not None:
+            return ("own-later", fit, max(0, size - own[fit]))
         size_left = {i: size - own[i] for i in choices}
     else:
         fit = next((i for i in choices if free[i] >= size), None)
-        if fit is None:
-            fit = next((i for i in choices if avail[i] >= size), None)
         if fit is not None:
             return ("fit", fit, size)
+        fit = next((i for i in choices if avail[i] >= size), None)
+        if fit is not None:
+            return ("later", fit, size)
         size_left = dict.fromkeys(choices, size)
     best = None
     for i in choices:
@@ -384,7 +395,7 @@ class EquiPartitionBase:
         rooms = site_rooms(view, sites, self.params.blocking, self.params.reservation)
         held = [{i: b.held(i) for i in sites} for b in active]
         self._taken = set()
-        out: list[Decision] = []
+        out: list[Decision] = [HoldBagRelease(job_id, i, by=self.name) for i in sites for job_id in rooms[i].holds]
         for i in sites:
             for job_id, need in rooms[i].claims:
                 holders = [k for k in range(len(active)) if held[k][i] > 0]
