@@ -339,3 +339,36 @@ def test_the_walks_of_fcfs_and_easy_exclude_each_other():
             bags=[bag(10, 2, 1.0)],
             fairshare=PolicyChoice("sep", {"blocking": True, "reservation": True}),
         )
+
+
+@pytest.mark.parametrize("allocation", ["ff", "easy"])
+def test_a_job_counting_on_processors_given_back_for_no_job_gets_them_held(allocation):
+    # Sites of 4 and 4 processors, P = 10 s, one bag (on site 1). Jobs 1 (2 processors, 5 s) and
+    # 2 (2, 7 s) run on site 0 from 0. Job 3 (2) at 1 and job 4 (2) at 3 make the bag give back
+    # 2 of site 1 each (free at 11 and 13); each starts on site 0 instead as jobs 1 and 2 end (5,
+    # 7), so site 1's 4 are being preempted for no job. Job 5 (4 processors, 20 s) arrives at 8:
+    # the fair-share walk counts them for it and asks the engine to hold them for it
+    # (HoldBagRelease; the bag has nothing more to give back). Job 6 (2, 10 s) arrives at 9.
+    # The first 2 come free at 11 and are held for job 5, so job 6 cannot take them: job 5
+    # starts at 13, job 6 when it ends (33). Before, job 6 started at 11 on them and job 5 waited.
+    jobs = [job(1, 0, 2, 5), job(2, 0, 2, 7), job(3, 1, 2, 100), job(4, 3, 2, 100), job(5, 8, 4, 20), job(6, 9, 2, 10)]
+    result = simulate(
+        clusters(4, 4),
+        jobs,
+        allocation,
+        "none",
+        bags=[bag(10, 100, 100.0)],
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
+    )
+    starts = {e.job: e.time for e in result.log if e.kind is EventKind.START}
+    assert starts == {1: 0.0, 2: 0.0, 3: 5.0, 4: 7.0, 5: 13.0, 6: 33.0}
+    assert [(e.time, e.site, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK] == [
+        (1.0, 1, 2, 3),
+        (3.0, 1, 2, 4),
+    ]
+    holds = [(e.time, e.job, e.site, int(e.value)) for e in result.log if e.kind is EventKind.HOLD]
+    job5 = [(11.0, 5, 1, 1), (11.0, 5, 1, 2), (13.0, 5, 1, 3), (13.0, 5, 1, 4), (13.0, 5, 1, 0)]
+    assert holds == [(5.0, 3, 1, 0), (7.0, 4, 1, 0), *job5]
+    assert not [e for e in result.log if e.kind is EventKind.DECISION]

@@ -782,7 +782,9 @@ class BagBook:
 
     def hold_release(self, site: int, job_id: int, policy: str) -> None:
         """Hold for waiting job `job_id` on `site` what bags give back there for no job and free
-        processors held for no job, up to its size (validated by the HoldBagRelease kind)."""
+        processors held for no job, up to its size (validated by the HoldBagRelease kind: some
+        processor is being given back for no job, so the hold has one coming and lasts until it
+        is free); what it still misses may come from other holds there letting go (`_refill`)."""
         self._top_up((site, job_id), self.engine.log.policy_index(policy))
         self.engine.reserving = True
 
@@ -891,32 +893,11 @@ class BagBook:
         for site, job_id in sorted(self.hold_keys):
             if (site, job_id) not in self.pending:
                 done.setdefault(job_id, []).append(site)
-        if done and self.pending:
-            for job_id in self._behind_coming(done):
-                del done[job_id]
         for job_id, sites in done.items():
             self.drop_holds(job_id, sites)
             self.declined.add(job_id)
         if done:  # the processors are for all now: another round may start other jobs on them
             self.engine.request_round(self.engine.clock.now)
-
-    def _behind_coming(self, jobs: Mapping[int, object]) -> list[int]:
-        """Those of `jobs` behind, in their queue, a job with processors still coming to its
-        hold: the allocation (FCFS) starts them after it, which waits less than the preemption
-        time for them, so their holds are not ended yet."""
-        engine = self.engine
-        coming = {j for (_, j) in self.pending}
-        out = []
-        for stage, queue in enumerate(engine.queues):
-            wanted = {j for j in jobs if (e := engine.entries.get(j)) is not None and e.stage == stage}
-            if not wanted:
-                continue
-            ahead = False
-            for job_id in queue:
-                if job_id in wanted and ahead:
-                    out.append(job_id)
-                ahead = ahead or job_id in coming
-        return out
 
     def _free(self, bag: Bag, slot: Slot) -> None:
         """Give processor `slot` back to its site now (its bag no longer counts it as held)."""

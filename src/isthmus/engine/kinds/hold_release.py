@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 class HoldReleaseKind:
     """Valid when the job is a queued rigid job, the site a cluster among its queue's sites that
-    holds bags, the job's hold there misses processors, and some processor there is being
-    preempted for no waiting job (so that the hold has something coming: a hold of free
-    processors alone that its job does not start on ends after the round)."""
+    holds bags, the job's hold there misses processors, and some processor there is being given
+    back for no waiting job (the hold has one coming: a hold of free processors alone that its
+    job does not start on ends after the round, and a new one would follow at once)."""
 
     decision = HoldBagRelease
 
@@ -42,10 +42,7 @@ class HoldReleaseKind:
         if missing <= 0:
             raise Refused(StatusCode.OVER_LIMIT, f"job {d.job_id} already holds its {entry.job.size} processors there")
         if spare <= 0:
-            raise Refused(
-                StatusCode.NO_CAPACITY,
-                f"site {backend.name} has no processor being given back for no waiting job",
-            )
+            raise Refused(StatusCode.NO_CAPACITY, f"site {backend.name} has no processor being given back for no job")
         return entry
 
     def apply(self, engine: Engine, d: HoldBagRelease, ctx: JobEntry) -> None:

@@ -196,7 +196,7 @@ def site_rooms(
     need = dict.fromkeys(sites, 0)
     claims: dict[int, list[tuple[int, int]]] = {i: [] for i in sites}
     holding: dict[int, list[int]] = {i: [] for i in sites}
-    # processors being preempted for no waiting job, per cluster site (what a hold may take)
+    # processors being preempted for no waiting job, per cluster site (what such a hold takes)
     spare = {i: bags.leaving(i) - bags.leaving_for(i, -1) for i in sites if i in avail and view.cloud(i) is None}
     easy = _EasyWalk(view, now + bags.preemption_time, need) if reservation else None
     for stage in range(view.stages):
@@ -234,11 +234,11 @@ def site_rooms(
                 need[site] += n
                 claims[site].append((entry.job.id, n))
                 continue
-            later = n - free[site]
-            if how in ("later", "own-later") and later > 0 and spare.get(site, 0) > 0:
-                # it counts on processors being preempted for no job: held for it (no shrink names it)
+            if how in ("later", "own-later") and n > free[site] and spare.get(site, 0) > 0:
+                # it counts on processors being preempted for no job: held for it as they come
+                # (no shrink names it)
                 holding[site].append(entry.job.id)
-                spare[site] -= min(spare[site], later)
+                spare[site] -= min(spare[site], n - free[site])
             avail[site] -= n
             free[site] -= min(free[site], n)
             if how in ("own", "own-later"):
