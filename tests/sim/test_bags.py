@@ -10,6 +10,7 @@ import pytest
 from helpers import clusters, job
 from isthmus.engine.bags import BagSettings
 from isthmus.metrics.bags import bag_records, rigid_delay, shrink_waits
+from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
 from isthmus.sim.runner import simulate
@@ -263,4 +264,111 @@ def test_with_easy_a_hold_never_delays_the_head_and_ends_when_its_job_is_not_sta
         (12.0, 3, 0),
     ]
     assert {e.job: e.time for e in result.log if e.kind is EventKind.START} == {1: 0.0, 2: 30.0, 3: 80.0}
+    assert not [e for e in result.log if e.kind is EventKind.DECISION]
+
+
+@pytest.mark.parametrize("allocation", ["fcfs", "ff", "easy"])
+def test_a_hold_let_go_by_a_job_starting_elsewhere_goes_to_the_job_that_counted_on_it(allocation):
+    # Sites of 4 and 8 processors, P = 10 s, one bag. Job 1 (4 processors, 5 s) runs on site 0
+    # from 0; the bag grows on site 1's 8. Job 2 (4) arrives at 1: the bag gives back 4 of
+    # site 1 for it (free at 11). Job 3 (8) arrives at 2: only 4 more could come back on site 1,
+    # no claim. At 5 job 1 ends: job 2 fits on site 0's 4 free processors (it starts there), so
+    # the fair-share walk counts job 2's 4 being preempted on site 1 for job 3 and the bag gives
+    # back its last 4 there for it (free at 15). When job 2 starts on site 0 its hold on site 1
+    # ends: its 4 processors go to job 3's hold (they come free at 11, held for job 3), so job 4
+    # (4 processors, arriving at 8) cannot start on them: job 3 starts at 15 = 5 + P, job 4 when
+    # job 3 ends (35). Before, they went to no one: First-Fit and EASY started job 4 on them at
+    # 11, job 3 waited for it and a second shrink and started at 31.
+    result = simulate(
+        clusters(4, 8),
+        [job(1, 0, 4, 5), job(2, 1, 4, 100), job(3, 2, 8, 20), job(4, 8, 4, 10)],
+        allocation,
+        "none",
+        bags=[bag(10, 100, 100.0)],
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
+    )
+    assert {e.job: e.time for e in result.log if e.kind is EventKind.START} == {1: 0.0, 2: 5.0, 3: 15.0, 4: 35.0}
+    assert [(e.time, e.site, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK] == [
+        (1.0, 1, 4, 2),
+        (5.0, 1, 4, 3),
+    ]
+    holds = [(e.time, e.job, int(e.value)) for e in result.log if e.kind is EventKind.HOLD]
+    job3 = [(11.0, 3, n) for n in range(1, 5)] + [(15.0, 3, n) for n in range(5, 9)]
+    assert holds == [(5.0, 2, 0), *job3, (15.0, 3, 0)]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "starts", "shrinks"),
+    [
+        (100.0, {1: 0.0, 2: 40.0, 3: 90.0}, [(30.0, 10, 2, 2)]),
+        (10.0, {1: 0.0, 3: 12.0, 2: 40.0}, [(2.0, 10, 2, 3), (30.0, 10, 2, 2)]),
+    ],
+)
+def test_with_the_easy_walk_bags_shrink_only_for_a_job_easy_will_start(runtime, starts, shrinks):
+    # The case above with the fair-share parameter `reservation` (the allocation is EASY). At 2
+    # job 2 (8 processors) is EASY's head: it cannot start before job 1 ends at 30, and the bag's
+    # 2 processors, given back for job 3, would count as free for it then (shadow time 30, none
+    # left over). Job 3 (2 processors) would start once they are back, at 12: with 100 s it
+    # would end at 112 and delay job 2, so the bag gives back nothing for it (before: it did,
+    # EASY left job 3 waiting on its hold and the hold ended); with 10 s it ends at 22 and EASY
+    # starts it at 12 = 2 + P. At 30 the bag (grown back on job 3's processors, or never shrunk)
+    # gives back 2 for job 2, which starts at 40 = 30 + P; a 100 s job 3 starts when job 2 ends.
+    result = simulate(
+        clusters(8),
+        [job(1, 0, 6, 30), job(2, 1, 8, 50), job(3, 2, 2, runtime)],
+        "easy",
+        "none",
+        bags=[bag(10, 100, 100.0)],
+        fairshare=PolicyChoice("sep", {"reservation": True}),
+        bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
+    )
+    assert [(e.time, e.job, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK] == shrinks
+    assert {e.job: e.time for e in result.log if e.kind is EventKind.START} == starts
+
+
+def test_the_walks_of_fcfs_and_easy_exclude_each_other():
+    with pytest.raises(ValueError, match="exclude each other"):
+        simulate(
+            clusters(4),
+            [job(1, 0, 1, 1)],
+            "easy",
+            "none",
+            bags=[bag(10, 2, 1.0)],
+            fairshare=PolicyChoice("sep", {"blocking": True, "reservation": True}),
+        )
+
+
+@pytest.mark.parametrize("allocation", ["ff", "easy"])
+def test_a_job_counting_on_processors_given_back_for_no_job_gets_them_held(allocation):
+    # Sites of 4 and 4 processors, P = 10 s, one bag (on site 1). Jobs 1 (2 processors, 5 s) and
+    # 2 (2, 7 s) run on site 0 from 0. Job 3 (2) at 1 and job 4 (2) at 3 make the bag give back
+    # 2 of site 1 each (free at 11 and 13); each starts on site 0 instead as jobs 1 and 2 end (5,
+    # 7), so site 1's 4 are being preempted for no job. Job 5 (4 processors, 20 s) arrives at 8:
+    # the fair-share walk counts them for it and asks the engine to hold them for it
+    # (HoldBagRelease; the bag has nothing more to give back). Job 6 (2, 10 s) arrives at 9.
+    # The first 2 come free at 11 and are held for job 5, so job 6 cannot take them: job 5
+    # starts at 13, job 6 when it ends (33). Before, job 6 started at 11 on them and job 5 waited.
+    jobs = [job(1, 0, 2, 5), job(2, 0, 2, 7), job(3, 1, 2, 100), job(4, 3, 2, 100), job(5, 8, 4, 20), job(6, 9, 2, 10)]
+    result = simulate(
+        clusters(4, 4),
+        jobs,
+        allocation,
+        "none",
+        bags=[bag(10, 100, 100.0)],
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=10.0),
+        check_purity=True,
+    )
+    starts = {e.job: e.time for e in result.log if e.kind is EventKind.START}
+    assert starts == {1: 0.0, 2: 0.0, 3: 5.0, 4: 7.0, 5: 13.0, 6: 33.0}
+    assert [(e.time, e.site, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK] == [
+        (1.0, 1, 2, 3),
+        (3.0, 1, 2, 4),
+    ]
+    holds = [(e.time, e.job, e.site, int(e.value)) for e in result.log if e.kind is EventKind.HOLD]
+    job5 = [(11.0, 5, 1, 1), (11.0, 5, 1, 2), (13.0, 5, 1, 3), (13.0, 5, 1, 4), (13.0, 5, 1, 0)]
+    assert holds == [(5.0, 3, 1, 0), (7.0, 4, 1, 0), *job5]
     assert not [e for e in result.log if e.kind is EventKind.DECISION]

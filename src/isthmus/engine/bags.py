@@ -40,11 +40,14 @@ Held processors are part of the backend's `free` but counted in its `reserved_co
 per job): no other job starts on them and no bag grows on them (`free_for`), so an
 allocation policy that skips J (First-Fit, EASY's backfilling) cannot start a later job on the
 processors J waits for. A hold ends when J starts (anywhere) or leaves the queue
-(`Engine.drop_reservations`), and also after a round that did not start J once nothing more
-was coming to its hold (`after_round`): the allocation policy chose not to start J (a job ahead
-of it blocks the queue, EASY's reservation for another job), and the processors go back to all;
-such a job gets no second hold (a shrink for it and a grow could otherwise repeat every
-preemption time). Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
+(`Engine.drop_reservations`); the processors it let go of (J started on another site, where the
+fair-share walk expected it) go to the other holds on that site that still miss some (`_refill`):
+the walk counted them for the next job, which bags gave back only the rest for. It ends also
+after a round that did not start J once nothing more was coming to its hold (`after_round`): the
+allocation policy chose not to start J (a job ahead of it blocks the queue, EASY's reservation
+for another job), and the processors go back to all; such a job gets no second hold (a shrink
+for it and a grow could otherwise repeat every preemption time).
+Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
 """
 
 from __future__ import annotations
@@ -317,6 +320,11 @@ class BagsView:
     def leaving(self, site: int) -> int:
         """Processors of `site` being preempted (free once their preemption time has passed)."""
         return self._book.leaving.get(site, 0)
+
+    @property
+    def preemption_time(self) -> float:
+        """Seconds from a shrink until its processors are free at the latest."""
+        return self._book.settings.preemption_time
 
     def leaving_for(self, site: int, job_id: int) -> int:
         """Processors of `site` being preempted that are held for waiting job `job_id` once free
@@ -765,29 +773,52 @@ class BagBook:
             self.unsettled.append(key)
         engine.reserving = True
 
+    def release_room(self, site: int, job_id: int) -> tuple[int, int]:
+        """(processors the hold for waiting job `job_id` on `site` misses of its size, processors
+        of the site being preempted for no waiting job)."""
+        backend = self.engine.backends[site]
+        entry = self.engine.entries[job_id]
+        missing = entry.job.size - backend.holds.get(job_id, 0) - self.pending.get((site, job_id), 0)
+        return missing, self.leaving.get(site, 0) - self.pending_on.get(site, 0)
+
+    def hold_release(self, site: int, job_id: int, policy: str) -> None:
+        """Hold for waiting job `job_id` on `site` what bags give back there for no job and free
+        processors held for no job, up to its size (validated by the HoldBagRelease kind: some
+        processor is being given back for no job, so the hold has one coming and lasts until it
+        is free); what it still misses may come from other holds there letting go (`_refill`)."""
+        self._top_up((site, job_id), self.engine.log.policy_index(policy))
+        self.engine.reserving = True
+
     def settle(self, policy: str) -> None:
         """After the decisions of the policy that shrank bags: fill each new hold up to its job's
         size with processors being preempted for no waiting job (held as they come free), then
         with free processors held for no job (at once)."""
         engine = self.engine
         index = engine.log.policy_index(policy)
-        for site, job_id in self.unsettled:
-            entry = engine.entries.get(job_id)
-            if (site, job_id) not in self.hold_keys or entry is None:
-                continue
-            backend = engine.backends[site]
-            key = (site, job_id)
-            need = entry.job.size - backend.holds.get(job_id, 0) - self.pending.get(key, 0)
-            if need > 0 and self.leaving.get(site, 0) > self.pending_on.get(site, 0):
-                for bag in self.bags.values():
-                    for slot in bag.slots.values():
-                        if need and slot.site == site and slot.state == _LEAVING and slot.for_job < 0:
-                            slot.for_job = job_id
-                            self._tag(key, 1)
-                            need -= 1
-            if need > 0:
-                self._add_hold(backend, job_id, min(need, backend.free - backend.reserved_cores), index)
+        for key in self.unsettled:
+            if key in self.hold_keys:
+                self._top_up(key, index)
         self.unsettled.clear()
+
+    def _top_up(self, key: tuple[int, int], policy: int) -> None:
+        """Fill the hold `key` (site, job) up to its job's size: processors of the site being
+        preempted for no waiting job (held as they come free), then free ones held for no job."""
+        site, job_id = key
+        engine = self.engine
+        entry = engine.entries.get(job_id)
+        if entry is None or entry.state is not JobState.QUEUED:
+            return
+        backend = engine.backends[site]
+        need = entry.job.size - backend.holds.get(job_id, 0) - self.pending.get(key, 0)
+        if need > 0 and self.leaving.get(site, 0) > self.pending_on.get(site, 0):
+            for bag in self.bags.values():
+                for slot in bag.slots.values():
+                    if need and slot.site == site and slot.state == _LEAVING and slot.for_job < 0:
+                        slot.for_job = job_id
+                        self._tag(key, 1)
+                        need -= 1
+        if need > 0:
+            self._add_hold(backend, job_id, min(need, backend.free - backend.reserved_cores), policy)
 
     def _tag(self, key: tuple[int, int], n: int) -> None:
         self.pending[key] = self.pending.get(key, 0) + n
@@ -824,6 +855,7 @@ class BagBook:
             return
         engine = self.engine
         now = engine.clock.now
+        let_go: list[int] = []
         for site, _ in keys:
             self.hold_keys.discard((site, job_id))
             pending = self.pending.pop((site, job_id), 0)
@@ -837,6 +869,22 @@ class BagBook:
             held = backend.holds.pop(job_id, 0)
             backend.reserved_cores -= held
             engine.log.append(now, _HOLD, job_id, site, -1, 0.0)
+            if pending or held:
+                let_go.append(site)
+        for site in let_go:
+            self._refill(site)
+
+    def _refill(self, site: int) -> None:
+        """Processors of `site` a hold let go of (its job started, elsewhere or on fewer than it
+        held, or the allocation did not start it) go to the other holds there that still miss
+        some, in queue order (submission, then id): a waiting job another job's hold kept
+        processors from counted on them (the fair-share walk freed them to it), and the bags gave
+        back nothing more for it."""
+        engine = self.engine
+        keys = [k for k in self.hold_keys if k[0] == site and k[1] in engine.entries]
+        keys.sort(key=lambda k: (engine.entries[k[1]].job.submit, k[1]))
+        for key in keys:
+            self._top_up(key, -1)
 
     def after_round(self) -> None:
         """After a round: end the holds to which nothing more is coming (no processor being

@@ -11,7 +11,7 @@ statements:
 - `koala-cs-unobtrusive` (§4.3, Tables 4.2-4.3, Fig. 4.1): the thesis's probe jobs (40 or 80
   one-minute tasks in chunks) with and without a CS load filling the clusters, and the delay a
   bag adds to a background of local jobs as a function of the preemption time, for strict FCFS
-  (`blocking=true`), First-Fit and EASY.
+  (`blocking=true`), First-Fit and EASY (`reservation=true`).
 - `koala-cs-fairness` (§4.4, Tables 4.4-4.5, Fig. 4.2): three bags of 10,000 tasks on the five
   DAS-3 clusters for an hour under SEP and GEP, with the Free, Block and Spike background
   workloads.
@@ -325,7 +325,7 @@ PREEMPTION_TIMES = (0.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 DELAY_POLICIES: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...] = (
     ("fcfs", "fcfs", (("blocking", True),)),
     ("ff", "ff", ()),
-    ("easy", "easy", ()),
+    ("easy", "easy", (("reservation", True),)),
 )
 #: the CS load: bags that never run out of tasks during a run (§4.3: "fills the cluster almost completely")
 CS_TASKS = 100_000
@@ -495,7 +495,8 @@ def koala_cs_unobtrusive(
         "policy and preemption time; the delay added to a job is its start with bags less its start without "
         "(the same jobs, policy and clusters), the wait from the shrink runs from the first shrink naming the "
         f"job to its start; seeds {', '.join(str(s) for s in seeds)}. FCFS runs with the fair-share "
-        "parameter `blocking=true` (strict FCFS).",
+        "parameter `blocking=true` (strict FCFS), EASY with `reservation=true` (bags give back processors "
+        "for a job past EASY's head only where EASY will start it).",
         "## The thesis's statements and these results",
         "\n".join(f"- {line}" for line in unobtrusive_checks(probes, delays, preemption_times)),
         "### Tables 4.2 and 4.3: probe makespans (s)",

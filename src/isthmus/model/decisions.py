@@ -159,6 +159,19 @@ class ShrinkBag:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldBagRelease:
+    """Hold for waiting rigid job `job_id` the processors of cluster site `site` that bags are
+    giving back for no waiting job (each as it comes free) and, up to its size, free ones held
+    for no job (KOALA-CS thesis §3.1: a bag never delays a rigid job by more than the preemption
+    time). A fair-share policy counts them for the job, so bags give back nothing for it and no
+    shrink names it; without the hold another job could take them as they come free."""
+
+    job_id: int
+    site: int
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class AbortJob:
     """Abort queued job `job_id`: it leaves the queue unrun, as cancelled, with `reason` (KOALA's
     abort after too many placement tries, KOALA-CS thesis §2.2.3)."""
@@ -180,5 +193,6 @@ Decision = (
     | ForwardJob
     | GrowBag
     | ShrinkBag
+    | HoldBagRelease
     | AbortJob
 )

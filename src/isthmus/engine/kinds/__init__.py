@@ -52,6 +52,7 @@ def kinds() -> dict[type, DecisionKind]:
             forward,
             grow,
             hold,
+            hold_release,
             kill,
             lease,
             release,

@@ -10,16 +10,18 @@ jobs: processors busy with them over the site's processors.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from isthmus.model.decisions import Decision, GrowBag, ShrinkBag
+from isthmus.model.decisions import Decision, GrowBag, HoldBagRelease, ShrinkBag
 from isthmus.model.job import Job
 from isthmus.policies.api import BagInfo, CloudInfo, SlotInfo, View
+from isthmus.policies.prediction.wait import earliest_fit_on
 
 
 class FairShareParams(BaseModel):
@@ -47,6 +49,18 @@ class FairShareParams(BaseModel):
         description="the allocation starts jobs strictly in queue order (fcfs): no job past the first one that "
         "could not start even with the bags' processors claims any",
     )
+    reservation: bool = Field(
+        False,
+        description="the allocation is EASY backfilling: a job past the first one that could not start even "
+        "with the bags' processors claims only where EASY would start it once the processors are back (it ends "
+        "by that job's shadow time, or fits in the processors left over then)",
+    )
+
+    @model_validator(mode="after")
+    def _one_walk(self) -> FairShareParams:
+        if self.blocking and self.reservation:
+            raise ValueError("blocking and reservation exclude each other: choose the allocation's walk")
+        return self
 
 
 def equipartition(pool: int, wants: Sequence[int], order: Sequence[int]) -> list[int]:
@@ -160,6 +174,8 @@ class SiteRoom:
     claim_vms: Mapping[int, frozenset[int]] = field(default_factory=dict)
     #: on such a cloud: the VMs a job starting this round may run on; bags grow elsewhere
     keep: tuple[int, ...] = ()
+    #: rigid jobs that count on processors bags give back for no job (to hold for them), in queue order
+    holds: tuple[int, ...] = ()
 
 
 def _launchers_on_vms(view: View, site: int) -> dict[int, int]:
@@ -188,7 +204,9 @@ def _job_room(cloud: CloudInfo, job: Job, launchers: Mapping[int, int]) -> tuple
     return free, leaving, held, frozenset(vms)
 
 
-def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict[int, SiteRoom]:
+def site_rooms(
+    view: View, sites: Sequence[int], blocking: bool = False, reservation: bool = False
+) -> dict[int, SiteRoom]:
     """Walk the waiting rigid jobs in queue order (queue 0 first) and claim processors for each,
     as the allocation policy would start them: on the first of their sites where they fit on the
     processors free now (the allocation, deciding after this policy, starts them this round),
@@ -197,7 +215,12 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     there, claims that site (the one needing the fewest back; §3.1.3: "it determines how many
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
     claims nothing: bags may use the processors until it could start; with `blocking` (strict
-    FCFS allocation) neither does any job after it. On a cloud, free cores of VMs reserved for a
+    FCFS allocation) neither does any job after it; with `reservation` (EASY allocation) the
+    first such job (queue 0) gets EASY's reservation, computed as EASY will once the processors
+    claimed before it are back (the bags' preemption time from now, `BagsInfo.preemption_time`),
+    and a job after it claims only on the sites where EASY would then start it: not the
+    reservation's site, unless it ends by the shadow time when started then or fits in the
+    processors left over at it. On a cloud, free cores of VMs reserved for a
     queued job or retiring are not growable (a bag may not take them). On a cloud whose VMs are
     not interchangeable (`selective`) or for a job with VM requirements, a job counts only the
     cores of the VMs it may run on (`vm_accepts`): its claim names them (`SiteRoom.claim_vms`:
@@ -232,8 +255,12 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
     # per cloud, the VMs that jobs not every VM may take, fitting now, may start on (the
     # allocation deciding after this policy): no launcher goes there this round
     keep: dict[int, set[int]] = {}
+    holding: dict[int, list[int]] = {i: [] for i in sites}
+    # processors being preempted for no waiting job, per cluster site (what such a hold takes)
+    spare = {i: bags.leaving(i) - bags.leaving_for(i, -1) for i in sites if i in avail and view.cloud(i) is None}
+    easy = _EasyWalk(view, now + bags.preemption_time, need) if reservation else None
     for stage in range(view.stages):
-        choices = [i for i in view.stage_sites(stage) if i in avail]
+        every = [i for i in view.stage_sites(stage) if i in avail]
         for entry in view.queue(stage):
             if not any(avail[i] for i in watched if i in avail) and not any(
                 release[i] for i in watched if i in release
@@ -244,7 +271,7 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
             # preempted and bag-held cores (on the VMs it may run on), within the site's
             free_j, avail_j, release_j = free, avail, release
             vms_j: dict[int, frozenset[int]] = {}
-            fussy = [i for i in choices if i in clouds and (i in picky or entry.job.vm is not None)]
+            fussy = [i for i in every if i in clouds and (i in picky or entry.job.vm is not None)]
             if fussy:
                 free_j, avail_j, release_j = dict(free), dict(avail), dict(release)
                 for i in fussy:
@@ -257,51 +284,46 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
             own: dict[int, int] = {}
             held: dict[int, int] = {}
             if holds is not None:  # processors held for this job: free, and free or being preempted
-                held = {i: holds.get(entry.job.id, {}).get(i, 0) for i in choices}
-                own = {i: held[i] + bags.leaving_for(i, entry.job.id) for i in choices}
-            if own and any(own.values()):
-                fit = next((i for i in choices if free[i] + held[i] >= size), None)
-                mine = held
-                if fit is None:
-                    fit = next((i for i in choices if avail[i] + own[i] >= size), None)
-                    mine = own
-                if fit is not None:
-                    rest = max(0, size - mine[fit])
-                    avail[fit] -= rest
-                    free[fit] -= min(free[fit], rest)
-                    for i in choices:  # starting there ends its holds elsewhere: for all then
-                        if i != fit and own[i]:
-                            avail[i] += own[i]
-                            free[i] += held[i]
-                    continue
-                size_left = {i: size - own[i] for i in choices}
-            else:
-                fit = next((i for i in choices if free_j[i] >= size), None)
-                if fit is None:
-                    fit = next((i for i in choices if avail_j[i] >= size), None)
-                if fit is not None:
-                    avail[fit] -= size
-                    free[fit] -= min(free[fit], size)
-                    if fit in vms_j:
-                        keep.setdefault(fit, set()).update(vms_j[fit])
-                    continue
-                size_left = dict.fromkeys(choices, size)
-            best = None
-            for i in choices:
-                missing = size_left[i] - avail_j[i]
-                if release_j.get(i, 0) >= missing and (best is None or missing < size_left[best] - avail_j[best]):
-                    best = i
-            if best is not None:
-                missing = size_left[best] - avail_j[best]
-                avail[best] = 0
-                free[best] = 0
-                release[best] -= missing
-                need[best] += missing
-                claims[best].append((entry.job.id, missing))
-                if best in vms_j:
-                    claim_vms[best][entry.job.id] = vms_j[best]
-            elif blocking:
-                break
+                held = {i: holds.get(entry.job.id, {}).get(i, 0) for i in every}
+                own = {i: held[i] + bags.leaving_for(i, entry.job.id) for i in every}
+            choices = every
+            while True:
+                move = _move(choices, size, free_j, avail_j, release_j, held, own)
+                if move is None or easy is None or easy.allows(move, entry.estimated_runtime, size):
+                    break
+                choices = [i for i in choices if i != move[1]]  # EASY would not start it there
+            if move is None:
+                if blocking:
+                    break
+                if easy is not None and easy.head is None and stage == 0:
+                    easy.reserve(every, size)
+                continue
+            how, site, n = move
+            if easy is not None:
+                easy.place(site, entry.estimated_runtime, size)
+            if how == "claim":
+                avail[site] = 0
+                free[site] = 0
+                release[site] -= n
+                need[site] += n
+                claims[site].append((entry.job.id, n))
+                if site in vms_j:
+                    claim_vms[site][entry.job.id] = vms_j[site]
+                continue
+            if how in ("fit", "later") and site in vms_j:
+                keep.setdefault(site, set()).update(vms_j[site])
+            if how in ("later", "own-later") and n > free[site] and spare.get(site, 0) > 0:
+                # it counts on processors being preempted for no job: held for it as they come
+                # (no shrink names it)
+                holding[site].append(entry.job.id)
+                spare[site] -= min(spare[site], n - free[site])
+            avail[site] -= n
+            free[site] -= min(free[site], n)
+            if how in ("own", "own-later"):
+                for i in every:  # starting there ends its holds elsewhere: for all then
+                    if i != site and own[i]:
+                        avail[i] += own[i]
+                        free[i] += held[i]
     rooms = {}
     for i in sites:
         s = view.sites[i]
@@ -318,8 +340,124 @@ def site_rooms(view: View, sites: Sequence[int], blocking: bool = False) -> dict
                 v.free for v in cloud.vms() if v.ready and not v.retiring and v.reserved_for < 0 and v.id not in kept
             )
             growable = min(growable, usable)
-        rooms[i] = SiteRoom(growable, avail[i], need[i], load, tuple(claims[i]), claim_vms[i], tuple(sorted(kept)))
+        rooms[i] = SiteRoom(
+            growable,
+            avail[i],
+            need[i],
+            load,
+            tuple(claims[i]),
+            claim_vms=claim_vms[i],
+            keep=tuple(sorted(kept)),
+            holds=tuple(holding.get(i, ())),
+        )
     return rooms
+
+
+def _move(
+    choices: Sequence[int],
+    size: int,
+    free: Mapping[int, int],
+    avail: Mapping[int, int],
+    release: Mapping[int, int],
+    held: Mapping[int, int],
+    own: Mapping[int, int],
+) -> tuple[str, int, int] | None:
+    """Where the walk puts a job of `size` among `choices` (see `site_rooms`): ("own", site, n)
+    on the processors held for it there and n more free ones, ("fit", site, n) on n free ones,
+    ("own-later", site, n) and ("later", site, n) the same with processors being preempted,
+    ("claim", site, n) with n processors the bags give back there, or None."""
+    if own and any(own[i] for i in choices):
+        fit = next((i for i in choices if free[i] + held[i] >= size), None)
+        if fit is not None:
+            return ("own", fit, max(0, size - held[fit]))
+        fit = next((i for i in choices if avail[i] + own[i] >= size), None)
+        if fit is not None:
+            return ("own-later", fit, max(0, size - own[fit]))
+        size_left = {i: size - own[i] for i in choices}
+    else:
+        fit = next((i for i in choices if free[i] >= size), None)
+        if fit is not None:
+            return ("fit", fit, size)
+        fit = next((i for i in choices if avail[i] >= size), None)
+        if fit is not None:
+            return ("later", fit, size)
+        size_left = dict.fromkeys(choices, size)
+    best = None
+    for i in choices:
+        missing = size_left[i] - avail[i]
+        if release.get(i, 0) >= missing and (best is None or missing < size_left[best] - avail[best]):
+            best = i
+    return None if best is None else ("claim", best, size_left[best] - avail[best])
+
+
+class _EasyWalk:
+    """The walk's picture of EASY backfilling (`site_rooms` with `reservation`) as EASY will see
+    it at `ready` (once the processors claimed now are back): the jobs it starts in order before
+    the first one that cannot start (the head), then the head's reservation, recomputed for each
+    claim after it (the processors bags give back count as free for the head, as EASY counts
+    held ones), and the jobs after the head (backfilled) checked against it in queue order."""
+
+    def __init__(self, view: View, ready: float, shrunk: dict[int, int]) -> None:
+        self.view = view
+        self.ready = ready
+        #: processors this round's shrinks give back per site (the walk's `need`, shared)
+        self.shrunk = shrunk
+        #: per site, the jobs started in order before the head: (estimated end, size)
+        self.placed: dict[int, list[tuple[float, int]]] = {}
+        #: the head's size and sites, None before the walk meets it
+        self.head: tuple[int, list[int]] | None = None
+        #: the jobs after the head, in queue order: (estimated end, size, site)
+        self.backfill: list[tuple[float, int, int]] = []
+
+    def reserve(self, sites: list[int], size: int) -> None:
+        """The job of `size` cannot start even with the bags' processors: it is EASY's head."""
+        self.head = (size, sites)
+
+    def place(self, site: int, runtime: float, size: int) -> None:
+        """The walk starts or claims for a job of `size` on `site`."""
+        end = self.ready + runtime
+        if self.head is None:
+            self.placed.setdefault(site, []).append((end, size))
+        else:
+            self.backfill.append((end, size, site))
+
+    def allows(self, move: tuple[str, int, int], runtime: float, size: int) -> bool:
+        """Whether EASY would start the job of this move then (always before the head): with the
+        move's shrink the head's reservation is recomputed, and each job after the head on the
+        reservation's site that does not end by the shadow time must fit in what is left over."""
+        if self.head is None:
+            return True
+        how, site, n = move
+        shrunk = dict(self.shrunk)
+        if how == "claim":
+            shrunk[site] = shrunk.get(site, 0) + n
+        res_site, res_time, extra = self.reservation(shrunk)
+        for end, more, where in [*self.backfill, (self.ready + runtime, size, site)]:
+            if where == res_site and end > res_time:
+                if more > extra:
+                    return False
+                extra -= more
+        return True
+
+    def reservation(self, shrunk: Mapping[int, int]) -> tuple[int, float, int]:
+        """EASY's reservation for the head: on each of its sites the free processors (those held
+        for waiting jobs included, as EASY counts them for its head) and those being preempted,
+        now or by this round's shrinks (`shrunk`), less those of the jobs started before it (free
+        again at their ends); the site where it fits earliest, its shadow time and the
+        processors left over then."""
+        assert self.head is not None
+        size, sites = self.head
+        view = self.view
+        bags = view.bags
+        best = (-1, math.inf, 0)
+        for i in sites:
+            s = view.sites[i]
+            jobs = self.placed.get(i, [])
+            free = s.free + bags.leaving(i) + shrunk.get(i, 0) - sum(n for _, n in jobs)
+            t, extra = earliest_fit_on(s, free, self.ready, size, jobs)
+            if t < best[1]:
+                best = (i, t, extra)
+        return best
 
 
 class EquiPartitionBase:
@@ -346,11 +484,11 @@ class EquiPartitionBase:
         if not active:
             return []
         sites = [i for i in view.bags.sites if view.sites[i].available(view.now)]
-        rooms = site_rooms(view, sites, self.params.blocking)
+        rooms = site_rooms(view, sites, self.params.blocking, self.params.reservation)
         self._keep = {i: rooms[i].keep for i in sites if rooms[i].keep}
         held = [{i: b.held(i) for i in sites} for b in active]
         self._taken = set()
-        out: list[Decision] = []
+        out: list[Decision] = [HoldBagRelease(job_id, i, by=self.name) for i in sites for job_id in rooms[i].holds]
         for i in sites:
             for job_id, need in rooms[i].claims:
                 vms = rooms[i].claim_vms.get(job_id)
