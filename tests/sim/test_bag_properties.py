@@ -222,19 +222,23 @@ def equal_shares(
     st.booleans(),
     st.sampled_from([0.0, 2.5, 7.0]),
     st.sampled_from([0.0, 1.0]),
-    st.sampled_from(["any", "blocking", "reservation"]),
+    st.sampled_from(["default", "any", "blocking", "reservation"]),
     st.sampled_from(["fcfs", "ff", "easy"]),
 )
 def test_tasks_once_capacity_and_unobtrusiveness(scenario, policy, prefer, preemption, pull, walk, allocation):
     sites, jobs, bags = scenario
-    params = {"prefer_between_tasks": prefer, "blocking": walk == "blocking", "reservation": walk == "reservation"}
+    params: dict = {"prefer_between_tasks": prefer}
+    if walk != "default":  # the default walks as the allocation starts jobs (fcfs: blocking, easy: reservation)
+        params |= {"blocking": walk == "blocking", "reservation": walk == "reservation"}
     result = run(sites, jobs, bags, policy, params, preemption, pull, allocation)
     log = list(result.log)
     tasks_complete_exactly_once(result, log)
     no_site_over_capacity(sites, {j.id: j for j in jobs}, log)
-    if allocation == "fcfs":
+    strict = walk == "blocking" or (walk == "default" and allocation == "fcfs")
+    easy = walk == "reservation" or (walk == "default" and allocation == "easy")
+    if allocation == "fcfs" and strict:
         rigid_jobs_wait_at_most_the_preemption_time(sites, jobs, log, preemption)
-    if allocation == "ff" or walk == "blocking" or (allocation == "easy" and walk == "reservation"):
+    if allocation == "ff" or strict or (allocation == "easy" and easy):
         shrinks_make_room_within_the_preemption_time(log, preemption)
     holds_never_exceed_their_job(jobs, log)
 

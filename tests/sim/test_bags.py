@@ -13,6 +13,7 @@ from isthmus.metrics.bags import bag_records, rigid_delay, shrink_waits
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass
+from isthmus.policies.fairshare.common import FairShareParams
 from isthmus.sim.runner import simulate
 
 BAG_KINDS = {
@@ -237,6 +238,7 @@ def test_with_first_fit_the_job_bags_shrank_for_starts_within_the_preemption_tim
 
 
 def test_with_easy_a_hold_never_delays_the_head_and_ends_when_its_job_is_not_started():
+    # Without the EASY walk (`reservation=false`).
     # 8 processors, P = 10 s. Job 1 (6 processors, 30 s) runs from 0 beside a bag holding 2. Job 2
     # (8 processors) arrives at 1: it needs job 1's processors, the bag alone cannot make room
     # (no shrink). Job 3 (2 processors, 100 s) arrives at 2: the bag gives back its 2 for it,
@@ -251,7 +253,7 @@ def test_with_easy_a_hold_never_delays_the_head_and_ends_when_its_job_is_not_sta
         "easy",
         "none",
         bags=[bag(10, 100, 100.0)],
-        fairshare="sep",
+        fairshare=PolicyChoice("sep", {"reservation": False}),  # not the EASY walk (the default with easy)
         bag_settings=BagSettings(preemption_time=10.0),
         check_purity=True,
     )
@@ -372,3 +374,40 @@ def test_a_job_counting_on_processors_given_back_for_no_job_gets_them_held(alloc
     job5 = [(11.0, 5, 1, 1), (11.0, 5, 1, 2), (13.0, 5, 1, 3), (13.0, 5, 1, 4), (13.0, 5, 1, 0)]
     assert holds == [(5.0, 3, 1, 0), (7.0, 4, 1, 0), *job5]
     assert not [e for e in result.log if e.kind is EventKind.DECISION]
+
+
+def test_the_walk_follows_the_allocation_by_default():
+    # 3 processors, strict FCFS, GEP, P = 7 s, pull latency 1 s. Jobs 1-3 (1 processor) start at
+    # 0, job 4 (2 processors, 60 s) at 14 when job 3 ends; job 5 (3 processors, 10 s) waits for
+    # the whole cluster. The bag (arriving at 27) grows on job 1's processor at 32. Jobs 6 and 7
+    # (1 processor) arrive at 69 behind job 5: strict FCFS will not start them first, so the
+    # walk (blocking by default with fcfs) shrinks the bag for no one of them. At 74 job 4 ends:
+    # the bag gives its processor back for job 5, which starts at 74 + 7 = 81. Walking as if any
+    # job could start (`blocking=false`), the bag shrank for job 6 at 69, its processor came back
+    # at 76 for job 6, which FCFS could not start, the bag took it again and shrank for job 5 at
+    # 76: job 5 started at 83, past its preemption time.
+    jobs = [job(1, 0, 1, 32), job(2, 0, 1, 2), job(3, 0, 1, 14), job(4, 0, 2, 60), job(5, 0, 3, 10)]
+    jobs += [job(6, 69, 1, 20), job(7, 69, 1, 33)]
+    starts = {}
+    for params in ({}, {"blocking": False}):
+        result = simulate(
+            clusters(3),
+            jobs,
+            "fcfs",
+            "none",
+            bags=[bag(100, 25, 30.0, submit=27.0)],
+            fairshare=PolicyChoice("gep", params),
+            bag_settings=BagSettings(preemption_time=7.0, pull_latency=1.0),
+            check_purity=True,
+        )
+        starts[str(params)] = {e.job: e.time for e in result.log if e.kind is EventKind.START}[5]
+    assert starts == {"{}": 81.0, "{'blocking': False}": 83.0}
+
+
+def test_the_walk_of_each_allocation():
+    assert FairShareParams().walk("strict") == (True, False)
+    assert FairShareParams().walk("easy") == (False, True)
+    assert FairShareParams().walk("any") == (False, False)
+    assert FairShareParams(blocking=False).walk("strict") == (False, False)
+    assert FairShareParams(blocking=True).walk("easy") == (True, False)
+    assert FairShareParams(reservation=True).walk("strict") == (False, True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 from sortedcontainers import SortedList
 
@@ -309,6 +309,16 @@ class EngineView:
         if self._e.bags.hold_keys:
             return [b.free - b.reserved_cores if b.holds else b.free for b in self._e.backends]
         return [b.free for b in self._e.backends]
+
+    @property
+    def allocation_order(self) -> Literal["any", "strict", "easy"]:
+        """How the allocation policy starts queued jobs: strictly in queue order (`head_of_line`:
+        strict FCFS, TAGS-chain), EASY backfilling behind the head's reservation, or any job that
+        fits (the fair-share policies claim bag processors for waiting jobs accordingly)."""
+        a = self._e.allocation
+        if a.head_of_line:
+            return "strict"
+        return "easy" if a.backfills_behind_reservation else "any"
 
     @property
     def holding(self) -> bool:

@@ -289,6 +289,8 @@ class View(Protocol):
     def sites(self) -> Sequence[SiteInfo]: ...
     def free_processors(self) -> list[int]: ...
     @property
+    def allocation_order(self) -> Literal["any", "strict", "easy"]: ...
+    @property
     def holding(self) -> bool: ...
     def holds(self) -> dict[int, dict[int, int]]: ...
     @property
@@ -354,6 +356,7 @@ class AllocationPolicy(Protocol):
 
     name: ClassVar[str]
     head_of_line: ClassVar[bool]
+    backfills_behind_reservation: ClassVar[bool]
     uses_size_index: ClassVar[bool]
     runtime_index: ClassVar[RuntimeKey | None]
     uses_queue_columns: ClassVar[bool]
@@ -397,6 +400,9 @@ class AllocationDefaults:
     #: still counted), and the schedule is the same. Its `decide` must then change no state of
     #: its own.
     head_of_line: ClassVar[bool] = False
+    #: True for EASY backfilling: jobs past the first that cannot start start only where they do
+    #: not delay its reservation (the fair-share walk then claims bag processors only for those)
+    backfills_behind_reservation: ClassVar[bool] = False
     uses_size_index: ClassVar[bool] = False
     runtime_index: ClassVar[RuntimeKey | None] = None
     uses_queue_columns: ClassVar[bool] = False

@@ -30,6 +30,7 @@ class EasyBackfilling(SingleSetPolicy):
     """
 
     name: ClassVar[str] = "easy"
+    backfills_behind_reservation: ClassVar[bool] = True
     seed: ClassVar[str] = "IBM meta-schedulers seed §3.1 (LoadLeveler backfill; Lifka 1995)"
 
     def decide(self, view: View) -> Iterable[Decision]:

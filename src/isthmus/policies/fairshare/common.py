@@ -44,16 +44,18 @@ class FairShareParams(BaseModel):
         False, description="preempt processors between two tasks first (else the seed's random choice, §3.7.2)"
     )
     seed: int = Field(0, description="seed of the random choice of the processors to preempt")
-    blocking: bool = Field(
-        False,
-        description="the allocation starts jobs strictly in queue order (fcfs): no job past the first one that "
-        "could not start even with the bags' processors claims any",
+    blocking: bool | None = Field(
+        None,
+        description="the allocation starts jobs strictly in queue order: no job past the first one that could not "
+        "start even with the bags' processors claims any (default: when the allocation policy is strict, e.g. "
+        "fcfs or tags-chain)",
     )
-    reservation: bool = Field(
-        False,
+    reservation: bool | None = Field(
+        None,
         description="the allocation is EASY backfilling: a job past the first one that could not start even "
         "with the bags' processors claims only where EASY would start it once the processors are back (it ends "
-        "by that job's shadow time, or fits in the processors left over then)",
+        "by that job's shadow time, or fits in the processors left over then) (default: when the allocation "
+        "policy is easy)",
     )
 
     @model_validator(mode="after")
@@ -61,6 +63,19 @@ class FairShareParams(BaseModel):
         if self.blocking and self.reservation:
             raise ValueError("blocking and reservation exclude each other: choose the allocation's walk")
         return self
+
+    def walk(self, order: str) -> tuple[bool, bool]:
+        """(blocking, reservation) for an allocation policy starting jobs in `order`
+        (`View.allocation_order`): each as set, else as the allocation starts jobs; one set true
+        turns the other off. A walk unlike the allocation's lets bags shrink for jobs the
+        allocation will not start, which may then wait more than the preemption time."""
+        if self.blocking:
+            return True, False
+        if self.reservation:
+            return False, True
+        blocking = order == "strict" if self.blocking is None else False
+        reservation = order == "easy" if self.reservation is None else False
+        return blocking, reservation
 
 
 def equipartition(pool: int, wants: Sequence[int], order: Sequence[int]) -> list[int]:
@@ -484,7 +499,7 @@ class EquiPartitionBase:
         if not active:
             return []
         sites = [i for i in view.bags.sites if view.sites[i].available(view.now)]
-        rooms = site_rooms(view, sites, self.params.blocking, self.params.reservation)
+        rooms = site_rooms(view, sites, *self.params.walk(view.allocation_order))
         self._keep = {i: rooms[i].keep for i in sites if rooms[i].keep}
         held = [{i: b.held(i) for i in sites} for b in active]
         self._taken = set()
