@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from isthmus.metrics.tables import EventColumns
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
 
@@ -183,11 +184,8 @@ def bag_windows(log: EventLog, bags: Sequence[int], start: float, end: float) ->
     takes one) averaged over it. ValueError when the window is empty."""
     if not end > start:
         raise ValueError(f"the window must end after it starts, got [{start}, {end})")
-    c = log.columns()
-    time = np.frombuffer(c["time"], dtype=np.float64)
-    kind = np.frombuffer(c["kind"], dtype=np.int8)
-    job = np.frombuffer(c["job"], dtype=np.int64)
-    value = np.frombuffer(c["value"], dtype=np.float64)
+    c = EventColumns.from_log(log, copy=False)
+    time, kind, job, value = c.time, c.kind, c.job, c.value
     inside = (time >= start) & (time < end)
     out = []
     for bag in bags:
@@ -221,11 +219,8 @@ def preemption_delays(log: EventLog) -> list[float]:
     """Seconds from each preempted task run (TASK_PREEMPT on a bag's processor) to the release
     of that processor (its next BAG_RELEASE): how long launchers took to give processors back.
     In simulation this is the preemption time; live, the pilot's confirmation (at most that)."""
-    c = log.columns()
-    time = np.frombuffer(c["time"], dtype=np.float64)
-    kind = np.frombuffer(c["kind"], dtype=np.int8)
-    job = np.frombuffer(c["job"], dtype=np.int64)
-    slot = np.frombuffer(c["vm"], dtype=np.int32)
+    c = EventColumns.from_log(log, copy=False)
+    time, kind, job, slot = c.time, c.kind, c.job, c.vm
     pending: dict[tuple[int, int], float] = {}
     out = []
     for i in np.flatnonzero((kind == int(EventKind.TASK_PREEMPT)) | (kind == int(EventKind.BAG_RELEASE))):
