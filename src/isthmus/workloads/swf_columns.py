@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from isthmus.model.jobtable import JobColumnsData
 from isthmus.workloads.conversion import MIN_RUNTIME, STATUS_CANCELLED, ConversionStats, SwfConversion
 from isthmus.workloads.swf import SWF_FIELD_COUNT, SWF_FIELDS, UNKNOWN, SwfHeader
 from isthmus.workloads.textio import is_gzip
@@ -225,27 +226,13 @@ def read_swf_columns(path: str | os.PathLike[str]) -> SwfTable | None:
     return SwfTable(header, leading, columns)
 
 
-@dataclass(slots=True)
-class ConvertedColumns:
-    """Jobs as columns (file order, before sorting): what :class:`JobConverter` makes of each
-    kept record; NaN stands for None in `requested` and `memory`."""
-
-    ids: IntArray
-    submit: FloatArray
-    size: IntArray
-    runtime: FloatArray
-    requested: FloatArray
-    user: IntArray
-    group: IntArray
-    memory: FloatArray
-
-
 def convert_columns(
     cols: SwfColumns, options: SwfConversion, machine_size: int | None, stats: ConversionStats
-) -> ConvertedColumns | None:
-    """:meth:`JobConverter.convert` applied to every record at once, counting into `stats`;
-    None when some record cannot be a job (unknown job number or submit time) or a job number
-    repeats, so that the careful reader reports it at its line."""
+) -> JobColumnsData | None:
+    """:meth:`JobConverter.convert` applied to every record at once, counting into `stats`: the
+    kept jobs as columns in file order (NaN for an unknown requested runtime or memory); None
+    when some record cannot be a job (unknown job number or submit time) or a job number repeats,
+    so that the careful reader reports it at its line."""
     if bool(np.any(cols.job_id < 0)) or bool(np.any(cols.submit < 0)):
         return None
     n = cols.job_id.size
@@ -310,7 +297,7 @@ def convert_columns(
     stats.clipped += int(np.count_nonzero(clipped))
     stats.rejected_oversize += int(np.count_nonzero(rejected))
     memory = cols.requested_memory[made]
-    return ConvertedColumns(
+    return JobColumnsData(
         ids=ids,
         submit=cols.submit[made],
         size=size[made],

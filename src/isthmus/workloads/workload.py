@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import numpy as np
 
 from isthmus.model.job import Job
-from isthmus.model.jobtable import JobColumnsData, JobTable
+from isthmus.model.jobtable import JobTable
 from isthmus.workloads.conversion import ConversionStats, IdMapper, JobConverter, SwfConversion, record_from_job
 from isthmus.workloads.errors import SkipReport, WorkloadError
 from isthmus.workloads.gwf import GwfReader, GwfRecord, GwfToSwf, time_origin
@@ -303,8 +303,7 @@ def _load_swf_at_once(
         return None
     del table
     order = np.argsort(done.submit, kind="stable")
-    jobs = JobTable(JobColumnsData(done.ids, done.submit, done.size, done.runtime, done.requested, done.user,
-                                   done.group, done.memory).take(order))  # fmt: skip
+    jobs = JobTable(done.take(order))
     return Workload(
         name=name or _short_name(path),
         jobs=jobs if lazy else jobs.to_list(),
