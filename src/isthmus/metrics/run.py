@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isthmus.metrics.records import JobRecords, Jobs, records_from_tables
-from isthmus.metrics.summary import summarize, write_summary
-from isthmus.metrics.tables import LeaseTable, RunTable, build_tables
+from isthmus.metrics.records import JobRecords, Jobs, RecordsWriter, records_from_tables, records_in_chunks
+from isthmus.metrics.summary import FiguresBuilder, summarize, summarize_figures, write_summary
+from isthmus.metrics.tables import FloatArray, LeaseTable, RunTable, build_tables
 from isthmus.metrics.timeseries import RunTimeSeries, compute_timeseries
 from isthmus.metrics.vm_shares import user_vm_metrics
 from isthmus.model.environment import Environment
@@ -32,6 +32,12 @@ class RunMetrics:
     runs: RunTable
     leases: LeaseTable
     site_names: tuple[str, ...]
+
+    @property
+    def completed_wait(self) -> FloatArray:
+        """The wait of each completed job (job order)."""
+        wait: FloatArray = self.records.wait[self.records.completed]
+        return wait
 
 
 def compute_run_metrics(
@@ -62,6 +68,75 @@ def compute_run_metrics(
         leases=tables.leases,
         site_names=tuple(s.name for s in env.sites),
     )
+
+
+def stream_run(
+    log: EventLog,
+    jobs: Jobs,
+    env: Environment,
+    horizon: float | None,
+    csv_path: str | os.PathLike[str],
+    parquet_path: str | os.PathLike[str],
+    *,
+    series: bool = True,
+    observe: Callable[[JobRecords], None] | None = None,
+    copy_log: bool = True,
+) -> WrittenRun:
+    """Compute the metrics of one run and write its per-job records as they are computed.
+
+    What `compute_run_metrics` and then `write_run` give, value for value and byte for byte
+    (the records files; the summary dict but for the caller's additions), without the whole
+    run's records ever in memory: they are computed `BATCH_ROWS` jobs at a time
+    (`records_in_chunks`), each chunk appended to the files (`RecordsWriter`: one Parquet row
+    group, as `JobRecords.write_files` writes them) and passed to `observe`; the summary is
+    computed from the completed jobs' figures gathered on the way (`FiguresBuilder`). The time
+    series are computed only with `series` (the plots need them). `copy_log` as in
+    `compute_run_metrics`.
+    """
+    tables = build_tables(log, jobs.keys(), len(env.sites), horizon, copy=copy_log)
+    timeseries = compute_timeseries(tables, env) if series else None
+    figures = FiguresBuilder()
+    with RecordsWriter(csv_path, parquet_path) as writer:
+        for chunk in records_in_chunks(tables, jobs, env, log.reasons):
+            writer.write(chunk)
+            figures.add(chunk)
+            if observe is not None:
+                observe(chunk)
+            del chunk
+    done = figures.build()
+    summary = summarize_figures(done, tables, env)
+    if (tables.events.kind == EventKind.VM_USER).any():  # VMs serving one user (vm-share)
+        summary.update(user_vm_metrics(log, tables, env.sites))
+    return WrittenRun(
+        summary=summary,
+        completed_wait=done.wait,
+        series=timeseries,
+        files={"jobs_csv": writer.paths[0], "jobs_parquet": writer.paths[1]},
+        site_names=tuple(s.name for s in env.sites),
+    )
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class WrittenRun:
+    """The metrics of one run whose records went to files as they were computed (`stream_run`).
+
+    `summary`: the summary dict; `completed_wait`: the wait of each completed job (job order);
+    `files`: the records files by kind ("jobs_csv", "jobs_parquet"); `site_names`: the
+    environment's sites; `timeseries` (only when computed) the step series of the plots.
+    """
+
+    summary: dict[str, Any]
+    completed_wait: FloatArray
+    series: RunTimeSeries | None
+    files: dict[str, Path]
+    site_names: tuple[str, ...]
+
+    @property
+    def timeseries(self) -> RunTimeSeries:
+        """The step series the plots need (ValueError when the run was streamed without them)."""
+        if self.series is None:
+            raise ValueError("the time series of this run were not computed (stream_run(series=False))")
+        return self.series
 
 
 def write_run(metrics: RunMetrics, out_dir: str | os.PathLike[str], name: str) -> dict[str, Path]:
@@ -100,7 +175,7 @@ COMPARE_KEYS: tuple[str, ...] = (
 )
 
 
-def compare_table(runs: Mapping[str, RunMetrics]) -> list[dict[str, Any]]:
+def compare_table(runs: Mapping[str, RunMetrics] | Mapping[str, WrittenRun]) -> list[dict[str, Any]]:
     """One row per run (keyed by policy name) with the key figures of its summary.
 
     Each row is {"policy": name, **{k: summary[k] for k in COMPARE_KEYS}}, in the order of `runs`.

@@ -11,13 +11,15 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from isthmus.metrics.records import JobRecords, JobStatus, atomic_write
-from isthmus.metrics.tables import FloatArray, LogTables
+from isthmus.metrics.tables import FloatArray, IntArray, LogTables
 from isthmus.metrics.vm_shares import lease_cores, lease_hourly_prices, lease_types
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind
@@ -92,11 +94,77 @@ def _clip_seconds(start: FloatArray, end: FloatArray, t0: float, t1: float) -> F
     return inside
 
 
+@dataclass(frozen=True, eq=False, slots=True)
+class JobFigures:
+    """What the summary takes of the per-job records: the number of jobs, of each status, the
+    restarts, every job's wasted processor-seconds, and the site, size, runtime, response,
+    wait, slowdown and bounded slowdown of the completed jobs (in job order)."""
+
+    total: int
+    counts: tuple[int, ...]
+    restarts: int
+    wasted: FloatArray
+    site: IntArray
+    size: FloatArray
+    runtime: FloatArray
+    response: FloatArray
+    wait: FloatArray
+    slowdown: FloatArray
+    bounded_slowdown: FloatArray
+
+    @classmethod
+    def from_records(cls, records: JobRecords) -> JobFigures:
+        """The figures of `records`."""
+        done = records.completed
+        return cls(
+            total=len(records),
+            counts=tuple(records.count(s) for s in JobStatus),
+            restarts=int(records.restarts.sum()),
+            wasted=records.wasted_processor_seconds,
+            **{name: getattr(records, name)[done] for name in _DONE_COLUMNS},
+        )
+
+
+_DONE_COLUMNS = ("site", "size", "runtime", "response", "wait", "slowdown", "bounded_slowdown")
+
+
+class FiguresBuilder:
+    """`JobFigures` of records that come in chunks (in job order): `add` each chunk, then
+    `build`; the result equals `JobFigures.from_records` of the whole records value for value
+    (the arrays are the same, joined), without the whole records ever held."""
+
+    def __init__(self) -> None:
+        self._total = self._restarts = 0
+        self._counts = [0] * len(JobStatus)
+        self._parts: dict[str, list[NDArray[Any]]] = {name: [] for name in ("wasted", *_DONE_COLUMNS)}
+
+    def add(self, records: JobRecords) -> None:
+        """Take the figures of one chunk of records."""
+        f = JobFigures.from_records(records)
+        self._total += f.total
+        self._restarts += f.restarts
+        self._counts = [a + b for a, b in zip(self._counts, f.counts, strict=True)]
+        for name, parts in self._parts.items():
+            parts.append(np.array(getattr(f, name)))  # a copy: the chunk's records can go
+
+    def build(self) -> JobFigures:
+        """The figures of every chunk added."""
+        joined: dict[str, NDArray[Any]] = {}
+        for name, parts in self._parts.items():
+            joined[name] = np.concatenate(parts) if parts else np.zeros(0, np.int64 if name == "site" else np.float64)
+            parts.clear()  # one column's parts at a time in memory twice
+        return JobFigures(self._total, tuple(self._counts), self._restarts, **joined)
+
+
 def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[str, Any]:
     """The summary dict of one run (keys in docs/metrics.md)."""
+    return summarize_figures(JobFigures.from_records(records), tables, env)
+
+
+def summarize_figures(figures: JobFigures, tables: LogTables, env: Environment) -> dict[str, Any]:
+    """The summary dict of one run from the figures of its records (`summarize`)."""
     n_sites = len(env.sites)
-    done = records.completed
-    size, runtime, response = records.size[done], records.runtime[done], records.response[done]
+    size, runtime, response = figures.size, figures.runtime, figures.response
     first_submit, last_end = _window(tables)
     makespan = (last_end - first_submit) if (first_submit is not None and last_end is not None) else None
     if makespan is not None:
@@ -132,8 +200,8 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
         runs.site[killed], weights=runs.size[killed] * runs.duration[killed], minlength=n_sites
     )[:n_sites]
     restarts_by_site = np.bincount(runs.site[killed], minlength=n_sites)[:n_sites]
-    completed_by_site = np.bincount(records.site[done & (records.site >= 0)], minlength=n_sites)[:n_sites]
-    n_done = int(done.sum())
+    completed_by_site = np.bincount(figures.site[figures.site >= 0], minlength=n_sites)[:n_sites]
+    n_done = int(figures.site.size)
 
     sites: dict[str, dict[str, Any]] = {}
     tot_actual = tot_charged = tot_killed_cost = 0.0
@@ -169,21 +237,22 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
     area = size * runtime
     summary: dict[str, Any] = {
         "horizon": tables.horizon,
-        "jobs_total": len(records),
+        "jobs_total": figures.total,
         "jobs_completed": n_done,
-        "jobs_failed": records.count(JobStatus.FAILED),
-        "jobs_cancelled": records.count(JobStatus.CANCELLED),
-        "jobs_rejected": records.count(JobStatus.REJECTED),
-        "jobs_unfinished": records.count(JobStatus.UNFINISHED),
-        "wait_mean": _mean(records.wait[done]),
-        "wait_median": _median(records.wait[done]),
+        "jobs_failed": figures.counts[JobStatus.FAILED],
+        "jobs_cancelled": figures.counts[JobStatus.CANCELLED],
+        "jobs_rejected": figures.counts[JobStatus.REJECTED],
+        "jobs_unfinished": figures.counts[JobStatus.UNFINISHED],
+        "wait_mean": _mean(figures.wait),
+        "wait_median": _median(figures.wait),
         "response_mean": _mean(response),
-        "slowdown_mean": _mean(records.slowdown[done]),
-        "bounded_slowdown_mean": _mean(records.bounded_slowdown[done]),
+        "slowdown_mean": _mean(figures.slowdown),
+        "bounded_slowdown_mean": _mean(figures.bounded_slowdown),
         "awrt": _num(_ratio(float((area * response).sum()), float(area.sum()))),
     }
+    delay = response - runtime  # the records' delay of the completed jobs
     for q in DELAY_PERCENTILES:
-        summary[f"delay_p{q}"] = percentile_cdf(records.delay[done], q)
+        summary[f"delay_p{q}"] = percentile_cdf(delay, q)
     total_busy, total_available = float(busy.sum()), float(available.sum())
     summary.update(
         {
@@ -197,8 +266,8 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
             "vm_seconds": float(secs.sum()),
             "cost_actual": tot_actual,
             "cost_charged": tot_charged,
-            "restarts": int(records.restarts.sum()),
-            "wasted_processor_seconds": float(records.wasted_processor_seconds.sum()),
+            "restarts": figures.restarts,
+            "wasted_processor_seconds": float(figures.wasted.sum()),
             "killed_work_cost": tot_killed_cost,
             "speedup": _num(_ratio(float(runtime.sum()), makespan or 0.0)),
             "throughput": _num(_ratio(float(n_done), makespan or 0.0)),

@@ -73,7 +73,7 @@ class EventColumns:
         """The columns of `log`: copies, or with `copy=False` read-only views of the log's own
         buffers (no memory added; the log cannot grow while the views live: appending raises
         BufferError)."""
-        c = log.columns()
+        c = log.core_columns()
         return cls(
             time=_column(c["time"], np.float64, copy),  # type: ignore[arg-type]
             kind=_column(c["kind"], np.int8, copy),  # type: ignore[arg-type]
@@ -192,6 +192,51 @@ def index_ids(known: IntArray, logged: IntArray) -> tuple[IntArray, IntArray, In
     return ids, rows[: known.size], rows[known.size :]
 
 
+#: Events read at a time by `event_rows` (its temporaries stay below a megabyte or two).
+CHUNK_EVENTS = 1 << 16
+
+
+def event_rows(ev: EventColumns, known: IntArray, chunk: int = CHUNK_EVENTS) -> tuple[IntArray, IntArray]:
+    """The sorted ids of every job (`known` ∪ the jobs of the log's job events) and each
+    event's row in them (-1 for an event without a job): what `index_ids` gives, computed
+    `chunk` events at a time so that no temporary holds the whole log's job ids."""
+    n = len(ev)
+    top = max(_JOB_KINDS)
+
+    def jobs_of(lo: int) -> tuple[BoolArray, IntArray]:
+        job = ev.job[lo : lo + chunk]
+        mask = (ev.kind[lo : lo + chunk] <= top) & (job >= 0)
+        return mask, job[mask]
+
+    count = known.size
+    lo_id = int(known.min()) if known.size else None
+    hi_id = int(known.max()) if known.size else None
+    for lo in range(0, n, chunk):
+        _, j = jobs_of(lo)
+        if j.size:
+            count += j.size
+            lo_id = int(j.min()) if lo_id is None else min(lo_id, int(j.min()))
+            hi_id = int(j.max()) if hi_id is None else max(hi_id, int(j.max()))
+    row = np.full(n, -1, dtype=np.int64)
+    if lo_id is None or hi_id is None:
+        return np.zeros(0, np.int64), row
+    dense = lo_id >= 0 and hi_id <= 4 * count + 1024  # index_ids' rule: a lookup table
+    if dense:
+        present = np.zeros(hi_id + 1, dtype=np.bool_)
+        present[known] = True
+        for lo in range(0, n, chunk):
+            present[jobs_of(lo)[1]] = True
+        ids = np.flatnonzero(present).astype(np.int64)
+        lookup = np.cumsum(present, dtype=np.int64) - 1
+        del present
+    else:
+        ids = np.unique(np.concatenate([known, *(np.unique(jobs_of(lo)[1]) for lo in range(0, n, chunk))]))
+    for lo in range(0, n, chunk):
+        mask, j = jobs_of(lo)
+        row[lo : lo + chunk][mask] = lookup[j] if dense else np.searchsorted(ids, j)
+    return ids, row
+
+
 def _empty_runs() -> RunTable:
     i, f = np.zeros(0, np.int64), np.zeros(0, np.float64)
     return RunTable(i, i, f, f, f, np.zeros(0, np.int8), i, i)
@@ -280,11 +325,7 @@ def build_tables(
         known = known_job_ids.astype(np.int64, copy=False)
     else:
         known = np.fromiter(known_job_ids, dtype=np.int64)
-    is_job_event = (ev.kind <= max(_JOB_KINDS)) & (ev.job >= 0)
-    job_pos = np.flatnonzero(is_job_event)
-    ids, _, rows_logged = index_ids(known, ev.job[job_pos])
-    row = np.full(len(ev), -1, dtype=np.int64)
-    row[job_pos] = rows_logged
+    ids, row = event_rows(ev, known)
     sited = kind_mask(ev.kind, (EventKind.START, EventKind.VM_LEASE))
     bad = sited & ((ev.site < 0) | (ev.site >= n_sites))
     if bad.any():

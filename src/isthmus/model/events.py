@@ -254,6 +254,19 @@ class EventLog:
             "task": self._task,
         }
 
+    def core_columns(self) -> dict[str, array]:  # type: ignore[type-arg]
+        """The columns every event sets (time, kind, job, site, vm, value), zero-copy, without
+        materializing the sparse ones (slots, origin, task): what the metrics read, at no cost
+        in memory (materializing adds 14 bytes an event to the log for good)."""
+        return {
+            "time": self._time,
+            "kind": self._kind,
+            "job": self._job,
+            "site": self._site,
+            "vm": self._vm,
+            "value": self._value,
+        }
+
     def rows(self) -> list[tuple[float, int, int, int, int, float]]:
         """All events as (time, kind, job, site, vm, value) tuples (for comparing two logs exactly)."""
         return list(zip(self._time, self._kind, self._job, self._site, self._vm, self._value, strict=True))
