@@ -37,6 +37,7 @@ class PlottedRun(Protocol):
     def completed_wait(self) -> FloatArray:
         """The wait of each completed job."""
 
+
 #: Most points drawn per curve.
 MAX_POINTS = 2000
 _DPI = 110

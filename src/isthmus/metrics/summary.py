@@ -129,31 +129,37 @@ _DONE_COLUMNS = ("site", "size", "runtime", "response", "wait", "slowdown", "bou
 
 
 class FiguresBuilder:
-    """`JobFigures` of records that come in chunks (in job order): `add` each chunk, then
-    `build`; the result equals `JobFigures.from_records` of the whole records value for value
-    (the arrays are the same, joined), without the whole records ever held."""
+    """`JobFigures` of the records of `n` jobs that come in chunks (in job order): `add` each
+    chunk, then `build`; the result equals `JobFigures.from_records` of the whole records value
+    for value (the same arrays, filled in place: no chunk is kept and nothing is joined at the
+    end)."""
 
-    def __init__(self) -> None:
-        self._total = self._restarts = 0
+    def __init__(self, n: int) -> None:
+        self._total = self._restarts = self._done = 0
         self._counts = [0] * len(JobStatus)
-        self._parts: dict[str, list[NDArray[Any]]] = {name: [] for name in ("wasted", *_DONE_COLUMNS)}
+        self._wasted = np.empty(n, dtype=np.float64)
+        self._columns: dict[str, NDArray[Any]] = {
+            name: np.empty(n, dtype=np.int64 if name == "site" else np.float64) for name in _DONE_COLUMNS
+        }
 
     def add(self, records: JobRecords) -> None:
         """Take the figures of one chunk of records."""
         f = JobFigures.from_records(records)
+        if self._total + f.total > self._wasted.size:
+            raise ValueError(f"more than the {self._wasted.size} jobs announced")
+        self._wasted[self._total : self._total + f.total] = f.wasted
+        k = f.site.size
+        for name, column in self._columns.items():
+            column[self._done : self._done + k] = getattr(f, name)
         self._total += f.total
+        self._done += k
         self._restarts += f.restarts
         self._counts = [a + b for a, b in zip(self._counts, f.counts, strict=True)]
-        for name, parts in self._parts.items():
-            parts.append(np.array(getattr(f, name)))  # a copy: the chunk's records can go
 
     def build(self) -> JobFigures:
-        """The figures of every chunk added."""
-        joined: dict[str, NDArray[Any]] = {}
-        for name, parts in self._parts.items():
-            joined[name] = np.concatenate(parts) if parts else np.zeros(0, np.int64 if name == "site" else np.float64)
-            parts.clear()  # one column's parts at a time in memory twice
-        return JobFigures(self._total, tuple(self._counts), self._restarts, **joined)
+        """The figures of every chunk added (views of the builder's arrays)."""
+        done = {name: column[: self._done] for name, column in self._columns.items()}
+        return JobFigures(self._total, tuple(self._counts), self._restarts, self._wasted[: self._total], **done)
 
 
 def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[str, Any]:
