@@ -81,13 +81,20 @@ def test_figures_of_chunks_equal_the_figures_of_the_whole_records() -> None:
 
 
 def _streamed_equals_whole(
-    tmp_path: Path, log: EventLog, jobs: dict[int, Job] | JobColumns, env: Environment, horizon: float | None, rows: int
+    tmp_path: Path,
+    log: EventLog,
+    jobs: dict[int, Job] | JobColumns,
+    env: Environment,
+    horizon: float | None,
+    rows: int,
+    consume_log: bool = False,
 ) -> None:
     whole = compute_run_metrics(log, jobs, env, horizon)
     a = write_run(whole, tmp_path / "whole", "run")
     # write_run's files in batches of `rows`, as stream_run's chunks
     whole.records.write_files(a["jobs_csv"], a["jobs_parquet"], batch_rows=rows)
     seen: list[int] = []
+    calls: list[int] = []
     streamed = stream_run(
         log,
         jobs,
@@ -97,8 +104,11 @@ def _streamed_equals_whole(
         tmp_path / "streamed" / "run.jobs.parquet",
         rows=rows,
         observe=lambda chunk: seen.append(len(chunk)),
-        copy_log=False,
+        consume_log=consume_log,
+        between=lambda: calls.append(len(log)),
     )
+    assert calls == [0 if consume_log else len(log)]  # once, after the log was emptied (if asked)
+    assert list(streamed.files["jobs_csv"].parent.glob("tmp*")) == []  # the spill file is gone
     assert sum(seen) == len(whole.records)
     for kind in ("jobs_csv", "jobs_parquet"):
         assert streamed.files[kind].read_bytes() == a[kind].read_bytes(), kind
@@ -116,7 +126,9 @@ def _streamed_equals_whole(
 def test_stream_run_writes_what_the_whole_computation_writes(tmp_path: Path, rows: int) -> None:
     log, jobs, env = synthetic_run(1500, seed=3)
     _streamed_equals_whole(tmp_path, log, jobs, env, None, rows)
-    _streamed_equals_whole(tmp_path / "cols", log, JobColumns.from_jobs(jobs.values()), env, 40 * 86400.0, rows)
+    columns = JobColumns.from_jobs(jobs.values())
+    _streamed_equals_whole(tmp_path / "cols", log, columns, env, 40 * 86400.0, rows, consume_log=True)
+    assert len(log) == 0 and not log.reasons and log.core_columns()["time"].tolist() == []
 
 
 def test_stream_run_of_a_small_hand_written_log(tmp_path: Path) -> None:

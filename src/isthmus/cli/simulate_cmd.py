@@ -469,7 +469,8 @@ def simulate_command(
                     f"{base}.jobs.parquet",
                     series=plots,
                     observe=counter.add,
-                    copy_log=False,
+                    consume_log=not bag_list,  # with bags, the bags' report reads the logs
+                    between=release_free_memory,
                 )
                 rejected[name] = counter.report()
                 del log

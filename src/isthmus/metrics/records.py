@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -321,6 +321,92 @@ class RecordsWriter:
         self._writers = []
         for tmp in self._temps:
             tmp.unlink(missing_ok=True)
+
+
+class SpilledRecords:
+    """Per-job records kept in an anonymous temporary file rather than in memory: `add` chunks
+    (in job order), then `chunks` reads them back one at a time, value for value as they were
+    added. `isthmus simulate` computes a run's records while its log and tables are in memory,
+    lets those go, and only then converts the records to files (pyarrow and its writers, 30 MB
+    and more, never share the peak with the log). Users and reasons are stored as codes into
+    their distinct texts. Close it (or use it as a context manager) to delete the file."""
+
+    _NUMBERS = tuple(
+        (name, np.dtype(dtype))
+        for name, dtype in (
+            ("job_id", np.int64),
+            ("size", np.float64),
+            ("submit", np.float64),
+            ("start", np.float64),
+            ("end", np.float64),
+            ("site", np.int64),
+            ("wait", np.float64),
+            ("response", np.float64),
+            ("runtime", np.float64),
+            ("requested_runtime", np.float64),
+            ("delay", np.float64),
+            ("slowdown", np.float64),
+            ("bounded_slowdown", np.float64),
+            ("restarts", np.int64),
+            ("wasted_processor_seconds", np.float64),
+            ("status", np.int8),
+        )
+    )
+
+    def __init__(self, site_names: tuple[str, ...], directory: str | os.PathLike[str] | None = None) -> None:
+        self.site_names = site_names
+        self._file = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - closed by close()
+        self._sizes: list[int] = []
+        self._codes: dict[str | None, int] = {None: -1}
+        self._texts: list[str] = []
+
+    def __len__(self) -> int:
+        return sum(self._sizes)
+
+    def _encode(self, values: NDArray[np.object_]) -> NDArray[np.int32]:
+        codes = self._codes
+        out = np.empty(values.size, dtype=np.int32)
+        for i, v in enumerate(values.tolist()):
+            c = codes.get(v)
+            if c is None:
+                c = codes[v] = len(self._texts)
+                self._texts.append(v)
+            out[i] = c
+        return out
+
+    def add(self, records: JobRecords) -> None:
+        """Append a chunk of records."""
+        if records.site_names != self.site_names:
+            raise ValueError("records of another environment's sites")
+        for name, dtype in self._NUMBERS:
+            self._file.write(np.ascontiguousarray(getattr(records, name), dtype=dtype).tobytes())
+        for values in (records.user, records.reason):
+            self._file.write(self._encode(values).tobytes())
+        self._sizes.append(len(records))
+
+    def chunks(self) -> Iterator[JobRecords]:
+        """The chunks added, in order (read back from the file one at a time)."""
+        texts = np.array([*self._texts, None], dtype=object)  # code -1: None
+        self._file.seek(0)
+
+        def read(n: int, dtype: np.dtype[np.generic]) -> NDArray[Any]:
+            return np.frombuffer(self._file.read(n * dtype.itemsize), dtype=dtype)
+
+        code = np.dtype(np.int32)
+        for n in self._sizes:
+            numbers = {name: read(n, dtype) for name, dtype in self._NUMBERS}
+            user, reason = texts[read(n, code)], texts[read(n, code)]
+            yield JobRecords(user=user, reason=reason, site_names=self.site_names, **numbers)
+
+    def close(self) -> None:
+        """Delete the file."""
+        self._file.close()
+
+    def __enter__(self) -> SpilledRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def arrow_schema() -> pa.Schema:

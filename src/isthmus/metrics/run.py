@@ -8,8 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isthmus.metrics.records import BATCH_ROWS, JobRecords, Jobs, RecordsWriter, records_from_tables, records_in_chunks
-from isthmus.metrics.summary import FiguresBuilder, summarize, summarize_figures, write_summary
+from isthmus.metrics.records import (
+    BATCH_ROWS,
+    JobRecords,
+    Jobs,
+    RecordsWriter,
+    SpilledRecords,
+    records_from_tables,
+    records_in_chunks,
+)
+from isthmus.metrics.summary import FiguresBuilder, complete_summary, summarize, summarize_tables, write_summary
 from isthmus.metrics.tables import FloatArray, LeaseTable, RunTable, build_tables
 from isthmus.metrics.timeseries import RunTimeSeries, compute_timeseries
 from isthmus.metrics.vm_shares import user_vm_metrics
@@ -80,41 +88,54 @@ def stream_run(
     *,
     series: bool = True,
     observe: Callable[[JobRecords], None] | None = None,
-    copy_log: bool = True,
+    consume_log: bool = False,
+    between: Callable[[], object] | None = None,
     rows: int = BATCH_ROWS,
 ) -> WrittenRun:
-    """Compute the metrics of one run and write its per-job records as they are computed.
+    """Compute the metrics of one run and write its per-job records files.
 
     What `compute_run_metrics` and then `write_run` give, value for value and byte for byte
     (the records files; the summary dict but for the caller's additions), without the whole
-    run's records ever in memory: they are computed `rows` jobs at a time
-    (`records_in_chunks`) and passed to `observe`, the summary computed from the completed
-    jobs' figures gathered on the way (`FiguresBuilder`); then computed again and appended to
-    the files (`RecordsWriter`: one Parquet row group each, as `JobRecords.write_files` writes
-    them). The time
-    series are computed only with `series` (the plots need them). `copy_log` as in
-    `compute_run_metrics`.
+    run's records ever in memory: they are computed `rows` jobs at a time from the log's tables
+    (`records_in_chunks`), passed to `observe` and kept in a temporary file (`SpilledRecords`)
+    with the part of the summary that needs the tables (`summarize_tables`); then the tables go
+    (and the log's columns, emptied with `consume_log`: for a caller done with the log), and
+    only then are the summary's figures gathered (`FiguresBuilder`) and the files written
+    (`RecordsWriter`, one Parquet row group per chunk, as `JobRecords.write_files` writes them)
+    from the chunks read back: pyarrow (30 MB) and its writers never share the peak with the
+    log. `between` (e.g. giving freed memory back) is called once the tables are gone. The
+    time series are computed only with `series` (the plots need them). The log is read in
+    place (it may not grow while this runs).
     """
-    tables = build_tables(log, jobs.keys(), len(env.sites), horizon, copy=copy_log)
+    tables = build_tables(log, jobs.keys(), len(env.sites), horizon, copy=False)
     timeseries = compute_timeseries(tables, env) if series else None
-    # two passes over the chunks (each a few milliseconds per 16k jobs): the summary's figures
-    # first, then the files, so that the figures (60 bytes a job) and pyarrow (30 MB) with its
-    # writers never share the peak
-    figures = FiguresBuilder(tables.n_jobs)
-    for chunk in records_in_chunks(tables, jobs, env, log.reasons, rows):
-        figures.add(chunk)
-        if observe is not None:
-            observe(chunk)
-    done = figures.build()
-    del figures
-    summary = summarize_figures(done, tables, env)
-    if (tables.events.kind == EventKind.VM_USER).any():  # VMs serving one user (vm-share)
-        summary.update(user_vm_metrics(log, tables, env.sites))
-    completed_wait = done.wait  # (the plots' wait CDF); the other figures go
-    del done
-    with RecordsWriter(csv_path, parquet_path) as writer:
+    part = summarize_tables(tables, env)
+    vm_users = user_vm_metrics(log, tables, env.sites) if (tables.events.kind == EventKind.VM_USER).any() else {}
+    n_jobs = tables.n_jobs
+    Path(csv_path).parent.mkdir(parents=True, exist_ok=True)  # (the spill file goes beside the records)
+    spill = SpilledRecords(tuple(s.name for s in env.sites), Path(csv_path).parent)
+    with spill:
         for chunk in records_in_chunks(tables, jobs, env, log.reasons, rows):
-            writer.write(chunk)
+            spill.add(chunk)
+            if observe is not None:
+                observe(chunk)
+        del tables
+        if consume_log:
+            log.clear()
+        if between is not None:
+            between()
+        figures = FiguresBuilder(n_jobs)
+        for chunk in spill.chunks():
+            figures.add(chunk)
+        done = figures.build()
+        del figures
+        summary = complete_summary(part, done)
+        summary.update(vm_users)
+        completed_wait = done.wait  # (the plots' wait CDF); the other figures go
+        del done
+        with RecordsWriter(csv_path, parquet_path) as writer:
+            for chunk in spill.chunks():
+                writer.write(chunk)
     return WrittenRun(
         summary=summary,
         completed_wait=completed_wait,

@@ -169,8 +169,15 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
 
 def summarize_figures(figures: JobFigures, tables: LogTables, env: Environment) -> dict[str, Any]:
     """The summary dict of one run from the figures of its records (`summarize`)."""
+    return complete_summary(summarize_tables(tables, env), figures)
+
+
+def summarize_tables(tables: LogTables, env: Environment) -> dict[str, Any]:
+    """The part of the summary that comes from the log's tables alone (window, utilization,
+    leases, costs, kills by site, refusals), for `complete_summary` to finish with the jobs'
+    figures: a caller may let the tables go in between. Each site's "jobs_completed" and
+    "completed_fraction" are left None."""
     n_sites = len(env.sites)
-    size, runtime, response = figures.size, figures.runtime, figures.response
     first_submit, last_end = _window(tables)
     makespan = (last_end - first_submit) if (first_submit is not None and last_end is not None) else None
     if makespan is not None:
@@ -206,8 +213,6 @@ def summarize_figures(figures: JobFigures, tables: LogTables, env: Environment) 
         runs.site[killed], weights=runs.size[killed] * runs.duration[killed], minlength=n_sites
     )[:n_sites]
     restarts_by_site = np.bincount(runs.site[killed], minlength=n_sites)[:n_sites]
-    completed_by_site = np.bincount(figures.site[figures.site >= 0], minlength=n_sites)[:n_sites]
-    n_done = int(figures.site.size)
 
     sites: dict[str, dict[str, Any]] = {}
     tot_actual = tot_charged = tot_killed_cost = 0.0
@@ -229,8 +234,8 @@ def summarize_figures(figures: JobFigures, tables: LogTables, env: Environment) 
             "busy_processor_seconds": float(busy[i]),
             "available_processor_seconds": float(available[i]),
             "utilization": _num(_ratio(float(busy[i]), float(available[i]))),
-            "jobs_completed": int(completed_by_site[i]),
-            "completed_fraction": _num(_ratio(float(completed_by_site[i]), float(n_done))),
+            "jobs_completed": None,
+            "completed_fraction": None,
             "vm_leases": int(m.sum()),
             "vm_seconds": float(secs[m].sum()),
             "cost_actual": actual,
@@ -240,9 +245,38 @@ def summarize_figures(figures: JobFigures, tables: LogTables, env: Environment) 
             "killed_work_cost": killed_cost,
         }
 
+    total_busy, total_available = float(busy.sum()), float(available.sum())
+    return {
+        "horizon": tables.horizon,
+        "first_submit": first_submit,
+        "last_end": last_end,
+        "makespan": makespan,
+        "busy_processor_seconds": total_busy,
+        "available_processor_seconds": total_available,
+        "utilization": _num(_ratio(total_busy, total_available)),
+        "vm_leases": len(leases),
+        "vm_seconds": float(secs.sum()),
+        "cost_actual": tot_actual,
+        "cost_charged": tot_charged,
+        "killed_work_cost": tot_killed_cost,
+        "sites": sites,
+        "refusals": refusal_counts(tables),
+    }
+
+
+def complete_summary(part: Mapping[str, Any], figures: JobFigures) -> dict[str, Any]:
+    """The summary dict of one run: `part` (`summarize_tables`) with the jobs' `figures`."""
+    size, runtime, response = figures.size, figures.runtime, figures.response
+    sites = {name: dict(site) for name, site in part["sites"].items()}
+    completed_by_site = np.bincount(figures.site[figures.site >= 0], minlength=len(sites))[: len(sites)]
+    n_done = int(figures.site.size)
+    for i, site in enumerate(sites.values()):
+        site["jobs_completed"] = int(completed_by_site[i])
+        site["completed_fraction"] = _num(_ratio(float(completed_by_site[i]), float(n_done)))
+    makespan = part["makespan"]
     area = size * runtime
     summary: dict[str, Any] = {
-        "horizon": tables.horizon,
+        "horizon": part["horizon"],
         "jobs_total": figures.total,
         "jobs_completed": n_done,
         "jobs_failed": figures.counts[JobStatus.FAILED],
@@ -259,29 +293,34 @@ def summarize_figures(figures: JobFigures, tables: LogTables, env: Environment) 
     delay = response - runtime  # the records' delay of the completed jobs
     for q in DELAY_PERCENTILES:
         summary[f"delay_p{q}"] = percentile_cdf(delay, q)
-    total_busy, total_available = float(busy.sum()), float(available.sum())
+    summary.update({k: part[k] for k in _TABLE_KEYS})
     summary.update(
         {
-            "first_submit": first_submit,
-            "last_end": last_end,
-            "makespan": makespan,
-            "busy_processor_seconds": total_busy,
-            "available_processor_seconds": total_available,
-            "utilization": _num(_ratio(total_busy, total_available)),
-            "vm_leases": len(leases),
-            "vm_seconds": float(secs.sum()),
-            "cost_actual": tot_actual,
-            "cost_charged": tot_charged,
             "restarts": figures.restarts,
             "wasted_processor_seconds": float(figures.wasted.sum()),
-            "killed_work_cost": tot_killed_cost,
+            "killed_work_cost": part["killed_work_cost"],
             "speedup": _num(_ratio(float(runtime.sum()), makespan or 0.0)),
             "throughput": _num(_ratio(float(n_done), makespan or 0.0)),
             "sites": sites,
-            "refusals": refusal_counts(tables),
+            "refusals": part["refusals"],
         }
     )
     return summary
+
+
+#: Keys of `summarize_tables` copied in this order after the jobs' figures.
+_TABLE_KEYS = (
+    "first_submit",
+    "last_end",
+    "makespan",
+    "busy_processor_seconds",
+    "available_processor_seconds",
+    "utilization",
+    "vm_leases",
+    "vm_seconds",
+    "cost_actual",
+    "cost_charged",
+)
 
 
 def refusal_counts(tables: LogTables) -> dict[str, int]:

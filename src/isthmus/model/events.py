@@ -267,6 +267,29 @@ class EventLog:
             "value": self._value,
         }
 
+    def clear(self) -> None:
+        """Remove every event (with the reasons and notes), giving the columns' memory back: for
+        a caller done with a finished run's log (`isthmus simulate` once its records are
+        computed). Interned policy and origin names stay."""
+        for name in (
+            "_time",
+            "_kind",
+            "_job",
+            "_site",
+            "_vm",
+            "_value",
+            "_run",
+            "_policy",
+            "_slots",
+            "_origin",
+            "_task",
+        ):
+            setattr(self, name, array(getattr(self, name).typecode))
+        for d in self._sparse.values():
+            d.clear()
+        self.reasons = {}
+        self.notes = {}
+
     def rows(self) -> list[tuple[float, int, int, int, int, float]]:
         """All events as (time, kind, job, site, vm, value) tuples (for comparing two logs exactly)."""
         return list(zip(self._time, self._kind, self._job, self._site, self._vm, self._value, strict=True))
