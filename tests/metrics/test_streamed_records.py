@@ -25,9 +25,10 @@ from isthmus.metrics.records import (
 from isthmus.metrics.run import compute_run_metrics, stream_run, write_run
 from isthmus.metrics.summary import FiguresBuilder, JobFigures
 from isthmus.metrics.tables import build_tables, event_rows, index_ids
-from isthmus.model.environment import Environment
+from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
+from isthmus.model.site import Site, SiteKind
 from isthmus.sim.runner import simulate
 from isthmus.workloads import resolve_workload
 from isthmus.workloads.bags import parse_bag
@@ -95,6 +96,7 @@ def _streamed_equals_whole(
     whole.records.write_files(a["jobs_csv"], a["jobs_parquet"], batch_rows=rows)
     seen: list[int] = []
     calls: list[int] = []
+    n_events = len(log)
     streamed = stream_run(
         log,
         jobs,
@@ -107,9 +109,11 @@ def _streamed_equals_whole(
         consume_log=consume_log,
         between=lambda: calls.append(len(log)),
     )
-    assert calls == [0 if consume_log else len(log)]  # once, after the log was emptied (if asked)
+    # after the tables are built, once they are gone (the log emptied by then if asked), once the figures are
+    assert len(calls) == 3 and calls[1:] == [len(log)] * 2
     assert list(streamed.files["jobs_csv"].parent.glob("tmp*")) == []  # the spill file is gone
     assert sum(seen) == len(whole.records)
+    assert len(log) == (0 if consume_log else n_events)
     for kind in ("jobs_csv", "jobs_parquet"):
         assert streamed.files[kind].read_bytes() == a[kind].read_bytes(), kind
     _same_json(streamed.summary, whole.summary)
@@ -168,6 +172,14 @@ def test_streamed_metrics_of_simulations_with_kills_clouds_and_bags(tmp_path: Pa
     log, end = _simulated(cloud_env, jobs, "ff")
     assert (np.frombuffer(log.core_columns()["kind"], np.int8) == EventKind.VM_LEASE).any()
     _streamed_equals_whole(tmp_path / "clouds", log, by_id, cloud_env, end, 100)
+    # VMs leased for one user each (vm-share: the summary's VM-hours per user, from the notes)
+    share_env = Environment(
+        "share", (Site("cloud", kind=SiteKind.CLOUD, max_vms=3, boot_time=10.0),), round_interval=None
+    )
+    shared = [Job(k, 5.0 * k, 1, 100.0, user="ab"[k % 2]) for k in range(12)]
+    log, end = _simulated(share_env, shared, "ff", provisioning="none", fairshare=PolicyChoice("vm-share", {}))
+    assert (np.frombuffer(log.core_columns()["kind"], np.int8) == EventKind.VM_USER).any()
+    _streamed_equals_whole(tmp_path / "share", log, {j.id: j for j in shared}, share_env, end, 5, consume_log=True)
     # a bag of tasks beside the jobs (its events are not a rigid job's records)
     bag = parse_bag("tasks=50,runtime=30,user=alice", max(by_id) + 1)
     log, end = _simulated(single_cluster(32), jobs, "fcfs", bags=[bag], fairshare="sep")

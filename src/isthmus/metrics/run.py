@@ -18,7 +18,7 @@ from isthmus.metrics.records import (
     records_in_chunks,
 )
 from isthmus.metrics.summary import FiguresBuilder, complete_summary, summarize, summarize_tables, write_summary
-from isthmus.metrics.tables import FloatArray, LeaseTable, RunTable, build_tables
+from isthmus.metrics.tables import EventColumns, FloatArray, LeaseTable, RunTable, build_tables
 from isthmus.metrics.timeseries import RunTimeSeries, compute_timeseries
 from isthmus.metrics.vm_shares import user_vm_metrics
 from isthmus.model.environment import Environment
@@ -103,19 +103,29 @@ def stream_run(
     only then are the summary's figures gathered (`FiguresBuilder`) and the files written
     (`RecordsWriter`, one Parquet row group per chunk, as `JobRecords.write_files` writes them)
     from the chunks read back: pyarrow (30 MB) and its writers never share the peak with the
-    log. `between` (e.g. giving freed memory back) is called once the tables are gone. The
+    log. `between` (e.g. giving freed memory back) is called once the tables are built, once
+    they are gone and once the figures are. The
     time series are computed only with `series` (the plots need them). The log is read in
     place (it may not grow while this runs).
     """
-    tables = build_tables(log, jobs.keys(), len(env.sites), horizon, copy=False)
+    ev = EventColumns.from_log(log, copy=False)
+    reasons = log.reasons
+    vm_users = bool((ev.kind == EventKind.VM_USER).any())  # VMs serving one user (vm-share): notes read
+    if consume_log and not vm_users:
+        log.clear()  # the columns the metrics do not read go now (the others live on as `ev`)
+    tables = build_tables(ev, jobs.keys(), len(env.sites), horizon)
+    del ev
+    if between is not None:
+        between()  # (building the tables' temporaries)
     timeseries = compute_timeseries(tables, env) if series else None
     part = summarize_tables(tables, env)
-    vm_users = user_vm_metrics(log, tables, env.sites) if (tables.events.kind == EventKind.VM_USER).any() else {}
+    if vm_users:
+        part = {**part, **user_vm_metrics(log, tables, env.sites)}
     n_jobs = tables.n_jobs
     Path(csv_path).parent.mkdir(parents=True, exist_ok=True)  # (the spill file goes beside the records)
     spill = SpilledRecords(tuple(s.name for s in env.sites), Path(csv_path).parent)
     with spill:
-        for chunk in records_in_chunks(tables, jobs, env, log.reasons, rows):
+        for chunk in records_in_chunks(tables, jobs, env, reasons, rows):
             spill.add(chunk)
             if observe is not None:
                 observe(chunk)
@@ -130,9 +140,11 @@ def stream_run(
         done = figures.build()
         del figures
         summary = complete_summary(part, done)
-        summary.update(vm_users)
+        summary.update({k: part[k] for k in ("vm_hours_by_user", "vm_share_spread") if k in part})
         completed_wait = done.wait  # (the plots' wait CDF); the other figures go
         del done
+        if between is not None:
+            between()  # (the figures)
         with RecordsWriter(csv_path, parquet_path) as writer:
             for chunk in spill.chunks():
                 writer.write(chunk)

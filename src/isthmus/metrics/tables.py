@@ -247,30 +247,50 @@ def _pair_runs(ev: EventColumns, row: IntArray, horizon: float) -> RunTable:
     pos = np.flatnonzero(kind_mask(ev.kind, _RUN_KINDS) & (row >= 0))
     if pos.size == 0:
         return _empty_runs()
-    r = row[pos]
-    order = np.argsort(r, kind="stable")  # grouped by job, in log order within a job
-    spos = pos[order]
-    sr = r[order]
-    del pos, r, order  # (temporaries go as soon as they are used: a lower peak)
+    n_ev = len(ev)
+    if (int(row.max()) + 1) * n_ev < 2**62:
+        # one sorted key (row, position): grouped by job, in log order within a job, with
+        # half the temporaries of an argsort and its gathers (a lower peak)
+        key = row[pos]
+        key *= n_ev
+        key += pos
+        del pos
+        key.sort()
+        spos = key % n_ev
+        sr = np.floor_divide(key, n_ev, out=key)
+        del key
+    else:
+        order = np.argsort(row[pos], kind="stable")
+        spos = pos[order]
+        sr = row[spos]
+        del pos, order
     skind = ev.kind[spos]
     n = spos.size
     starts = np.flatnonzero(skind == EventKind.START)
     nxt = np.minimum(starts + 1, n - 1)
     closed = (starts + 1 < n) & (sr[nxt] == sr[starts])
+    job = sr[starts]
+    del sr
     start_pos = spos[starts]
-    end_pos = np.where(closed, spos[nxt], len(ev)).astype(np.int64)
+    end_pos = np.where(closed, spos[nxt], n_ev).astype(np.int64)
+    del spos
     outcome = np.where(closed, skind[nxt], OPEN).astype(np.int8)
-    end = np.where(closed, ev.time[spos[nxt]], horizon)
+    del skind, nxt, starts
+    end = np.where(closed, ev.time[np.minimum(end_pos, n_ev - 1)], horizon)
+    del closed
     o = np.argsort(start_pos, kind="stable")  # present runs in log order of their starts
+    # each column reordered in turn, the unordered one let go at once (a lower peak)
+    job, start_pos, end_pos, outcome, end = job[o], start_pos[o], end_pos[o], outcome[o], end[o]
+    del o
     return RunTable(
-        job=sr[starts][o],
-        site=ev.site[start_pos][o].astype(np.int64),
-        size=ev.value[start_pos][o],
-        start=ev.time[start_pos][o],
-        end=end[o].astype(np.float64),
-        outcome=outcome[o],
-        start_pos=start_pos[o].astype(np.int64),
-        end_pos=end_pos[o],
+        job=job,
+        site=ev.site[start_pos].astype(np.int64),
+        size=ev.value[start_pos],
+        start=ev.time[start_pos],
+        end=end.astype(np.float64, copy=False),
+        outcome=outcome,
+        start_pos=start_pos.astype(np.int64, copy=False),
+        end_pos=end_pos,
     )
 
 
@@ -305,7 +325,12 @@ def _pair_leases(ev: EventColumns, horizon: float) -> LeaseTable:
 
 
 def build_tables(
-    log: EventLog, known_job_ids: Iterable[int], n_sites: int, horizon: float | None = None, *, copy: bool = True
+    log: EventLog | EventColumns,
+    known_job_ids: Iterable[int],
+    n_sites: int,
+    horizon: float | None = None,
+    *,
+    copy: bool = True,
 ) -> LogTables:
     """Read `log` once into numpy tables.
 
@@ -313,9 +338,10 @@ def build_tables(
     row). `n_sites` is the number of sites of the environment; a site index outside
     `[0, n_sites)` in a START or lease raises ValueError. `horizon` defaults to the time of the
     last event and may not be earlier than it. With `copy=False` the event columns are views of
-    the log's buffers (for a finished log: it cannot grow while the tables live).
+    the log's buffers (for a finished log: it cannot grow while the tables live). `log` may also
+    be the log's columns already read (`EventColumns.from_log`), used as they are.
     """
-    ev = EventColumns.from_log(log, copy)
+    ev = log if isinstance(log, EventColumns) else EventColumns.from_log(log, copy)
     last = float(ev.time[-1]) if len(ev) else 0.0
     if horizon is None:
         horizon = last
