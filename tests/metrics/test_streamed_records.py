@@ -109,7 +109,8 @@ def _streamed_equals_whole(
         consume_log=consume_log,
         between=lambda: calls.append(len(log)),
     )
-    # after the tables are built, once they are gone (the log emptied by then if asked), once the figures are
+    # after the tables, series and summary part are built, once the tables are gone (the log emptied by then
+    # if asked), once the figures are
     assert len(calls) == 3 and calls[1:] == [len(log)] * 2
     assert list(streamed.files["jobs_csv"].parent.glob("tmp*")) == []  # the spill file is gone
     assert sum(seen) == len(whole.records)

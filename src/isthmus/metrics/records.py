@@ -611,7 +611,6 @@ def records_in_chunks(
     if rows < 1:
         raise ValueError(f"rows must be at least 1, got {rows}")
     cols = _columns(jobs)
-    col_rows = np.searchsorted(tables.job_ids, cols.ids)
     ev, row, runs = tables.events, tables.event_row, tables.runs
     wanted = np.zeros(256, dtype=np.bool_)  # the kinds of events the records read
     wanted[np.asarray(_RECORD_KINDS, dtype=np.uint8)] = True
@@ -637,7 +636,7 @@ def records_in_chunks(
             runs.end_pos[r],
         )
         chunk = LogTables(events, tables.horizon, tables.n_sites, ids, row[p] - lo, chunk_runs, tables.leases)
-        m = (col_rows >= lo) & (col_rows < hi)
+        m = (cols.ids >= ids[0]) & (cols.ids <= ids[-1])  # (every workload id is one of job_ids)
         chunk_cols = JobColumns(cols.ids[m], cols.user[m], cols.size[m], cols.submit[m], cols.requested[m])
         k = (reason_ids >= ids[0]) & (reason_ids <= ids[-1])
         chunk_reasons = dict(zip(reason_ids[k].tolist(), reason_texts[k].tolist(), strict=True))

@@ -103,8 +103,8 @@ def stream_run(
     only then are the summary's figures gathered (`FiguresBuilder`) and the files written
     (`RecordsWriter`, one Parquet row group per chunk, as `JobRecords.write_files` writes them)
     from the chunks read back: pyarrow (30 MB) and its writers never share the peak with the
-    log. `between` (e.g. giving freed memory back) is called once the tables are built, once
-    they are gone and once the figures are. The
+    log. `between` (e.g. giving freed memory back) is called once the tables, series and the
+    summary's part are built, once the tables are gone and once the figures are. The
     time series are computed only with `series` (the plots need them). The log is read in
     place (it may not grow while this runs).
     """
@@ -115,12 +115,12 @@ def stream_run(
         log.clear()  # the columns the metrics do not read go now (the others live on as `ev`)
     tables = build_tables(ev, jobs.keys(), len(env.sites), horizon)
     del ev
-    if between is not None:
-        between()  # (building the tables' temporaries)
     timeseries = compute_timeseries(tables, env) if series else None
     part = summarize_tables(tables, env)
     if vm_users:
         part = {**part, **user_vm_metrics(log, tables, env.sites)}
+    if between is not None:
+        between()  # (the temporaries of the tables, series and summary)
     n_jobs = tables.n_jobs
     Path(csv_path).parent.mkdir(parents=True, exist_ok=True)  # (the spill file goes beside the records)
     spill = SpilledRecords(tuple(s.name for s in env.sites), Path(csv_path).parent)
