@@ -135,12 +135,16 @@ def utilization_over_time(ts: RunTimeSeries, bins: int = 500) -> tuple[FloatArra
     return (edges[:-1] + edges[1:]) / 2, util
 
 
-def _dense_series(times: FloatArray, horizon: float, pos: IntArray, deltas: FloatArray) -> StepSeries:
-    """Step series from changes at log positions `pos` (position len(times) means the horizon).
+def _dense_series(times: FloatArray, horizon: float, up: IntArray, down: IntArray, weights: FloatArray) -> StepSeries:
+    """Step series rising by `weights[k]` at log position `up[k]` and falling by as much at
+    `down[k]` (position len(times) means the horizon).
 
-    Changes are summed per log position (bincount), which keeps them in log order without sorting.
+    Changes are summed per log position (bincount), which keeps them in log order without
+    sorting; rises and falls are counted apart and subtracted (what one count of the rises
+    and the negated falls gives, exactly, without joining them into two more arrays).
     """
-    d = np.bincount(pos, weights=deltas, minlength=times.size + 1).astype(np.float64, copy=False)
+    d = np.bincount(up, weights=weights, minlength=times.size + 1).astype(np.float64, copy=False)
+    d -= np.bincount(down, weights=weights, minlength=times.size + 1)
     nz = np.flatnonzero(d)
     at = times[np.minimum(nz, times.size - 1)] if times.size else np.full(nz.size, horizon)
     if nz.size and nz[-1] == times.size:  # only the last position can be the horizon's
@@ -160,7 +164,7 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
         sp, ep, sz = runs.start_pos, runs.end_pos, runs.size
         if mask is not None:
             sp, ep, sz = sp[mask], ep[mask], sz[mask]
-        return _dense_series(ev.time, horizon, np.concatenate([sp, ep]), np.concatenate([sz, -sz]))
+        return _dense_series(ev.time, horizon, sp, ep, sz)
 
     allocated = alloc(None)
     if len(env.sites) == 1:  # every run is on the one site (build_tables checks START's site)
@@ -176,12 +180,7 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
     term_pos = np.full(tables.n_jobs, len(ev), dtype=np.int64)
     term_pos[row[term]] = term
     sub_rows = row[sub]
-    requested = _dense_series(
-        ev.time,
-        horizon,
-        np.concatenate([sub, term_pos[sub_rows]]),
-        np.concatenate([size[sub_rows], -size[sub_rows]]),
-    )
+    requested = _dense_series(ev.time, horizon, sub, term_pos[sub_rows], size[sub_rows])
 
     leases = tables.leases
     leased: dict[str, StepSeries] = {}
@@ -191,22 +190,12 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
         if s.is_cloud:
             m = leases.site == i
             ones = np.ones(int(m.sum()))
-            series = _dense_series(
-                ev.time,
-                horizon,
-                np.concatenate([leases.start_pos[m], leases.end_pos[m]]),
-                np.concatenate([ones, -ones]),
-            )
+            series = _dense_series(ev.time, horizon, leases.start_pos[m], leases.end_pos[m], ones)
             leased[s.name] = series
             if s.instance_types:  # each lease adds the cores of its type (VM_LEASE value: its index)
                 type_cores = np.array([t.cores for t in s.types], dtype=np.float64)
                 cores = type_cores[ev.value[leases.start_pos[m]].astype(np.int64)]
-                cores_series = _dense_series(
-                    ev.time,
-                    horizon,
-                    np.concatenate([leases.start_pos[m], leases.end_pos[m]]),
-                    np.concatenate([cores, -cores]),
-                )
+                cores_series = _dense_series(ev.time, horizon, leases.start_pos[m], leases.end_pos[m], cores)
                 if cores_series.times.size:
                     cap_times.append(cores_series.times)
                     cap_deltas.append(np.diff(cores_series.values, prepend=0.0))
