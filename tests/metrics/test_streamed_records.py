@@ -138,12 +138,12 @@ def test_stream_run_writes_what_the_whole_computation_writes(tmp_path: Path, row
 
 def test_stream_run_of_a_small_hand_written_log(tmp_path: Path) -> None:
     b = LogBuilder()
-    b.lease(0, 1, vm=0).release(5400, 1, vm=0)
-    b.submit(0, 1, 1, runtime=5340, user="alice").start(60, 1, 1).end(5400, 1, 1)
-    b.submit(5, 2, 2, runtime=100).start(5, 2, 0).kill(15, 2, 0).start(20, 2, 0).end(120, 2, 0)
-    b.submit(6, 3, 64).reject(6, 3, 'needs 64, "too large", sorry')
-    b.submit(7, 4, 1)
-    _streamed_equals_whole(tmp_path, b.build(), b.jobs, env_with_cloud(), None, 2)
+    b.lease(0, 1, vm=0).submit(1, 1, 2, runtime=50, user="bob").start(2, 1, 1).fail(40, 1, 1)
+    b.submit(3, 2, 1, runtime=30).start(3, 2, 0).kill(10, 2, 0).start(12, 2, 0).kill(20, 2, 0)
+    b.start(25, 2, 0).end(55, 2, 0).release(3600, 1, vm=0)
+    b.submit(4, 3, 1).cancel(9, 3).submit(5, 4, 99).reject(5, 4, 'too large, "really"')
+    b.submit(6, 5, 1, user="carol").start(60, 5, 0)
+    _streamed_equals_whole(tmp_path, b.build(), b.jobs, env_with_cloud(), 4000.0, 2)
 
 
 def test_stream_run_without_series_and_of_an_empty_run(tmp_path: Path) -> None:

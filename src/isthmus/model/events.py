@@ -241,12 +241,7 @@ class EventLog:
         """The raw columns by name (zero-copy; wrap with numpy.frombuffer for vector math)."""
         self._materialize()
         return {
-            "time": self._time,
-            "kind": self._kind,
-            "job": self._job,
-            "site": self._site,
-            "vm": self._vm,
-            "value": self._value,
+            **self.core_columns(),
             "run": self._run,
             "slots": self._slots,
             "policy": self._policy,
