@@ -166,13 +166,6 @@ class RejectedJobs:
         return {"count": self.count, "reasons": dict(self.reasons), "sizes": self.sizes}
 
 
-def rejected_jobs(records: JobRecords) -> dict[str, object]:
-    """The jobs of `records` the engine rejected: `RejectedJobs.report` of them all."""
-    counter = RejectedJobs()
-    counter.add(records)
-    return counter.report()
-
-
 class RunOutcome(NamedTuple):
     """What the report needs of a simulation besides its metrics."""
 

@@ -365,14 +365,16 @@ class SpilledRecords:
 
     def _encode(self, values: NDArray[np.object_]) -> NDArray[np.int32]:
         codes = self._codes
-        out = np.empty(values.size, dtype=np.int32)
-        for i, v in enumerate(values.tolist()):
-            c = codes.get(v)
-            if c is None:
-                c = codes[v] = len(self._texts)
-                self._texts.append(v)
-            out[i] = c
-        return out
+        found = list(map(codes.get, values.tolist()))  # None: a text not seen yet
+        if None in found:
+            for i, v in enumerate(values.tolist()):
+                if found[i] is None:
+                    c = codes.get(v)
+                    if c is None:
+                        c = codes[v] = len(self._texts)
+                        self._texts.append(v)
+                    found[i] = c
+        return np.array(found, dtype=np.int32)
 
     def add(self, records: JobRecords) -> None:
         """Append a chunk of records."""
