@@ -218,3 +218,18 @@ def test_records_writer_removes_its_files_on_an_error(tmp_path: Path) -> None:
             w.write(chunk)
             raise RuntimeError("stop")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cleared_log_is_empty_and_usable() -> None:
+    log = EventLog()
+    p = log.policy_index("easy")
+    log.append(0.0, EventKind.SUBMIT, 1, value=2.0)
+    log.append(1.0, EventKind.START, 1, 0, value=2.0, policy=p, task=4)
+    log.reasons[1] = "r"
+    log.notes[0] = "n"
+    assert len(log.columns()["slots"]) == 2
+    log.clear()
+    assert len(log) == 0 and log.reasons == {} and log.notes == {}
+    assert all(len(c) == 0 for c in log.columns().values())
+    log.append(2.0, EventKind.START, 7, 0, value=3.0, policy=log.policy_index("easy"))
+    assert [(e.job, e.slots, e.policy, e.task) for e in log] == [(7, 3, "easy", -1)]
