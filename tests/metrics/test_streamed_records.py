@@ -233,3 +233,34 @@ def test_a_cleared_log_is_empty_and_usable() -> None:
     assert all(len(c) == 0 for c in log.columns().values())
     log.append(2.0, EventKind.START, 7, 0, value=3.0, policy=log.policy_index("easy"))
     assert [(e.job, e.slots, e.policy, e.task) for e in log] == [(7, 3, "easy", -1)]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 64, 10_000])
+def test_steps_fed_in_chunks_equal_the_whole_changes(chunk: int) -> None:
+    from isthmus.metrics.timeseries import StepSeries, _Steps
+
+    rng = np.random.default_rng(chunk)
+    times = np.sort(rng.integers(0, 300, 2000)).astype(np.float64)  # many equal times
+    deltas = rng.choice([-3.0, -1.0, 0.5, 1.0, 2.0], 2000)  # steps that cancel out too
+    whole = StepSeries.from_sorted_changes(times, deltas)
+    steps = _Steps()
+    for lo in range(0, times.size, chunk):
+        steps.add(times[lo : lo + chunk], deltas[lo : lo + chunk])
+    built = steps.build()
+    assert _same(built.times, whole.times) and _same(built.values, whole.values)
+    assert _Steps().build().times.size == 0
+
+
+def test_series_built_in_small_chunks_equal_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import isthmus.metrics.timeseries as timeseries
+
+    log, jobs, env = synthetic_run(1200, seed=9)
+    tables = build_tables(log, jobs.keys(), len(env.sites))
+    default = timeseries.compute_timeseries(tables, env)
+    monkeypatch.setattr(timeseries, "SERIES_CHUNK", 3)
+    small = timeseries.compute_timeseries(tables, env)
+    for name in ("allocated", "requested", "capacity"):
+        a, b = getattr(default, name), getattr(small, name)
+        assert _same(a.times, b.times) and _same(a.values, b.values), name
+    for site, series in default.leased_vms_by_site.items():
+        assert _same(series.values, small.leased_vms_by_site[site].values), site
