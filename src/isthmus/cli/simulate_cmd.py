@@ -271,7 +271,7 @@ def simulate_command(
     ] = None,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
-    from isthmus.cli.memory import fix_mmap_threshold, release_free_memory
+    from isthmus.cli.memory import end_startup_gc, fix_mmap_threshold, release_free_memory
 
     fix_mmap_threshold()  # large NumPy columns go back to the system when freed
     from isthmus.config import ConfigError, single_cluster
@@ -280,6 +280,7 @@ def simulate_command(
     from isthmus.sim.runner import simulate
     from isthmus.workloads import SwfConversion, WorkloadError, cancelled_report, describe_cancelled, resolve_workload
 
+    end_startup_gc()  # the run's modules are loaded: the cyclic collector skips them from now on
     if cluster is not None and env is not None:
         raise fail("give either --env or --cluster, not both")
     try:
