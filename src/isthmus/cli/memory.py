@@ -6,11 +6,11 @@ are large and short-lived. glibc keeps what such blocks free unless told otherwi
 resident size of `isthmus simulate` stayed at each step's high-water mark. Both calls for that
 do nothing where the C library lacks them (musl, macOS).
 
-Start-up imports make some 100,000 objects (modules, classes, functions) that live as long as
+Start-up imports make some 70,000 objects (modules, classes, functions) that live as long as
 the process. Python's cyclic collector runs during the imports and scans them again in every
-full collection of the run: a tenth of the CPU time of `isthmus simulate` for 100k jobs before
-it simulated anything (issue 11). The program runs its imports without collections and then
-freezes what they made (`gc.freeze`): later collections scan only what the command itself makes.
+full collection of the run: 0.1-0.2 s of CPU in `isthmus simulate` for 100k jobs (issue 11).
+The program runs its imports without collections and then freezes what they made
+(`gc.freeze`): later collections scan only what the command itself makes.
 Only the program does this (`start_program_gc` is called when the command line is its own, not
 from a test runner or a library call, whose garbage would be frozen too).
 """
