@@ -143,10 +143,12 @@ def test_simulate_of_a_trace_on_one_cluster_imports_only_what_it_uses(tmp_path: 
 
 
 def test_an_environment_name_still_loads_the_schema(tmp_path: Path) -> None:
-    """The check above cannot pass vacuously: `--env` validates through the file schema."""
+    """The check above cannot pass vacuously: `--env` validates through the file schema (a
+    bundled name still reads no YAML or TOML)."""
     argv = ["simulate", "--env", "single-cluster:processors=4", "-w", "lublin:jobs=20", "-p", "fcfs", "--no-plots"]
     modules, _ = _modules_after([*argv, "-o", str(tmp_path)])
     assert "isthmus.config.schema" in modules and "isthmus.workloads.generators" in modules
+    assert not _loaded(modules, "yaml") and not _loaded(modules, "tomllib")
 
 
 def test_the_program_freezes_its_start_up_objects_a_test_runner_does_not(tmp_path: Path) -> None:
