@@ -75,7 +75,7 @@ def test_simulate_loads_pyarrow_only_to_write_records() -> None:
 
 #: What `isthmus simulate --cluster P -w TRACE.swf` has no use for: the environment file schema
 #: (pydantic models) and its YAML/TOML readers, the workload generators, filters, reduction and
-#: statistics, the GWF-only modules, pyplot, and the other commands' packages.
+#: statistics, the GWF reader, pyplot, and the other commands' packages.
 UNNEEDED_FOR_A_TRACE = (
     "isthmus.config.schema",
     "isthmus.config.loader",
@@ -86,6 +86,7 @@ UNNEEDED_FOR_A_TRACE = (
     "isthmus.workloads.reduce",
     "isthmus.workloads.stats",
     "isthmus.workloads.pipeline",
+    "isthmus.workloads.gwf",
     "isthmus.workloads.vm_requirements",
     "matplotlib.pyplot",
     "isthmus.experiments",
