@@ -45,9 +45,9 @@ if TYPE_CHECKING:
     )
     from isthmus.config.schema import environment_to_dict, validate_document, validate_environment
 
-#: Names loaded on first use (isthmus.lazy): the file reader needs PyYAML and the schema's pydantic
-#: models (a tenth of a second to load), which `single_cluster` (``isthmus simulate --cluster P``)
-#: does not.
+#: Names loaded on first use (isthmus.lazy): the file reader and the schema load the pydantic
+#: models (a tenth of a second), which `single_cluster` (``isthmus simulate --cluster P``) does
+#: not need.
 _LAZY = {
     **dict.fromkeys(
         ("dump_environment", "environment_from_text", "is_file_spec", "load_environment", "load_file", "parse_text"),
