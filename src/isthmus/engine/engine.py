@@ -104,6 +104,7 @@ class Engine:
         #: "batch": completions, then arrivals, then one round per instant; "per-event": a round
         #: after each event (arrivals, fed first, before completions at equal times)
         self.round_rule = rounds
+        self._per_event = rounds == "per-event"
         self._round_due = False
         self.env = env
         self.policies = policies
@@ -298,7 +299,8 @@ class Engine:
         fed = self.federation
         if fed is not None and len(chain) < fed.max_hops:
             self.unrouted[job.id] = entry
-        self._round_soon()
+        if self._round_at > now or self._per_event:  # `_round_soon`, inline: once per arrival
+            self._request_round(now)
         return entry
 
     def _too_large(self, job: Job, stage: int) -> str:
@@ -551,10 +553,12 @@ class Engine:
             entry.state = JobState.FAILED
             self.log.append(now, int(EventKind.FAIL), job_id, entry.site, -1, exit_code, run)
         del self.entries[job_id]
-        self.why_not.pop(job_id, None)
+        if self.why_not:
+            self.why_not.pop(job_id, None)
         if entry.chain:
             self.notify_origin(entry)
-        self._round_soon()
+        if self._round_at > now or self._per_event:  # `_round_soon`, inline: once per end
+            self._request_round(now)
 
     def schedule_walltime(self, entry: JobEntry, started: float) -> None:
         """With `enforce_walltime`, schedule the end of the current run of `entry` at its job's
@@ -828,12 +832,6 @@ class Engine:
 
     # ------------------------------------------------------------------ used by decision kinds
 
-    def log_start(self, entry: JobEntry, site: int, policy: str) -> None:
-        """Record the start of the current run of `entry` on `site`, decided by `policy`."""
-        log = self.log
-        size = entry.job.size
-        log.append(self.clock.now, _START, entry.job.id, site, -1, size, entry.run, log.policy_index(policy))
-
     def cloud_backend(self, index: int) -> CloudBackend:
         """The cloud backend at `index`; Refused (UNKNOWN_TARGET / INVALID) otherwise."""
         if not 0 <= index < len(self._clouds):
@@ -859,7 +857,7 @@ class Engine:
     def _round_soon(self) -> None:
         """Make sure a round follows now (the change marked the queues it concerns `_stale`)."""
         now = self.clock.now
-        if self._round_at <= now and self.round_rule != "per-event":
+        if self._round_at <= now and not self._per_event:
             return  # a round is already due now (request_round would schedule nothing)
         self._request_round(now)
 
@@ -887,7 +885,7 @@ class Engine:
         self._request_round(t)
 
     def _request_round(self, t: float) -> None:
-        if self.round_rule == "per-event" and t <= self.clock.now:
+        if self._per_event and t <= self.clock.now:
             self._round_due = True
             return
         interval = self.round_interval
@@ -899,7 +897,10 @@ class Engine:
             t = self._last_round
         if t < self._round_at:
             self._round_at = t
-            self.schedule(t, PRIO_ROUND, EV_ROUND, -1, -1)
+            if t == self.clock.now:
+                self.clock.now_at_round_priority(self.target, EV_ROUND)
+            else:
+                self.schedule(t, PRIO_ROUND, EV_ROUND, -1, -1)
 
     def run_round(self) -> None:
         """Ask the deciding policies (in their families' order) for decisions and apply them
@@ -972,7 +973,8 @@ class Engine:
                 for i in stage_sites[stage]:
                     if backends[i].free >= size:
                         return False
-        self._allocation_decided(True)
+        self._stale.clear()  # `_allocation_decided(True)`, inline: once per round
+        self._stale_all = False
         return True
 
     def _allocation_decided(self, all_accepted: bool) -> None:
