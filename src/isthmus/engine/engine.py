@@ -110,7 +110,8 @@ class Engine:
         self.policies = policies
         self.allocation = policies.allocation
         self.predictor = policies.predictor
-        self._deciders = policies.deciders
+        # the policies consulted each round: not one that declares it decides nothing
+        self._deciders = tuple(p for p in policies.deciders if not getattr(p, "decides_nothing", False))
         self.clock = clock
         #: this engine's target number on the clock (several engines may share one clock)
         self.target = clock.register(self.handle if rounds == "batch" else self._handle_then_round)
