@@ -175,6 +175,18 @@ class EventLog:
             self._sparse["task"][i] = task
         return i
 
+    def add(self, time: float, kind: int, job: int, site: int, vm: int, value: float, run: int, policy: int) -> None:
+        """`append` with every argument given and no slots, origin or task (the simulator's
+        hot path: arrivals, starts, ends, kills and requeues), returning nothing."""
+        self._time.append(time)
+        self._kind.append(kind)
+        self._job.append(job)
+        self._site.append(site)
+        self._vm.append(vm)
+        self._value.append(value)
+        self._run.append(run)
+        self._policy.append(policy)
+
     def _materialize(self) -> None:
         """Bring the slots, origin and task arrays up to the log's length: -1 (slots: a START's
         size, `value`, else 0) where the sparse columns hold nothing (vectorized: a run's log
