@@ -158,14 +158,7 @@ class EventLog:
     ) -> int:
         """Record one event; returns its index. `policy` and `origin` are interned indices
         (see `policy_index` and `origin_index`)."""
-        self._time.append(time)
-        self._kind.append(kind)
-        self._job.append(job)
-        self._site.append(site)
-        self._vm.append(vm)
-        self._value.append(value)
-        self._run.append(run)
-        self._policy.append(policy)
+        self.add(time, kind, job, site, vm, value, run, policy)
         i = len(self._time) - 1
         if slots:
             self._sparse["slots"][i] = slots
