@@ -87,7 +87,7 @@ class SimClock:
         #: Events in the heap that alone do not keep a run going (billing boundaries of idle VMs).
         self.background = 0
         # While the one-engine loop runs (`_run_one_feed`), an event at `now` with PRIO_ROUND
-        # (`at_round_priority`) is held here, (kind, a, b), instead of going through the heap.
+        # (`now_at_round_priority`) is held here, (kind, a, b), instead of going through the heap.
         self._holding = False
         self._due: tuple[int, int, int] | None = None
 
