@@ -200,6 +200,11 @@ def test_single_cluster() -> None:
     assert env.round_interval is None
     assert (env.allocation.name, env.provisioning.name) == ("fcfs", "none")
     assert env == load_environment("single-cluster:processors=430")
+    # made without the file schema: equal, field by field, to the validated bundled name
+    for n in (1, 16, 128, 10**6):
+        direct = single_cluster(n)
+        assert repr(direct) == repr(load_environment(f"single-cluster:processors={n}"))
+        assert validate_environment(direct) == direct
     for bad in (0, -3):
         with pytest.raises(ConfigError, match="processors"):
             single_cluster(bad)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup
 
 from isthmus import __version__
+from isthmus.cli.memory import end_startup_gc, start_program_gc
 
 if TYPE_CHECKING:  # typer carries its own copy of click
     from typer._click import Command, Context
@@ -101,7 +103,15 @@ class LazyGroup(TyperGroup):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             for name, command in load_commands(COMMANDS[cmd_name]).items():
                 self.commands.setdefault(name, command)
+            end_startup_gc()  # the command's imports are done: the cyclic collector skips them
         return super().get_command(ctx, cmd_name)
+
+    def main(self, args: Sequence[str] | None = None, *rest: Any, **options: Any) -> Any:
+        """Run the command line; without `args` it is the program's own (``sys.argv``): start-up
+        then runs without cyclic garbage collection (isthmus.cli.memory)."""
+        if args is None:
+            start_program_gc()
+        return super().main(args, *rest, **options)
 
 
 app = typer.Typer(

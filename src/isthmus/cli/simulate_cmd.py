@@ -282,23 +282,26 @@ def simulate_command(
     ] = None,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
-    from isthmus.cli.memory import fix_mmap_threshold, release_free_memory
+    from isthmus.cli.memory import end_startup_gc, fix_mmap_threshold, release_free_memory
 
     fix_mmap_threshold()  # large NumPy columns go back to the system when freed
-    from isthmus.config import ConfigError, load_environment, single_cluster
+    from isthmus.config import ConfigError, single_cluster
     from isthmus.metrics.run import compare_table, stream_run
     from isthmus.metrics.summary import write_summary
     from isthmus.policies.registry import PolicyError, check_policy
     from isthmus.sim.runner import simulate
     from isthmus.workloads import SwfConversion, WorkloadError, cancelled_report, describe_cancelled, resolve_workload
-    from isthmus.workloads.vm_requirements import apply_vm_rules, parse_vm_rule
 
+    end_startup_gc()  # the run's modules are loaded: the cyclic collector skips them from now on
     if cluster is not None and env is not None:
         raise fail("give either --env or --cluster, not both")
     try:
-        environment: Environment = (
-            single_cluster(cluster) if cluster is not None else load_environment(env or "koala-c-multicloud")
-        )
+        if cluster is not None:
+            environment: Environment = single_cluster(cluster)
+        else:
+            from isthmus.config import load_environment  # files and bundled names: the schema, YAML
+
+            environment = load_environment(env or "koala-c-multicloud")
     except (ConfigError, ValueError, KeyError) as exc:
         raise fail(str(exc)) from None
     names = policy or list(CLUSTER_POLICIES if cluster is not None else DEFAULT_POLICIES)
@@ -351,6 +354,8 @@ def simulate_command(
     if jobs is not None:
         job_list = job_list[:jobs]
     if vm:
+        from isthmus.workloads.vm_requirements import apply_vm_rules, parse_vm_rule
+
         try:
             job_list = apply_vm_rules(job_list, [parse_vm_rule(text) for text in vm])
         except ValueError as exc:

@@ -16,6 +16,9 @@ Public API::
 See docs/environments.md for the file format and the bundled environments.
 """
 
+from typing import TYPE_CHECKING
+
+from isthmus import lazy
 from isthmus.config.bundled import (
     DEFAULT_ENVIRONMENT,
     EC2_PRICE_PER_HOUR,
@@ -30,15 +33,28 @@ from isthmus.config.bundled import (
     sites_summary,
 )
 from isthmus.config.errors import ConfigError, Problem
-from isthmus.config.loader import (
-    dump_environment,
-    environment_from_text,
-    is_file_spec,
-    load_environment,
-    load_file,
-    parse_text,
-)
-from isthmus.config.schema import environment_to_dict, validate_document, validate_environment
+
+if TYPE_CHECKING:
+    from isthmus.config.loader import (
+        dump_environment,
+        environment_from_text,
+        is_file_spec,
+        load_environment,
+        load_file,
+        parse_text,
+    )
+    from isthmus.config.schema import environment_to_dict, validate_document, validate_environment
+
+#: Names loaded on first use (isthmus.lazy): the file reader and the schema load the pydantic
+#: models (a tenth of a second), which `single_cluster` (``isthmus simulate --cluster P``) does
+#: not need.
+_LAZY = {
+    **dict.fromkeys(
+        ("dump_environment", "environment_from_text", "is_file_spec", "load_environment", "load_file", "parse_text"),
+        "loader",
+    ),
+    **dict.fromkeys(("environment_to_dict", "validate_document", "validate_environment"), "schema"),
+}
 
 __all__ = [
     "DEFAULT_ENVIRONMENT",
@@ -64,3 +80,14 @@ __all__ = [
     "validate_document",
     "validate_environment",
 ]
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above
+
+    def __getattr__(name: str) -> object:
+        """A name of `_LAZY`, imported from its submodule on first use."""
+        return lazy.load_name(__name__, _LAZY, name)
+
+    def __dir__() -> list[str]:
+        """The package's names, the lazily loaded ones included."""
+        return lazy.names(__name__, _LAZY)

@@ -8,17 +8,20 @@ Every failure is a `ConfigError` naming the file, the key path and what was expe
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
-
-import yaml
+from typing import TYPE_CHECKING, Any, Literal
 
 from isthmus.config.errors import ConfigError, Problem
 from isthmus.config.schema import LineLocator, Loc, environment_to_dict, validate_document
-from isthmus.config.toml_writer import dumps_toml
 from isthmus.model.environment import Environment
+
+if TYPE_CHECKING:
+    import yaml
+
+# PyYAML, tomllib and the TOML writer are imported by the functions that read or write those
+# formats: a bundled name (``isthmus simulate`` without --env) needs none of them
 
 __all__ = [
     "FILE_SUFFIXES",
@@ -39,12 +42,20 @@ FILE_SUFFIXES: Mapping[str, Format] = {".toml": "toml", ".yaml": "yaml", ".yml":
 # YAML with duplicate-key detection and line numbers.
 
 
-# A SafeLoader that refuses duplicate keys in a mapping (PyYAML keeps the last one silently).
-# Built with type() so the module type-checks with and without the PyYAML stubs.
-_StrictYamlLoader: Any = type("_StrictYamlLoader", (yaml.SafeLoader,), {})
+@cache
+def _strict_yaml_loader() -> Any:
+    """A SafeLoader that refuses duplicate keys in a mapping (PyYAML keeps the last one silently).
+    Built with type() so the module type-checks with and without the PyYAML stubs."""
+    import yaml
+
+    loader: Any = type("_StrictYamlLoader", (yaml.SafeLoader,), {})
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    return loader
 
 
 def _construct_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+    import yaml
+
     loader.flatten_mapping(node)
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
@@ -70,11 +81,9 @@ def _construct_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, 
     return mapping
 
 
-_StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _yaml_line_locator(root: yaml.Node | None) -> LineLocator:
     """Map a key path to the 1-based line of that key (or of the nearest existing parent)."""
+    import yaml
 
     def line_of(loc: Loc) -> int | None:
         node = root
@@ -202,6 +211,8 @@ def parse_text(text: str, fmt: Format, *, file: str = "<string>") -> tuple[Any, 
     Returns the document and a function mapping key paths to lines.
     """
     if fmt == "toml":
+        import tomllib
+
         try:
             return tomllib.loads(text), _toml_line_locator(text)
         except tomllib.TOMLDecodeError as exc:
@@ -214,9 +225,12 @@ def parse_text(text: str, fmt: Format, *, file: str = "<string>") -> tuple[Any, 
                 line = text.count("\n") + (0 if text.endswith("\n") else 1)
                 message = message.replace("(at end of document)", "(at end of file)").strip()
             raise ConfigError(file, [Problem("", f"TOML syntax error: {message}", line)]) from None
+    import yaml
+
+    strict = _strict_yaml_loader()
     try:
-        data = yaml.load(text, Loader=_StrictYamlLoader)
-        root = yaml.compose(text, Loader=_StrictYamlLoader)
+        data = yaml.load(text, Loader=strict)
+        root = yaml.compose(text, Loader=strict)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -287,8 +301,12 @@ def dump_environment(env: Environment, fmt: Format) -> str:
     """Write `env` as TOML or YAML text that loads back to an equal Environment."""
     doc = environment_to_dict(env)
     if fmt == "toml":
+        from isthmus.config.toml_writer import dumps_toml
+
         return dumps_toml(doc)
     if fmt == "yaml":
+        import yaml
+
         text: str = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1000)
         if yaml.safe_load(text) != doc:
             # PyYAML writes some characters (NEL, line/paragraph separators) raw and reads them back

@@ -89,7 +89,8 @@ class SiteBackend(ABC):
     `free` is the number of processors usable now and not running anything; `online` the
     processors usable now (busy or not). `running` maps job id to its entry.
     `by_estimated_end` lists (estimated end, job id) of running jobs in order, for
-    backfilling policies.
+    backfilling policies and the wait predictor: built on its first read and kept from then on
+    (most policies never read it, and keeping it costs every start and end).
     """
 
     #: Whether bags of tasks may hold processors here (taken from `free`; isthmus.engine.bags)
@@ -105,7 +106,8 @@ class SiteBackend(ABC):
         self.free = 0
         self.online = 0
         self.running: dict[int, JobEntry] = {}
-        self.by_estimated_end: list[tuple[float, int]] = []
+        # (estimated end, job id) of the running jobs in order, once `by_estimated_end` was read
+        self._ends: list[tuple[float, int]] | None = None
         #: why the site cannot be used now ("" while it can): a batch system not answering, ...
         self.unavailable = ""
         #: free processors held by reservations for queued jobs (clouds: reserved VMs; clusters:
@@ -124,19 +126,37 @@ class SiteBackend(ABC):
         """Processors running jobs now."""
         return self.online - self.free
 
+    @property
+    def by_estimated_end(self) -> list[tuple[float, int]]:
+        """(estimated end, job id) of the running jobs, in order. Built from `running` on the
+        first read, then kept by every start and stop: the same list as if it had been kept
+        from the start (a run's key is its start, `entry.started`, plus its estimated runtime,
+        both fixed while it runs). The same list object from then on (views wrap it)."""
+        ends = self._ends
+        if ends is None:
+            ends = self._ends = sorted((e.started + e.estimated_runtime, i) for i, e in self.running.items())
+        return ends
+
     def _track_start(self, entry: JobEntry, now: float) -> None:
+        """A run of `entry` began at `now` (its `started`) here."""
         self.running[entry.job.id] = entry
-        bisect.insort(self.by_estimated_end, (now + entry.estimated_runtime, entry.job.id))
+        ends = self._ends
+        if ends is not None:
+            bisect.insort(ends, (now + entry.estimated_runtime, entry.job.id))
 
     def _track_stop(self, entry: JobEntry) -> None:
+        """The current run of `entry` here ended or was killed."""
         del self.running[entry.job.id]
+        ends = self._ends
+        if ends is None:
+            return
         key = (entry.started + entry.estimated_runtime, entry.job.id)
-        i = bisect.bisect_left(self.by_estimated_end, key)
-        if i < len(self.by_estimated_end) and self.by_estimated_end[i] == key:
-            del self.by_estimated_end[i]
+        i = bisect.bisect_left(ends, key)
+        if i < len(ends) and ends[i] == key:
+            del ends[i]
         else:  # estimated end computed differently (float noise): fall back to a scan
             # in place: the view holds a read-only window on this very list
-            self.by_estimated_end[:] = [p for p in self.by_estimated_end if p[1] != entry.job.id]
+            ends[:] = [p for p in ends if p[1] != entry.job.id]
 
     def free_for(self, job_id: int) -> int:
         """Free processors job `job_id` may use: the free ones less those held for other jobs."""

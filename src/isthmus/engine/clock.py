@@ -76,7 +76,7 @@ class _Feed:
 class SimClock:
     """Virtual time over a heap of events and sorted arrival feeds."""
 
-    __slots__ = ("_handlers", "_seq", "background", "feeds", "heap", "now")
+    __slots__ = ("_due", "_handlers", "_holding", "_seq", "background", "feeds", "heap", "now")
 
     def __init__(self, start: float = 0.0) -> None:
         self.now = start
@@ -86,6 +86,10 @@ class SimClock:
         self.feeds: list[_Feed] = []
         #: Events in the heap that alone do not keep a run going (billing boundaries of idle VMs).
         self.background = 0
+        # While the one-engine loop runs (`_run_one_feed`), an event at `now` with PRIO_ROUND
+        # (`now_at_round_priority`) is held here, (kind, a, b), instead of going through the heap.
+        self._holding = False
+        self._due: tuple[int, int, int] | None = None
 
     def register(self, handler: Handler) -> int:
         """Add an engine's event handler; returns the target number its events carry."""
@@ -103,6 +107,20 @@ class SimClock:
             push(heap, (t if t > now else now, prio, next(seq), target, kind, a, b))
 
         return at
+
+    def now_at_round_priority(self, target: int, kind: int, a: int = -1, b: int = -1) -> None:
+        """Schedule event `kind` for `target` now, with PRIO_ROUND: after every event at this
+        instant with a lower priority, before those with a higher one (an engine's round).
+
+        With one engine on the clock, the loop of `run` holds it aside rather than in the heap
+        and hands it over as soon as no event at this instant with a lower priority is left:
+        the same order, as the only other events at an instant with PRIO_ROUND are that
+        engine's own (a round event whose round already ran, or ran at another time, which
+        the engine ignores). A second one while one is held goes through the heap."""
+        if self._holding and self._due is None:
+            self._due = (kind, a, b)
+            return
+        heapq.heappush(self.heap, (self.now, PRIO_ROUND, next(self._seq), target, kind, a, b))
 
     def at(self, time: float, prio: int, kind: int, a: int = -1, b: int = -1, target: int = 0) -> None:
         """Schedule event `kind` with arguments (a, b) for `target` at `time` (never before now)."""
@@ -180,7 +198,21 @@ class SimClock:
         self, until: float, idle: Callable[[], bool] | None, progress: Callable[[int], None] | None
     ) -> None:
         # The simulator's hot loop: one sorted arrival feed merged with the heap, no per-event
-        # indirection beyond the handler call.
+        # indirection beyond the handler call; with one engine, its rounds are held aside
+        # (`now_at_round_priority`) rather than pushed onto and popped off the heap.
+        self._holding = len(self._handlers) == 1
+        try:
+            self._loop_one_feed(until, idle, progress)
+        finally:
+            self._holding = False
+            due = self._due
+            if due is not None:  # left by an error: into the heap, where any later run finds it
+                self._due = None
+                heapq.heappush(self.heap, (self.now, PRIO_ROUND, next(self._seq), 0, *due))
+
+    def _loop_one_feed(
+        self, until: float, idle: Callable[[], bool] | None, progress: Callable[[int], None] | None
+    ) -> None:
         (feed,) = self.feeds
         heap = self.heap
         handlers = self._handlers
@@ -189,8 +221,10 @@ class SimClock:
         n = feed.n
         i = feed.i
         inf = math.inf
-        next_t = time_of(items[i]) if i < n else inf
+        item = items[i] if i < n else None  # the next arrival, read once (a JobTable builds it)
+        next_t = time_of(item) if i < n else inf
         step = max(1, n // 200)
+        first_round = fprio < PRIO_ROUND  # an arrival at this instant comes before a round
         while True:
             if heap:
                 top = heap[0]
@@ -198,17 +232,28 @@ class SimClock:
             else:
                 top = None
                 ht = inf
+            due = self._due
+            if due is not None:
+                # the held round event, once no event of this instant comes before it
+                now = self.now
+                if not ((next_t == now and first_round) or (top is not None and ht == now and top[1] < PRIO_ROUND)):
+                    self._due = None
+                    handlers[0](*due)
+                    continue
             if next_t < ht or (next_t == ht and top is not None and top[1] > fprio):
                 if next_t > until:
                     break
                 if next_t < self.now:
                     raise ValueError(f"arrivals are not sorted by time: item {i} at {next_t} after {self.now}")
                 self.now = next_t
-                item = items[i]
                 i += 1
                 feed.i = i
                 fire(item)
-                next_t = time_of(items[i]) if i < n else inf
+                if i < n:
+                    item = items[i]
+                    next_t = time_of(item)
+                else:
+                    next_t = inf
                 if progress is not None and i % step == 0:
                     progress(i)
             elif top is not None:

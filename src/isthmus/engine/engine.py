@@ -104,12 +104,14 @@ class Engine:
         #: "batch": completions, then arrivals, then one round per instant; "per-event": a round
         #: after each event (arrivals, fed first, before completions at equal times)
         self.round_rule = rounds
+        self._per_event = rounds == "per-event"
         self._round_due = False
         self.env = env
         self.policies = policies
         self.allocation = policies.allocation
         self.predictor = policies.predictor
-        self._deciders = policies.deciders
+        # the policies consulted each round: not one that declares it decides nothing
+        self._deciders = tuple(p for p in policies.deciders if not getattr(p, "decides_nothing", False))
         self.clock = clock
         #: this engine's target number on the clock (several engines may share one clock)
         self.target = clock.register(self.handle if rounds == "batch" else self._handle_then_round)
@@ -259,7 +261,7 @@ class Engine:
         log = self.log
         if job.id in self.entries:
             raise ValueError(f"job {job.id} was already submitted")
-        log.append(now, _SUBMIT, job.id, -1, -1, job.size)
+        log.add(now, _SUBMIT, job.id, -1, -1, job.size, -1, -1)
         return self._admit(job, now)
 
     def _admit(self, job: Job, now: float, chain: tuple[str, ...] = ()) -> JobEntry | None:
@@ -298,7 +300,8 @@ class Engine:
         fed = self.federation
         if fed is not None and len(chain) < fed.max_hops:
             self.unrouted[job.id] = entry
-        self._round_soon()
+        if self._round_at > now or self._per_event:  # `_round_soon`, inline: once per arrival
+            self._request_round(now)
         return entry
 
     def _too_large(self, job: Job, stage: int) -> str:
@@ -538,7 +541,7 @@ class Engine:
             self.ledger.stopped(job_id)
         if exit_code == 0:
             entry.state = JobState.COMPLETED
-            self.log.append(now, _END, job_id, entry.site, -1, 0, run)
+            self.log.add(now, _END, job_id, entry.site, -1, 0, run, -1)
             runtime = now - entry.started
             user = entry.job.user
             hist = self.history.get(user)
@@ -551,10 +554,12 @@ class Engine:
             entry.state = JobState.FAILED
             self.log.append(now, int(EventKind.FAIL), job_id, entry.site, -1, exit_code, run)
         del self.entries[job_id]
-        self.why_not.pop(job_id, None)
+        if self.why_not:
+            self.why_not.pop(job_id, None)
         if entry.chain:
             self.notify_origin(entry)
-        self._round_soon()
+        if self._round_at > now or self._per_event:  # `_round_soon`, inline: once per end
+            self._request_round(now)
 
     def schedule_walltime(self, entry: JobEntry, started: float) -> None:
         """With `enforce_walltime`, schedule the end of the current run of `entry` at its job's
@@ -584,7 +589,7 @@ class Engine:
         self._stale.update(self._site_stages[site])  # free processors there: a head may fit
         if self.ledger.commits:
             self.ledger.stopped(entry.job.id)
-        self.log.append(now, _KILL, entry.job.id, site, -1, int(cause), run)
+        self.log.add(now, _KILL, entry.job.id, site, -1, int(cause), run, -1)
         if requeue:
             entry.restarts += 1
             if next_stage:
@@ -603,7 +608,7 @@ class Engine:
             entry.state = _QUEUED
             entry.queued_at = now
             self._enqueue(entry, entry.stage)
-            self.log.append(now, _REQUEUE, entry.job.id, -1, -1, entry.stage, run)
+            self.log.add(now, _REQUEUE, entry.job.id, -1, -1, entry.stage, run, -1)
         else:
             # the run's end: FAIL with the status of a process killed by SIGKILL; a FAIL right
             # after a KILL with cause TIMEOUT is the end of a job that timed out
@@ -828,12 +833,6 @@ class Engine:
 
     # ------------------------------------------------------------------ used by decision kinds
 
-    def log_start(self, entry: JobEntry, site: int, policy: str) -> None:
-        """Record the start of the current run of `entry` on `site`, decided by `policy`."""
-        log = self.log
-        size = entry.job.size
-        log.append(self.clock.now, _START, entry.job.id, site, -1, size, entry.run, log.policy_index(policy))
-
     def cloud_backend(self, index: int) -> CloudBackend:
         """The cloud backend at `index`; Refused (UNKNOWN_TARGET / INVALID) otherwise."""
         if not 0 <= index < len(self._clouds):
@@ -859,7 +858,7 @@ class Engine:
     def _round_soon(self) -> None:
         """Make sure a round follows now (the change marked the queues it concerns `_stale`)."""
         now = self.clock.now
-        if self._round_at <= now and self.round_rule != "per-event":
+        if self._round_at <= now and not self._per_event:
             return  # a round is already due now (request_round would schedule nothing)
         self._request_round(now)
 
@@ -887,7 +886,7 @@ class Engine:
         self._request_round(t)
 
     def _request_round(self, t: float) -> None:
-        if self.round_rule == "per-event" and t <= self.clock.now:
+        if self._per_event and t <= self.clock.now:
             self._round_due = True
             return
         interval = self.round_interval
@@ -899,7 +898,10 @@ class Engine:
             t = self._last_round
         if t < self._round_at:
             self._round_at = t
-            self.schedule(t, PRIO_ROUND, EV_ROUND, -1, -1)
+            if t == self.clock.now:
+                self.clock.now_at_round_priority(self.target, EV_ROUND)
+            else:
+                self.schedule(t, PRIO_ROUND, EV_ROUND, -1, -1)
 
     def run_round(self) -> None:
         """Ask the deciding policies (in their families' order) for decisions and apply them
@@ -972,7 +974,8 @@ class Engine:
                 for i in stage_sites[stage]:
                     if backends[i].free >= size:
                         return False
-        self._allocation_decided(True)
+        self._stale.clear()  # `_allocation_decided(True)`, inline: once per round
+        self._stale_all = False
         return True
 
     def _allocation_decided(self, all_accepted: bool) -> None:

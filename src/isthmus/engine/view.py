@@ -96,7 +96,7 @@ class VmView:
 class SiteView:
     """A site's current state, read-only: capacity, running jobs and their estimated ends."""
 
-    __slots__ = ("_b", "by_estimated_end", "index", "name", "running", "site")
+    __slots__ = ("_b", "_ends", "index", "name", "running", "site")
 
     def __init__(self, backend: SiteBackend) -> None:
         self._b = backend
@@ -105,8 +105,15 @@ class SiteView:
         self.name = backend.name
         #: running job id -> its entry
         self.running: Mapping[int, JobEntry] = MappingProxyType(backend.running)
-        #: (estimated end, job id) of running jobs, in order
-        self.by_estimated_end: Sequence[tuple[float, int]] = ReadOnlyList(backend.by_estimated_end)
+        self._ends: ReadOnlyList | None = None
+
+    @property
+    def by_estimated_end(self) -> Sequence[tuple[float, int]]:
+        """(estimated end, job id) of running jobs, in order (the site keeps it once read)."""
+        ends = self._ends
+        if ends is None:
+            ends = self._ends = ReadOnlyList(self._b.by_estimated_end)
+        return ends
 
     # C-level getters (`attrgetter`) for the fields policies read several times a round.
     #: Processors usable now and running nothing.

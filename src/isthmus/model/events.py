@@ -158,14 +158,7 @@ class EventLog:
     ) -> int:
         """Record one event; returns its index. `policy` and `origin` are interned indices
         (see `policy_index` and `origin_index`)."""
-        self._time.append(time)
-        self._kind.append(kind)
-        self._job.append(job)
-        self._site.append(site)
-        self._vm.append(vm)
-        self._value.append(value)
-        self._run.append(run)
-        self._policy.append(policy)
+        self.add(time, kind, job, site, vm, value, run, policy)
         i = len(self._time) - 1
         if slots:
             self._sparse["slots"][i] = slots
@@ -175,21 +168,45 @@ class EventLog:
             self._sparse["task"][i] = task
         return i
 
+    def add(self, time: float, kind: int, job: int, site: int, vm: int, value: float, run: int, policy: int) -> None:
+        """`append` with every argument given and no slots, origin or task (the simulator's
+        hot path: arrivals, starts, ends, kills and requeues), returning nothing."""
+        self._time.append(time)
+        self._kind.append(kind)
+        self._job.append(job)
+        self._site.append(site)
+        self._vm.append(vm)
+        self._value.append(value)
+        self._run.append(run)
+        self._policy.append(policy)
+
     def _materialize(self) -> None:
-        """Bring the slots, origin and task arrays up to the log's length."""
+        """Bring the slots, origin and task arrays up to the log's length: -1 (slots: a START's
+        size, `value`, else 0) where the sparse columns hold nothing (vectorized: a run's log
+        holds hundreds of thousands of events)."""
         n = len(self._time)
         start = len(self._slots)
         if start == n:
             return
+        import numpy as np
+
         sparse = self._sparse
-        slots, origin, task = sparse["slots"], sparse["origin"], sparse["task"]
-        kind, value = self._kind, self._value
-        start_kind = int(EventKind.START)
-        self._slots.extend(slots.get(i, int(value[i]) if kind[i] == start_kind else 0) for i in range(start, n))
-        self._origin.extend(origin.get(i, -1) for i in range(start, n))
-        self._task.extend(task.get(i, -1) for i in range(start, n))
-        for d in (slots, origin, task):
-            d.clear()
+        kind = np.frombuffer(self._kind, dtype=np.int8)[start:n].copy()  # copies: no buffer stays exported
+        value = np.frombuffer(self._value, dtype=np.float64)[start:n].copy()
+        slots = np.where(kind == int(EventKind.START), value, 0.0).astype(np.int64)  # int(): toward zero
+        origin = np.full(n - start, -1, dtype=np.int64)
+        task = np.full(n - start, -1, dtype=np.int64)
+        todo = (("slots", self._slots, slots), ("origin", self._origin, origin), ("task", self._task, task))
+        for name, column, out in todo:
+            d = sparse[name]
+            if d:
+                out[np.fromiter(d.keys(), np.int64, len(d)) - start] = np.fromiter(d.values(), np.int64, len(d))
+                d.clear()
+            dtype = np.dtype(column.typecode)  # the C type of the array's own typecode
+            info = np.iinfo(dtype)
+            if out.size and (out.min() < info.min or out.max() > info.max):
+                raise OverflowError(f"event log column {name}: a value does not fit {dtype}")
+            column.frombytes(out.astype(dtype).tobytes())
 
     def policy_index(self, name: str) -> int:
         """The interned index of policy `name` (-1 for an empty name)."""

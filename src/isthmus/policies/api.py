@@ -332,7 +332,11 @@ class View(Protocol):
 
 
 class DecidingPolicy(Protocol):
-    """A policy consulted every scheduling round (any family but prediction)."""
+    """A policy consulted every scheduling round (any family but prediction).
+
+    A policy whose class sets `decides_nothing = True` (no provisioning on clusters only) is
+    never consulted: its `decide` would return no decision in any state.
+    """
 
     name: ClassVar[str]
 

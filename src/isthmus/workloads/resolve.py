@@ -7,8 +7,10 @@ from pathlib import Path
 
 from isthmus.workloads.conversion import SwfConversion
 from isthmus.workloads.errors import WorkloadError
-from isthmus.workloads.generators import DEFAULT_MODEL, MODELS, generate
 from isthmus.workloads.workload import Workload, load_workload
+
+# the generators (isthmus.workloads.generators) are imported where a spec may name a model: a
+# trace path is told apart by its suffix or folder, and reading it does not load them
 
 _TRACE_SUFFIXES = (".swf", ".swf.gz", ".gwf", ".gwf.gz")
 
@@ -21,6 +23,8 @@ def looks_like_path(spec: str) -> bool:
         return True
     if os.sep in spec or (os.altsep is not None and os.altsep in spec):
         return True
+    from isthmus.workloads.generators import MODELS
+
     name = lower.partition(":")[0]
     return name not in MODELS and Path(spec).is_file()
 
@@ -45,6 +49,8 @@ def resolve_workload(
     lists the valid names); never returns a partial workload.
     """
     if spec is None or (isinstance(spec, str) and not spec.strip()):
+        from isthmus.workloads.generators import DEFAULT_MODEL, generate
+
         return generate(DEFAULT_MODEL, seed=seed, jobs=jobs)
     text = os.fspath(spec)
     if jobs is not None and jobs < 0:
@@ -52,6 +58,8 @@ def resolve_workload(
     if not isinstance(spec, str) or looks_like_path(text):
         path = Path(text)
         if not path.exists():
+            from isthmus.workloads.generators import MODELS
+
             raise WorkloadError(f"no such file (and not a workload model; models: {', '.join(MODELS)})", source=text)
         return load_workload(
             path,
@@ -62,6 +70,8 @@ def resolve_workload(
             name=None,
             lazy=lazy,
         )
+    from isthmus.workloads.generators import MODELS, generate
+
     name = text.partition(":")[0].strip().lower()
     if name not in MODELS:
         raise WorkloadError(

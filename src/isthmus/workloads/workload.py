@@ -16,12 +16,12 @@ from isthmus.model.job import Job
 from isthmus.model.jobtable import JobTable
 from isthmus.workloads.conversion import ConversionStats, IdMapper, JobConverter, SwfConversion, record_from_job
 from isthmus.workloads.errors import SkipReport, WorkloadError
-from isthmus.workloads.gwf import GwfReader, GwfRecord, GwfToSwf, time_origin
 from isthmus.workloads.swf import SwfHeader, SwfReader, SwfRecord
 from isthmus.workloads.textio import open_text
 
 if TYPE_CHECKING:
     from isthmus.workloads.filters import Filter
+    from isthmus.workloads.gwf import GwfRecord
 
 TraceFormat = Literal["swf", "gwf"]
 _submit_of = attrgetter("submit")
@@ -361,6 +361,8 @@ def load_gwf(
     ReqNProcs field 8, ...). User and group keep the GWF identifier text. Submit times are
     rebased to the first job when they look like Unix times (header ``UnixStartTime``).
     """
+    from isthmus.workloads.gwf import GwfReader, GwfToSwf, time_origin  # (an SWF file needs none of it)
+
     source = str(path)
     try:
         converter = JobConverter(conversion, None)

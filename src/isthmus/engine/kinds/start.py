@@ -9,6 +9,7 @@ from isthmus.engine.clock import EV_LIMIT, PRIO_LIMIT
 from isthmus.engine.kinds import register
 from isthmus.engine.state import JobEntry
 from isthmus.model.decisions import StartJob
+from isthmus.model.events import EventKind
 from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
 from isthmus.model.vmtypes import describe
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
 
 _QUEUED = JobState.QUEUED
+_START = int(EventKind.START)
 
 
 class StartKind:
@@ -77,7 +79,10 @@ class StartKind:
         if entry.alloc and (engine.ledger.per_user or engine.ledger.finishing) and engine.ledger.covering(d.site):
             for vm_id, at in engine.ledger.started(engine, entry.job.id, d.site):
                 engine.schedule_billing(at, d.site, vm_id)
-        engine.log_start(entry, d.site, d.by or engine.deciding)
+        log = engine.log
+        log.add(
+            now, _START, entry.job.id, d.site, -1, entry.job.size, entry.run, log.policy_index(d.by or engine.deciding)
+        )
         if d.limit is not None and not backend.ends_by(entry, now + d.limit):
             engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
         if engine.enforce_walltime:

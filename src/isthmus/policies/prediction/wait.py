@@ -44,18 +44,28 @@ def earliest_fit_on(
 ) -> tuple[float, int]:
     """The first step of `profile_steps(site, free, now, started)` with `size` free processors
     and how many are left over then, (inf, 0) if none: EASY's reservation (shadow time and
-    extra processors), in one loop without generators since it runs every round."""
+    extra processors), in one loop without generators since it runs every round; with no run
+    `started`, over the running jobs in place, only as far as the first fit."""
     running = site.running
-    ends = [(end, running[j].job.size) for end, j in site.by_estimated_end if j in running]
-    if started:
-        ends = sorted([*ends, *started])
     time = now
-    for end, more in ends:
-        if end > time:
-            if free >= size:
-                return time, free - size
-            time = end
-        free += more
+    if started:
+        ends = sorted([*((end, running[j].job.size) for end, j in site.by_estimated_end if j in running), *started])
+        for end, more in ends:
+            if end > time:
+                if free >= size:
+                    return time, free - size
+                time = end
+            free += more
+    else:
+        for end, j in site.by_estimated_end:
+            entry = running.get(j)
+            if entry is None:
+                continue
+            if end > time:
+                if free >= size:
+                    return time, free - size
+                time = end
+            free += entry.job.size
     if free >= size:
         return time, free - size
     return math.inf, 0

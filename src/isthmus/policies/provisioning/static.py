@@ -14,6 +14,8 @@ class NoProvisioning:
 
     name: ClassVar[str] = "none"
     seed: ClassVar[str] = "KOALA-C §II-B (cluster sites are always present; nothing to lease)"
+    #: the engine does not consult it each round (DecidingPolicy)
+    decides_nothing: ClassVar[bool] = True
     Params = NoParams
 
     def __init__(self, params: NoParams | None = None) -> None:

@@ -1,0 +1,92 @@
+"""Indexes the engine keeps only once a policy reads them: a site's running jobs by estimated end
+(`by_estimated_end`) is built on its first read and kept from then on, and must then be the very
+list a site that kept it from the start holds."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import cloud_env, clusters, job
+from isthmus.engine.engine import Engine
+from isthmus.model import PolicyChoice
+from isthmus.model.job import Job
+from isthmus.sim.runner import simulate
+
+jobs_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 40),  # submit
+        st.integers(1, 4),  # size
+        st.sampled_from([1.0, 3.0, 5.0, 10.0, 12.0, 30.0]),  # runtime
+        st.sampled_from([None, 2.0, 10.0, 40.0]),  # requested runtime (None: the prediction)
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _jobs(spec: list[tuple[int, int, float, float | None]]) -> list[Job]:
+    ordered = sorted(spec, key=lambda x: x[0])
+    return [job(i + 1, float(s), size, rt, req=req) for i, (s, size, rt, req) in enumerate(ordered)]
+
+
+def _snapshots(env_name: str, jobs: list[Job], policy: str, first_read: int) -> tuple[list[object], list[object]]:
+    """The log rows, and every site's `by_estimated_end` after each round from round
+    `first_read` on (the index is first read just before that round)."""
+    env = clusters(4, 3) if env_name == "clusters" else cloud_env(4, 3, boot=2.0)
+    seen: list[object] = []
+    original = Engine.run_round
+
+    def run_round(self: Engine) -> None:
+        if self.rounds + 1 >= first_read:  # read (built) before the round numbered first_read
+            for s in self.view.sites:
+                _ = s.by_estimated_end
+        original(self)
+        if self.rounds >= first_read:
+            seen.append([list(s.by_estimated_end) for s in self.view.sites])
+
+    Engine.run_round = run_round  # type: ignore[method-assign]
+    try:
+        result = simulate(env, jobs, PolicyChoice(policy, {}), None if env_name != "clusters" else "none")
+    finally:
+        Engine.run_round = original  # type: ignore[method-assign]
+    return [result.log.rows()], seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    jobs_strategy,
+    st.sampled_from(["clusters", "cloud"]),
+    st.sampled_from(["fcfs", "easy", "ff"]),
+    st.integers(1, 30),
+)
+def test_the_running_index_built_on_first_read_is_the_one_kept_from_the_start(
+    spec: list[tuple[int, int, float, float | None]], env_name: str, policy: str, first_read: int
+) -> None:
+    jobs = _jobs(spec)
+    eager_log, eager = _snapshots(env_name, jobs, policy, 1)
+    lazy_log, lazy = _snapshots(env_name, jobs, policy, first_read)
+    assert lazy_log == eager_log
+    assert lazy == eager[first_read - 1 :]
+
+
+def test_a_site_builds_its_running_index_only_when_read() -> None:
+    env = clusters(4)
+    jobs = [job(1, 0, 2, 10, req=20), job(2, 0, 2, 5, req=8), job(3, 1, 4, 3)]
+    result = simulate(env, jobs, "fcfs", "none")
+    assert result.unfinished == {}
+    from isthmus.engine.clock import SimClock
+    from isthmus.policies.build import build_policies
+    from isthmus.sim.runner import build_backends
+
+    clock = SimClock()
+    policies = build_policies(PolicyChoice("fcfs"), PolicyChoice("none"), None)
+    engine = Engine(env, policies, clock, lambda schedule: build_backends(env, schedule))
+    clock.feed(jobs, lambda j: j.submit, engine.submit)
+    clock.run(until=0.0)
+    backend = engine.backends[0]
+    assert backend._ends is None  # started two runs, read by no one
+    assert list(engine.view.sites[0].by_estimated_end) == [(8.0, 2), (20.0, 1)]
+    assert backend._ends == [(8.0, 2), (20.0, 1)]
+    clock.run()
+    assert backend._ends == []
