@@ -58,14 +58,15 @@ def child(case: dict[str, object]) -> dict[str, object]:
 def phases_child(case: dict[str, object]) -> dict[str, object]:
     """CPU seconds of each step `isthmus simulate --cluster P -w FILE -p POLICY -o DIR --no-plots`
     takes, through the same calls in this process: start-up imports, reading, simulating,
-    metrics and writing the records (where the remaining time of section 6 goes)."""
+    and the metrics with the records files, streamed as the command computes them (where the
+    remaining time of section 6 goes)."""
     t = [time.process_time()]
     from isthmus.cli import main as cli_main
 
     cli_main.load_commands("simulate_cmd")  # what `isthmus simulate` imports before it runs
     from isthmus.config import single_cluster
     from isthmus.metrics.records import JobColumns
-    from isthmus.metrics.run import compute_run_metrics, write_run
+    from isthmus.metrics.run import stream_run
     from isthmus.model.jobtable import JobTable
     from isthmus.sim.runner import simulate
     from isthmus.workloads import resolve_workload
@@ -77,11 +78,12 @@ def phases_child(case: dict[str, object]) -> dict[str, object]:
     env = single_cluster(int(case["cluster"]))  # type: ignore[call-overload]
     result = simulate(env, jobs, str(case["policy"]), None, round_interval=None)
     t.append(time.process_time())
-    metrics = compute_run_metrics(result.log, columns, env, result.end_time, copy_log=False)
+    base = Path(str(case["out"])) / str(case["policy"])
+    log, end = result.log, result.end_time
+    del result
+    stream_run(log, columns, env, end, f"{base}.jobs.csv", f"{base}.jobs.parquet", series=False, consume_log=True)
     t.append(time.process_time())
-    write_run(metrics, str(case["out"]), str(case["policy"]))
-    t.append(time.process_time())
-    names = ("startup_s", "read_s", "sim_s", "metrics_s", "write_s")
+    names = ("startup_s", "read_s", "sim_s", "metrics_s")
     return {name: t[i + 1] - t[i] for i, name in enumerate(names)}
 
 
@@ -371,10 +373,10 @@ def section_bare_loop() -> None:
                     f"{cmd_s / loop_s:.1f}x wall, {cmd_cpu / loop_cpu:.1f}x CPU (target 2x), same mean wait"
                 )
             f = run_case({"workload": synth100k, "cluster": 128, "policy": pol, "out": f"{tmp}/{pol}-phases"})
-            steps = ("startup", "read", "sim", "metrics", "write")
+            steps = ("startup", "read", "sim", "metrics")  # metrics: with the records files
             print(
                 "       CPU by step (--no-plots, same calls in one process): "
-                + ", ".join(f"{k} {float(f[k + '_s']):.2f} s" for k in steps)  # type: ignore[arg-type]
+                + ", ".join(f"{k.replace('metrics', 'metrics+records')} {float(f[k + '_s']):.2f} s" for k in steps)  # type: ignore[arg-type]
                 + f"; the bare loop's whole run {loop_cpu:.2f} s"
             )
         big = generated(300_000, Path(tmp))

@@ -26,6 +26,7 @@ CLUSTER_POLICIES = ("fcfs", "easy")
 
 if TYPE_CHECKING:
     from isthmus.engine.bags import BagSettings
+    from isthmus.metrics.run import WrittenRun
     from isthmus.sim.runner import SimulationResult
 
 err = Console(stderr=True)
@@ -135,24 +136,34 @@ def _reason_key(text: object) -> str:
     return _NEEDS.sub("needs more processors", str(text))
 
 
-def rejected_jobs(records: JobRecords) -> dict[str, object]:
-    """The jobs the engine rejected (REJECT events: they can never run in the environment).
+class RejectedJobs:
+    """The jobs the engine rejected (REJECT events: they can never run in the environment),
+    counted over records that may come in chunks (`add` each, in job order)."""
 
-    Returns {"count": n, "reasons": {reason: jobs}, "sizes": [smallest, largest] or None}.
-    Reasons are the engine's texts (``EventLog.reasons``) with the job's own size left out,
-    so that e.g. every job too large for the largest site counts under one reason.
-    """
-    mask = records.status == int(JobStatus.REJECTED)
-    reasons: dict[str, int] = {}
-    for text in records.reason[mask]:
-        key = _reason_key(text)
-        reasons[key] = reasons.get(key, 0) + 1
-    sizes = records.size[mask]
-    return {
-        "count": int(mask.sum()),
-        "reasons": reasons,
-        "sizes": [int(sizes.min()), int(sizes.max())] if sizes.size else None,
-    }
+    def __init__(self) -> None:
+        self.count = 0
+        self.reasons: dict[str, int] = {}
+        self.sizes: list[int] | None = None
+
+    def add(self, records: JobRecords) -> None:
+        """Count the rejected jobs of `records`."""
+        mask = records.status == int(JobStatus.REJECTED)
+        for text in records.reason[mask]:
+            key = _reason_key(text)
+            self.reasons[key] = self.reasons.get(key, 0) + 1
+        sizes = records.size[mask]
+        self.count += int(mask.sum())
+        if sizes.size:
+            lo, hi = int(sizes.min()), int(sizes.max())
+            self.sizes = [lo, hi] if self.sizes is None else [min(self.sizes[0], lo), max(self.sizes[1], hi)]
+
+    def report(self) -> dict[str, object]:
+        """{"count": n, "reasons": {reason: jobs}, "sizes": [smallest, largest] or None}.
+
+        Reasons are the engine's texts (``EventLog.reasons``) with the job's own size left out,
+        so that e.g. every job too large for the largest site counts under one reason.
+        """
+        return {"count": self.count, "reasons": dict(self.reasons), "sizes": self.sizes}
 
 
 class RunOutcome(NamedTuple):
@@ -275,7 +286,8 @@ def simulate_command(
 
     fix_mmap_threshold()  # large NumPy columns go back to the system when freed
     from isthmus.config import ConfigError, single_cluster
-    from isthmus.metrics.run import compare_table, compute_run_metrics, write_run
+    from isthmus.metrics.run import compare_table, stream_run
+    from isthmus.metrics.summary import write_summary
     from isthmus.policies.registry import PolicyError, check_policy
     from isthmus.sim.runner import simulate
     from isthmus.workloads import SwfConversion, WorkloadError, cancelled_report, describe_cancelled, resolve_workload
@@ -389,7 +401,8 @@ def simulate_command(
             f"pull latency {settings.pull_latency:g} s",
             highlight=False,
         )
-    runs = {}
+    runs: dict[str, WrittenRun] = {}
+    rejected: dict[str, dict[str, object]] = {}
     outcomes: dict[str, RunOutcome] = {}
     results: dict[str, SimulationResult] = {}  # runs the bags' report reads (with bags only)
     runs_left = len(choices) * (2 if bag_list else 1)
@@ -441,17 +454,31 @@ def simulate_command(
                     del result
                     job_list = []
                 release_free_memory()  # what the engine used besides its log
-                # the run is over: its log is read in place, not copied
-                runs[name] = compute_run_metrics(log, columns, environment, end_time, copy_log=False)
+                # the run is over: its log is read in place, not copied; the records go to
+                # their files as they are computed (never the whole run's records in memory)
+                counter = RejectedJobs()
+                base = out / _safe(name)
+                runs[name] = stream_run(
+                    log,
+                    columns,
+                    environment,
+                    end_time,
+                    f"{base}.jobs.csv",
+                    f"{base}.jobs.parquet",
+                    series=plots,
+                    observe=counter.add,
+                    consume_log=not bag_list,  # with bags, the bags' report reads the logs
+                    between=release_free_memory,
+                )
+                rejected[name] = counter.report()
                 del log
                 release_free_memory()  # the log of a finished run, the metrics' temporaries
-    rejected = {label: rejected_jobs(metrics.records) for label, metrics in runs.items()}
-    out.mkdir(parents=True, exist_ok=True)
     written = {}
     for label, metrics in runs.items():
         metrics.summary["workload_preparation"] = preparation
         metrics.summary["rejected"] = rejected[label]
-        written[label] = {k: str(v) for k, v in write_run(metrics, out, _safe(label)).items()}
+        summary_path = write_summary(metrics.summary, out / f"{_safe(label)}.summary.json")
+        written[label] = {k: str(v) for k, v in {**metrics.files, "summary": summary_path}.items()}
     plot_paths: dict[str, str] = {}
     if plots:  # matplotlib is imported only for them
         from isthmus.metrics.plots import plot_all

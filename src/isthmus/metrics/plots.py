@@ -10,14 +10,33 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from isthmus.metrics.records import atomic_write
-from isthmus.metrics.run import RunMetrics
 from isthmus.metrics.tables import FloatArray
+from isthmus.metrics.timeseries import RunTimeSeries
+
+
+class PlottedRun(Protocol):
+    """What the plots read of a run: its summary, time series and completed jobs' waits
+    (`RunMetrics`, or `WrittenRun` of a run whose records were streamed to files)."""
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The summary dict."""
+
+    @property
+    def timeseries(self) -> RunTimeSeries:
+        """The step series."""
+
+    @property
+    def completed_wait(self) -> FloatArray:
+        """The wait of each completed job."""
+
 
 #: Most points drawn per curve.
 MAX_POINTS = 2000
@@ -53,7 +72,7 @@ def _hours(t: FloatArray, start: float) -> FloatArray:
     return (t - start) / 3600.0
 
 
-def plot_wait_cdf(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str]) -> Path:
+def plot_wait_cdf(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str]) -> Path:
     """CDF of the wait time of completed jobs, one curve per run, logarithmic x axis.
 
     The x axis is symmetric-log (linear below 1 s) so that zero waits stay visible.
@@ -61,7 +80,7 @@ def plot_wait_cdf(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str]) 
     fig = _figure()
     ax = fig.add_subplot()
     for name, m in runs.items():
-        w = np.sort(m.records.wait[m.records.completed])
+        w = np.sort(m.completed_wait)
         w = w[~np.isnan(w)]
         if w.size == 0:
             continue
@@ -82,7 +101,7 @@ def plot_wait_cdf(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str]) 
 
 
 def _bar(
-    runs: Mapping[str, RunMetrics],
+    runs: Mapping[str, PlottedRun],
     path: str | os.PathLike[str],
     *,
     keys: tuple[str, ...],
@@ -122,7 +141,7 @@ def _bar(
     return _save(fig, path)
 
 
-def plot_mean_slowdown(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, bounded: bool = False) -> Path:
+def plot_mean_slowdown(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, bounded: bool = False) -> Path:
     """Bar chart of the mean (or mean bounded) slowdown per run, logarithmic y axis."""
     key = "bounded_slowdown_mean" if bounded else "slowdown_mean"
     label = "mean bounded slowdown" if bounded else "mean slowdown"
@@ -130,7 +149,7 @@ def plot_mean_slowdown(runs: Mapping[str, RunMetrics], path: str | os.PathLike[s
     return _bar(runs, path, keys=(key,), labels=(label,), ylabel=label, title=title, log=True)
 
 
-def plot_cost(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str]) -> Path:
+def plot_cost(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str]) -> Path:
     """Bar chart of the charged and actual cost per run (US$)."""
     return _bar(
         runs,
@@ -144,7 +163,7 @@ def plot_cost(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str]) -> P
     )
 
 
-def plot_utilization(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, bins: int = 500) -> Path:
+def plot_utilization(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, bins: int = 500) -> Path:
     """Utilization over time (allocated / available processors, averaged per bin), one curve per run."""
     fig = _figure()
     ax = fig.add_subplot()
@@ -162,7 +181,7 @@ def plot_utilization(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str
     return _save(fig, path)
 
 
-def plot_processors(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str], *, site: str | None = None) -> Path:
+def plot_processors(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, site: str | None = None) -> Path:
     """Allocated vs requested processors over time (IBM seed Figs. 7, 8), one panel per run.
 
     With `site`, the allocated curve is that site's; requested is always the whole system's.
@@ -184,7 +203,7 @@ def plot_processors(runs: Mapping[str, RunMetrics], path: str | os.PathLike[str]
     return _save(fig, path)
 
 
-def plot_all(runs: Mapping[str, RunMetrics], out_dir: str | os.PathLike[str], prefix: str = "") -> dict[str, Path]:
+def plot_all(runs: Mapping[str, PlottedRun], out_dir: str | os.PathLike[str], prefix: str = "") -> dict[str, Path]:
     """Write every plot into `out_dir` as `<prefix><kind>.png`; returns the paths by kind."""
     d = Path(out_dir)
     return {

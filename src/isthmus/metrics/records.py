@@ -17,18 +17,27 @@ Definitions (DESIGN "Metrics (exact definitions)"; docs/metrics.md gives the ful
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from isthmus.metrics.tables import OPEN, FloatArray, IntArray, LogTables, build_tables
+from isthmus.metrics.tables import (
+    OPEN,
+    EventColumns,
+    FloatArray,
+    IntArray,
+    LogTables,
+    RunTable,
+    build_tables,
+)
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
@@ -36,6 +45,8 @@ from isthmus.model.jobtable import JobsById, JobTable
 
 if TYPE_CHECKING:  # pyarrow (about 30 MB) is imported when records are turned into Arrow or files
     import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
 
 #: Runtimes shorter than this count as this long in the bounded slowdown (seconds).
 BOUNDED_SLOWDOWN_THRESHOLD = 10.0
@@ -210,52 +221,11 @@ class JobRecords:
         """
         if batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
-        import pyarrow as pa
-        import pyarrow.csv as pacsv
-        import pyarrow.parquet as pq
-
-        targets = [Path(p) for p in (csv_path, parquet_path) if p is not None]
-        temps: list[Path] = []
-        # Arrow's default allocator (mimalloc) keeps what it frees: the system's gives back each
-        # batch, so that peak memory stays flat (15 MB less for 100k jobs' CSV file; Parquet's
-        # encoder allocates from Arrow's C++ default, which `isthmus` sets in cli/main.py)
-        previous_pool = pa.default_memory_pool()
-        pa.set_memory_pool(pa.system_memory_pool())
-        try:
-            for target in targets:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-                os.close(fd)
-                temps.append(Path(name))
-            writers: list[pacsv.CSVWriter | pq.ParquetWriter] = []
-            it = iter(temps)
-            schema = arrow_schema()
-            if csv_path is not None:
-                options = pacsv.WriteOptions(include_header=True, quoting_style="needed")
-                writers.append(pacsv.CSVWriter(str(next(it)), schema, write_options=options))
-            if parquet_path is not None:
-                writers.append(pq.ParquetWriter(str(next(it)), schema))
-            try:
-                n = len(self)
-                for lo in range(0, n, batch_rows):
-                    chunk = self.batch(lo, min(lo + batch_rows, n))
-                    for w in writers:
-                        w.write_batch(chunk)
-                if n == 0:  # still a header (CSV) and a schema (Parquet)
-                    for w in writers:
-                        w.write_table(schema.empty_table())
-            finally:
-                for w in writers:
-                    w.close()
-            for tmp, target in zip(temps, targets, strict=True):
-                os.replace(tmp, target)
-        except BaseException:
-            for tmp in temps:
-                tmp.unlink(missing_ok=True)
-            raise
-        finally:
-            pa.set_memory_pool(previous_pool)
-        return targets
+        with RecordsWriter(csv_path, parquet_path) as writer:
+            n = len(self)
+            for lo in range(0, n, batch_rows):
+                writer.write_batch(self.batch(lo, min(lo + batch_rows, n)))
+        return writer.paths
 
     def write_csv(self, path: str | os.PathLike[str]) -> Path:
         """Write the records as CSV (header row, `COLUMNS` order, empty cells for unknown values)."""
@@ -264,6 +234,181 @@ class JobRecords:
     def write_parquet(self, path: str | os.PathLike[str]) -> Path:
         """Write the records as a Parquet file (same columns and types as `to_arrow`)."""
         return self.write_files(parquet_path=path)[0]
+
+
+class RecordsWriter:
+    """Records files written as their rows come: a context manager whose `write` appends
+    records (a chunk of the jobs, in job order) to the CSV and/or Parquet file, one Parquet row
+    group per call. The files appear (renamed from temporaries) when the block ends without an
+    error, a header and a schema only if no row came; on an error they are removed. `paths`:
+    the files, CSV first."""
+
+    def __init__(
+        self, csv_path: str | os.PathLike[str] | None = None, parquet_path: str | os.PathLike[str] | None = None
+    ) -> None:
+        self.paths = [Path(p) for p in (csv_path, parquet_path) if p is not None]
+        self._csv, self._parquet = csv_path is not None, parquet_path is not None
+        self._temps: list[Path] = []
+        self._writers: list[pacsv.CSVWriter | pq.ParquetWriter] = []
+        self._rows = 0
+
+    def __enter__(self) -> RecordsWriter:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+
+        # Arrow's default allocator (mimalloc) keeps what it frees: the system's gives back each
+        # batch, so that peak memory stays flat (15 MB less for 100k jobs' CSV file; Parquet's
+        # encoder allocates from Arrow's C++ default, which `isthmus` sets in cli/main.py)
+        self._previous_pool = pa.default_memory_pool()
+        pa.set_memory_pool(pa.system_memory_pool())
+        try:
+            for target in self.paths:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+                os.close(fd)
+                self._temps.append(Path(name))
+            it = iter(self._temps)
+            schema = arrow_schema()
+            if self._csv:
+                options = pacsv.WriteOptions(include_header=True, quoting_style="needed")
+                self._writers.append(pacsv.CSVWriter(str(next(it)), schema, write_options=options))
+            if self._parquet:
+                self._writers.append(pq.ParquetWriter(str(next(it)), schema))
+        except BaseException:
+            self._abort()
+            pa.set_memory_pool(self._previous_pool)
+            raise
+        return self
+
+    def write(self, records: JobRecords) -> None:
+        """Append `records` (one batch, one Parquet row group)."""
+        if len(records):
+            self.write_batch(records.batch(0, len(records)))
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Append one RecordBatch of `arrow_schema()`."""
+        for w in self._writers:
+            w.write_batch(batch)
+        self._rows += batch.num_rows
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        import pyarrow as pa
+
+        try:
+            if kind is not None:
+                self._abort()
+                return
+            try:
+                if not self._rows:  # still a header (CSV) and a schema (Parquet)
+                    for w in self._writers:
+                        w.write_table(arrow_schema().empty_table())
+            finally:
+                for w in self._writers:
+                    w.close()
+            for tmp, target in zip(self._temps, self.paths, strict=True):
+                os.replace(tmp, target)
+        except BaseException:
+            self._abort()
+            raise
+        finally:
+            pa.set_memory_pool(self._previous_pool)
+
+    def _abort(self) -> None:
+        for w in self._writers:
+            with contextlib.suppress(Exception):  # the first error is the one reported
+                w.close()
+        self._writers = []
+        for tmp in self._temps:
+            tmp.unlink(missing_ok=True)
+
+
+class SpilledRecords:
+    """Per-job records kept in an anonymous temporary file rather than in memory: `add` chunks
+    (in job order), then `chunks` reads them back one at a time, value for value as they were
+    added. `isthmus simulate` computes a run's records while its log and tables are in memory,
+    lets those go, and only then converts the records to files (pyarrow and its writers, 30 MB
+    and more, never share the peak with the log). Users and reasons are stored as codes into
+    their distinct texts. Close it (or use it as a context manager) to delete the file."""
+
+    _NUMBERS = tuple(
+        (name, np.dtype(dtype))
+        for name, dtype in (
+            ("job_id", np.int64),
+            ("size", np.float64),
+            ("submit", np.float64),
+            ("start", np.float64),
+            ("end", np.float64),
+            ("site", np.int64),
+            ("wait", np.float64),
+            ("response", np.float64),
+            ("runtime", np.float64),
+            ("requested_runtime", np.float64),
+            ("delay", np.float64),
+            ("slowdown", np.float64),
+            ("bounded_slowdown", np.float64),
+            ("restarts", np.int64),
+            ("wasted_processor_seconds", np.float64),
+            ("status", np.int8),
+        )
+    )
+
+    def __init__(self, site_names: tuple[str, ...], directory: str | os.PathLike[str] | None = None) -> None:
+        self.site_names = site_names
+        self._file = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - closed by close()
+        self._sizes: list[int] = []
+        self._codes: dict[str | None, int] = {None: -1}
+        self._texts: list[str] = []
+
+    def __len__(self) -> int:
+        return sum(self._sizes)
+
+    def _encode(self, values: NDArray[np.object_]) -> NDArray[np.int32]:
+        codes = self._codes
+        found = list(map(codes.get, values.tolist()))  # None: a text not seen yet
+        if None in found:
+            for i, v in enumerate(values.tolist()):
+                if found[i] is None:
+                    c = codes.get(v)
+                    if c is None:
+                        c = codes[v] = len(self._texts)
+                        self._texts.append(v)
+                    found[i] = c
+        return np.array(found, dtype=np.int32)
+
+    def add(self, records: JobRecords) -> None:
+        """Append a chunk of records."""
+        if records.site_names != self.site_names:
+            raise ValueError("records of another environment's sites")
+        for name, dtype in self._NUMBERS:
+            self._file.write(np.ascontiguousarray(getattr(records, name), dtype=dtype).tobytes())
+        for values in (records.user, records.reason):
+            self._file.write(self._encode(values).tobytes())
+        self._sizes.append(len(records))
+
+    def chunks(self) -> Iterator[JobRecords]:
+        """The chunks added, in order (read back from the file one at a time)."""
+        texts = np.array([*self._texts, None], dtype=object)  # code -1: None
+        self._file.seek(0)
+
+        def read(n: int, dtype: np.dtype[np.generic]) -> NDArray[Any]:
+            return np.frombuffer(self._file.read(n * dtype.itemsize), dtype=dtype)
+
+        code = np.dtype(np.int32)
+        for n in self._sizes:
+            numbers = {name: read(n, dtype) for name, dtype in self._NUMBERS}
+            user, reason = texts[read(n, code)], texts[read(n, code)]
+            yield JobRecords(user=user, reason=reason, site_names=self.site_names, **numbers)
+
+    def close(self) -> None:
+        """Delete the file."""
+        self._file.close()
+
+    def __enter__(self) -> SpilledRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def arrow_schema() -> pa.Schema:
@@ -452,6 +597,63 @@ def records_from_tables(
         reason=reason,
         site_names=tuple(s.name for s in env.sites),
     )
+
+
+def records_in_chunks(
+    tables: LogTables,
+    jobs: Jobs,
+    env: Environment,
+    reasons: Mapping[int, str] | None = None,
+    rows: int = BATCH_ROWS,
+) -> Iterator[JobRecords]:
+    """The records of `records_from_tables`, `rows` jobs at a time, in job-id order: each chunk
+    is computed from the events and runs of its own jobs only, so that a caller writing them as
+    they come (`RecordsWriter`) never holds the whole run's records. Concatenated, the chunks
+    equal `records_from_tables(tables, jobs, env, reasons)` value for value."""
+    if rows < 1:
+        raise ValueError(f"rows must be at least 1, got {rows}")
+    cols = _columns(jobs)
+    ev, row, runs = tables.events, tables.event_row, tables.runs
+    wanted = np.zeros(256, dtype=np.bool_)  # the kinds of events the records read
+    wanted[np.asarray(_RECORD_KINDS, dtype=np.uint8)] = True
+    kind = ev.kind.view(np.uint8)
+    reason_ids = np.fromiter((reasons or {}).keys(), dtype=np.int64, count=len(reasons or {}))
+    reason_texts = np.array(list((reasons or {}).values()), dtype=object)
+    for lo in range(0, tables.n_jobs, rows):
+        hi = min(lo + rows, tables.n_jobs)
+        ids = tables.job_ids[lo:hi]
+        # a scan of the log's rows per chunk: no whole-run index is kept (a few ms a chunk)
+        p = np.flatnonzero((row >= lo) & (row < hi))
+        p = p[wanted[kind[p]]]
+        events = EventColumns(ev.time[p], ev.kind[p], ev.job[p], ev.site[p], ev.vm[p], ev.value[p])
+        r = np.flatnonzero((runs.job >= lo) & (runs.job < hi))
+        chunk_runs = RunTable(
+            runs.job[r] - lo,
+            runs.site[r],
+            runs.size[r],
+            runs.start[r],
+            runs.end[r],
+            runs.outcome[r],
+            runs.start_pos[r],
+            runs.end_pos[r],
+        )
+        chunk = LogTables(events, tables.horizon, tables.n_sites, ids, row[p] - lo, chunk_runs, tables.leases)
+        m = (cols.ids >= ids[0]) & (cols.ids <= ids[-1])  # (every workload id is one of job_ids)
+        chunk_cols = JobColumns(cols.ids[m], cols.user[m], cols.size[m], cols.submit[m], cols.requested[m])
+        k = (reason_ids >= ids[0]) & (reason_ids <= ids[-1])
+        chunk_reasons = dict(zip(reason_ids[k].tolist(), reason_texts[k].tolist(), strict=True))
+        yield records_from_tables(chunk, chunk_cols, env, chunk_reasons)
+
+
+#: Kinds of the events `records_from_tables` reads.
+_RECORD_KINDS = (
+    EventKind.SUBMIT,
+    EventKind.REJECT,
+    EventKind.CANCEL,
+    EventKind.FAIL,
+    EventKind.END,
+    EventKind.SHARED,
+)
 
 
 def _apply_reasons(

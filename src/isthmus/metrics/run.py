@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isthmus.metrics.records import JobRecords, Jobs, records_from_tables
-from isthmus.metrics.summary import summarize, write_summary
-from isthmus.metrics.tables import LeaseTable, RunTable, build_tables
+from isthmus.metrics.records import (
+    BATCH_ROWS,
+    JobRecords,
+    Jobs,
+    RecordsWriter,
+    SpilledRecords,
+    records_from_tables,
+    records_in_chunks,
+)
+from isthmus.metrics.summary import FiguresBuilder, complete_summary, summarize, summarize_tables, write_summary
+from isthmus.metrics.tables import EventColumns, FloatArray, LeaseTable, RunTable, build_tables
 from isthmus.metrics.timeseries import RunTimeSeries, compute_timeseries
 from isthmus.metrics.vm_shares import user_vm_metrics
 from isthmus.model.environment import Environment
@@ -32,6 +40,12 @@ class RunMetrics:
     runs: RunTable
     leases: LeaseTable
     site_names: tuple[str, ...]
+
+    @property
+    def completed_wait(self) -> FloatArray:
+        """The wait of each completed job (job order)."""
+        wait: FloatArray = self.records.wait[self.records.completed]
+        return wait
 
 
 def compute_run_metrics(
@@ -62,6 +76,108 @@ def compute_run_metrics(
         leases=tables.leases,
         site_names=tuple(s.name for s in env.sites),
     )
+
+
+def stream_run(
+    log: EventLog,
+    jobs: Jobs,
+    env: Environment,
+    horizon: float | None,
+    csv_path: str | os.PathLike[str],
+    parquet_path: str | os.PathLike[str],
+    *,
+    series: bool = True,
+    observe: Callable[[JobRecords], None] | None = None,
+    consume_log: bool = False,
+    between: Callable[[], object] | None = None,
+    rows: int = BATCH_ROWS,
+) -> WrittenRun:
+    """Compute the metrics of one run and write its per-job records files.
+
+    What `compute_run_metrics` and then `write_run` give, value for value and byte for byte
+    (the records files; the summary dict but for the caller's additions), without the whole
+    run's records ever in memory: they are computed `rows` jobs at a time from the log's tables
+    (`records_in_chunks`), passed to `observe` and kept in a temporary file (`SpilledRecords`)
+    with the part of the summary that needs the tables (`summarize_tables`); then the tables go
+    (and the log's columns, emptied with `consume_log`: for a caller done with the log), and
+    only then are the summary's figures gathered (`FiguresBuilder`) and the files written
+    (`RecordsWriter`, one Parquet row group per chunk, as `JobRecords.write_files` writes them)
+    from the chunks read back: pyarrow (30 MB) and its writers never share the peak with the
+    log. `between` (e.g. giving freed memory back) is called once the tables, series and the
+    summary's part are built, once the tables are gone and once the figures are. The
+    time series are computed only with `series` (the plots need them). The log is read in
+    place (it may not grow while this runs).
+    """
+    ev = EventColumns.from_log(log, copy=False)
+    reasons = log.reasons
+    vm_users = bool((ev.kind == EventKind.VM_USER).any())  # VMs serving one user (vm-share): notes read
+    if consume_log and not vm_users:
+        log.clear()  # the columns the metrics do not read go now (the others live on as `ev`)
+    tables = build_tables(ev, jobs.keys(), len(env.sites), horizon)
+    del ev
+    timeseries = compute_timeseries(tables, env) if series else None
+    part = summarize_tables(tables, env)
+    if vm_users:
+        part = {**part, **user_vm_metrics(log, tables, env.sites)}
+    if between is not None:
+        between()  # (the temporaries of the tables, series and summary)
+    n_jobs = tables.n_jobs
+    Path(csv_path).parent.mkdir(parents=True, exist_ok=True)  # (the spill file goes beside the records)
+    spill = SpilledRecords(tuple(s.name for s in env.sites), Path(csv_path).parent)
+    with spill:
+        for chunk in records_in_chunks(tables, jobs, env, reasons, rows):
+            spill.add(chunk)
+            if observe is not None:
+                observe(chunk)
+        del tables
+        if consume_log:
+            log.clear()
+        if between is not None:
+            between()
+        figures = FiguresBuilder(n_jobs)
+        for chunk in spill.chunks():
+            figures.add(chunk)
+        done = figures.build()
+        del figures
+        summary = complete_summary(part, done)
+        summary.update({k: part[k] for k in ("vm_hours_by_user", "vm_share_spread") if k in part})
+        completed_wait = done.wait  # (the plots' wait CDF); the other figures go
+        del done
+        if between is not None:
+            between()  # (the figures)
+        with RecordsWriter(csv_path, parquet_path) as writer:
+            for chunk in spill.chunks():
+                writer.write(chunk)
+    return WrittenRun(
+        summary=summary,
+        completed_wait=completed_wait,
+        series=timeseries,
+        files={"jobs_csv": writer.paths[0], "jobs_parquet": writer.paths[1]},
+        site_names=tuple(s.name for s in env.sites),
+    )
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class WrittenRun:
+    """The metrics of one run whose records went to files as they were computed (`stream_run`).
+
+    `summary`: the summary dict; `completed_wait`: the wait of each completed job (job order);
+    `files`: the records files by kind ("jobs_csv", "jobs_parquet"); `site_names`: the
+    environment's sites; `timeseries` (only when computed) the step series of the plots.
+    """
+
+    summary: dict[str, Any]
+    completed_wait: FloatArray
+    series: RunTimeSeries | None
+    files: dict[str, Path]
+    site_names: tuple[str, ...]
+
+    @property
+    def timeseries(self) -> RunTimeSeries:
+        """The step series the plots need (ValueError when the run was streamed without them)."""
+        if self.series is None:
+            raise ValueError("the time series of this run were not computed (stream_run(series=False))")
+        return self.series
 
 
 def write_run(metrics: RunMetrics, out_dir: str | os.PathLike[str], name: str) -> dict[str, Path]:
@@ -100,7 +216,7 @@ COMPARE_KEYS: tuple[str, ...] = (
 )
 
 
-def compare_table(runs: Mapping[str, RunMetrics]) -> list[dict[str, Any]]:
+def compare_table(runs: Mapping[str, RunMetrics] | Mapping[str, WrittenRun]) -> list[dict[str, Any]]:
     """One row per run (keyed by policy name) with the key figures of its summary.
 
     Each row is {"policy": name, **{k: summary[k] for k in COMPARE_KEYS}}, in the order of `runs`.

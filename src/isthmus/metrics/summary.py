@@ -11,13 +11,15 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from isthmus.metrics.records import JobRecords, JobStatus, atomic_write
-from isthmus.metrics.tables import FloatArray, LogTables
+from isthmus.metrics.tables import FloatArray, IntArray, LogTables
 from isthmus.metrics.vm_shares import lease_cores, lease_hourly_prices, lease_types
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind
@@ -92,11 +94,90 @@ def _clip_seconds(start: FloatArray, end: FloatArray, t0: float, t1: float) -> F
     return inside
 
 
+@dataclass(frozen=True, eq=False, slots=True)
+class JobFigures:
+    """What the summary takes of the per-job records: the number of jobs, of each status, the
+    restarts, every job's wasted processor-seconds, and the site, size, runtime, response,
+    wait, slowdown and bounded slowdown of the completed jobs (in job order)."""
+
+    total: int
+    counts: tuple[int, ...]
+    restarts: int
+    wasted: FloatArray
+    site: IntArray
+    size: FloatArray
+    runtime: FloatArray
+    response: FloatArray
+    wait: FloatArray
+    slowdown: FloatArray
+    bounded_slowdown: FloatArray
+
+    @classmethod
+    def from_records(cls, records: JobRecords) -> JobFigures:
+        """The figures of `records`."""
+        done = records.completed
+        return cls(
+            total=len(records),
+            counts=tuple(records.count(s) for s in JobStatus),
+            restarts=int(records.restarts.sum()),
+            wasted=records.wasted_processor_seconds,
+            **{name: getattr(records, name)[done] for name in _DONE_COLUMNS},
+        )
+
+
+_DONE_COLUMNS = ("site", "size", "runtime", "response", "wait", "slowdown", "bounded_slowdown")
+
+
+class FiguresBuilder:
+    """`JobFigures` of the records of `n` jobs that come in chunks (in job order): `add` each
+    chunk, then `build`; the result equals `JobFigures.from_records` of the whole records value
+    for value (the same arrays, filled in place: no chunk is kept and nothing is joined at the
+    end)."""
+
+    def __init__(self, n: int) -> None:
+        self._total = self._restarts = self._done = 0
+        self._counts = [0] * len(JobStatus)
+        self._wasted = np.empty(n, dtype=np.float64)
+        self._columns: dict[str, NDArray[Any]] = {
+            name: np.empty(n, dtype=np.int64 if name == "site" else np.float64) for name in _DONE_COLUMNS
+        }
+
+    def add(self, records: JobRecords) -> None:
+        """Take the figures of one chunk of records."""
+        f = JobFigures.from_records(records)
+        if self._total + f.total > self._wasted.size:
+            raise ValueError(f"more than the {self._wasted.size} jobs announced")
+        self._wasted[self._total : self._total + f.total] = f.wasted
+        k = f.site.size
+        for name, column in self._columns.items():
+            column[self._done : self._done + k] = getattr(f, name)
+        self._total += f.total
+        self._done += k
+        self._restarts += f.restarts
+        self._counts = [a + b for a, b in zip(self._counts, f.counts, strict=True)]
+
+    def build(self) -> JobFigures:
+        """The figures of every chunk added (views of the builder's arrays)."""
+        done = {name: column[: self._done] for name, column in self._columns.items()}
+        return JobFigures(self._total, tuple(self._counts), self._restarts, self._wasted[: self._total], **done)
+
+
 def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[str, Any]:
     """The summary dict of one run (keys in docs/metrics.md)."""
+    return summarize_figures(JobFigures.from_records(records), tables, env)
+
+
+def summarize_figures(figures: JobFigures, tables: LogTables, env: Environment) -> dict[str, Any]:
+    """The summary dict of one run from the figures of its records (`summarize`)."""
+    return complete_summary(summarize_tables(tables, env), figures)
+
+
+def summarize_tables(tables: LogTables, env: Environment) -> dict[str, Any]:
+    """The part of the summary that comes from the log's tables alone (window, utilization,
+    leases, costs, kills by site, refusals), for `complete_summary` to finish with the jobs'
+    figures: a caller may let the tables go in between. Each site's "jobs_completed" and
+    "completed_fraction" are left None."""
     n_sites = len(env.sites)
-    done = records.completed
-    size, runtime, response = records.size[done], records.runtime[done], records.response[done]
     first_submit, last_end = _window(tables)
     makespan = (last_end - first_submit) if (first_submit is not None and last_end is not None) else None
     if makespan is not None:
@@ -132,8 +213,6 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
         runs.site[killed], weights=runs.size[killed] * runs.duration[killed], minlength=n_sites
     )[:n_sites]
     restarts_by_site = np.bincount(runs.site[killed], minlength=n_sites)[:n_sites]
-    completed_by_site = np.bincount(records.site[done & (records.site >= 0)], minlength=n_sites)[:n_sites]
-    n_done = int(done.sum())
 
     sites: dict[str, dict[str, Any]] = {}
     tot_actual = tot_charged = tot_killed_cost = 0.0
@@ -155,8 +234,8 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
             "busy_processor_seconds": float(busy[i]),
             "available_processor_seconds": float(available[i]),
             "utilization": _num(_ratio(float(busy[i]), float(available[i]))),
-            "jobs_completed": int(completed_by_site[i]),
-            "completed_fraction": _num(_ratio(float(completed_by_site[i]), float(n_done))),
+            "jobs_completed": None,
+            "completed_fraction": None,
             "vm_leases": int(m.sum()),
             "vm_seconds": float(secs[m].sum()),
             "cost_actual": actual,
@@ -166,47 +245,82 @@ def summarize(records: JobRecords, tables: LogTables, env: Environment) -> dict[
             "killed_work_cost": killed_cost,
         }
 
+    total_busy, total_available = float(busy.sum()), float(available.sum())
+    return {
+        "horizon": tables.horizon,
+        "first_submit": first_submit,
+        "last_end": last_end,
+        "makespan": makespan,
+        "busy_processor_seconds": total_busy,
+        "available_processor_seconds": total_available,
+        "utilization": _num(_ratio(total_busy, total_available)),
+        "vm_leases": len(leases),
+        "vm_seconds": float(secs.sum()),
+        "cost_actual": tot_actual,
+        "cost_charged": tot_charged,
+        "killed_work_cost": tot_killed_cost,
+        "sites": sites,
+        "refusals": refusal_counts(tables),
+    }
+
+
+def complete_summary(part: Mapping[str, Any], figures: JobFigures) -> dict[str, Any]:
+    """The summary dict of one run: `part` (`summarize_tables`) with the jobs' `figures`."""
+    size, runtime, response = figures.size, figures.runtime, figures.response
+    sites = {name: dict(site) for name, site in part["sites"].items()}
+    completed_by_site = np.bincount(figures.site[figures.site >= 0], minlength=len(sites))[: len(sites)]
+    n_done = int(figures.site.size)
+    for i, site in enumerate(sites.values()):
+        site["jobs_completed"] = int(completed_by_site[i])
+        site["completed_fraction"] = _num(_ratio(float(completed_by_site[i]), float(n_done)))
+    makespan = part["makespan"]
     area = size * runtime
     summary: dict[str, Any] = {
-        "horizon": tables.horizon,
-        "jobs_total": len(records),
+        "horizon": part["horizon"],
+        "jobs_total": figures.total,
         "jobs_completed": n_done,
-        "jobs_failed": records.count(JobStatus.FAILED),
-        "jobs_cancelled": records.count(JobStatus.CANCELLED),
-        "jobs_rejected": records.count(JobStatus.REJECTED),
-        "jobs_unfinished": records.count(JobStatus.UNFINISHED),
-        "wait_mean": _mean(records.wait[done]),
-        "wait_median": _median(records.wait[done]),
+        "jobs_failed": figures.counts[JobStatus.FAILED],
+        "jobs_cancelled": figures.counts[JobStatus.CANCELLED],
+        "jobs_rejected": figures.counts[JobStatus.REJECTED],
+        "jobs_unfinished": figures.counts[JobStatus.UNFINISHED],
+        "wait_mean": _mean(figures.wait),
+        "wait_median": _median(figures.wait),
         "response_mean": _mean(response),
-        "slowdown_mean": _mean(records.slowdown[done]),
-        "bounded_slowdown_mean": _mean(records.bounded_slowdown[done]),
+        "slowdown_mean": _mean(figures.slowdown),
+        "bounded_slowdown_mean": _mean(figures.bounded_slowdown),
         "awrt": _num(_ratio(float((area * response).sum()), float(area.sum()))),
     }
+    delay = response - runtime  # the records' delay of the completed jobs
     for q in DELAY_PERCENTILES:
-        summary[f"delay_p{q}"] = percentile_cdf(records.delay[done], q)
-    total_busy, total_available = float(busy.sum()), float(available.sum())
+        summary[f"delay_p{q}"] = percentile_cdf(delay, q)
+    summary.update({k: part[k] for k in _TABLE_KEYS})
     summary.update(
         {
-            "first_submit": first_submit,
-            "last_end": last_end,
-            "makespan": makespan,
-            "busy_processor_seconds": total_busy,
-            "available_processor_seconds": total_available,
-            "utilization": _num(_ratio(total_busy, total_available)),
-            "vm_leases": len(leases),
-            "vm_seconds": float(secs.sum()),
-            "cost_actual": tot_actual,
-            "cost_charged": tot_charged,
-            "restarts": int(records.restarts.sum()),
-            "wasted_processor_seconds": float(records.wasted_processor_seconds.sum()),
-            "killed_work_cost": tot_killed_cost,
+            "restarts": figures.restarts,
+            "wasted_processor_seconds": float(figures.wasted.sum()),
+            "killed_work_cost": part["killed_work_cost"],
             "speedup": _num(_ratio(float(runtime.sum()), makespan or 0.0)),
             "throughput": _num(_ratio(float(n_done), makespan or 0.0)),
             "sites": sites,
-            "refusals": refusal_counts(tables),
+            "refusals": part["refusals"],
         }
     )
     return summary
+
+
+#: Keys of `summarize_tables` copied in this order after the jobs' figures.
+_TABLE_KEYS = (
+    "first_submit",
+    "last_end",
+    "makespan",
+    "busy_processor_seconds",
+    "available_processor_seconds",
+    "utilization",
+    "vm_leases",
+    "vm_seconds",
+    "cost_actual",
+    "cost_charged",
+)
 
 
 def refusal_counts(tables: LogTables) -> dict[str, int]:

@@ -73,7 +73,7 @@ class EventColumns:
         """The columns of `log`: copies, or with `copy=False` read-only views of the log's own
         buffers (no memory added; the log cannot grow while the views live: appending raises
         BufferError)."""
-        c = log.columns()
+        c = log.core_columns()
         return cls(
             time=_column(c["time"], np.float64, copy),  # type: ignore[arg-type]
             kind=_column(c["kind"], np.int8, copy),  # type: ignore[arg-type]
@@ -192,6 +192,51 @@ def index_ids(known: IntArray, logged: IntArray) -> tuple[IntArray, IntArray, In
     return ids, rows[: known.size], rows[known.size :]
 
 
+#: Events read at a time by `event_rows` (its temporaries stay below a megabyte or two).
+CHUNK_EVENTS = 1 << 16
+
+
+def event_rows(ev: EventColumns, known: IntArray, chunk: int = CHUNK_EVENTS) -> tuple[IntArray, IntArray]:
+    """The sorted ids of every job (`known` ∪ the jobs of the log's job events) and each
+    event's row in them (-1 for an event without a job): what `index_ids` gives, computed
+    `chunk` events at a time so that no temporary holds the whole log's job ids."""
+    n = len(ev)
+    top = max(_JOB_KINDS)
+
+    def jobs_of(lo: int) -> tuple[BoolArray, IntArray]:
+        job = ev.job[lo : lo + chunk]
+        mask = (ev.kind[lo : lo + chunk] <= top) & (job >= 0)
+        return mask, job[mask]
+
+    count = known.size
+    lo_id = int(known.min()) if known.size else None
+    hi_id = int(known.max()) if known.size else None
+    for lo in range(0, n, chunk):
+        _, j = jobs_of(lo)
+        if j.size:
+            count += j.size
+            lo_id = int(j.min()) if lo_id is None else min(lo_id, int(j.min()))
+            hi_id = int(j.max()) if hi_id is None else max(hi_id, int(j.max()))
+    row = np.full(n, -1, dtype=np.int64)
+    if lo_id is None or hi_id is None:
+        return np.zeros(0, np.int64), row
+    dense = lo_id >= 0 and hi_id <= 4 * count + 1024  # index_ids' rule: a lookup table
+    if dense:
+        present = np.zeros(hi_id + 1, dtype=np.bool_)
+        present[known] = True
+        for lo in range(0, n, chunk):
+            present[jobs_of(lo)[1]] = True
+        ids = np.flatnonzero(present).astype(np.int64)
+        lookup = np.cumsum(present, dtype=np.int64) - 1
+        del present
+    else:
+        ids = np.unique(np.concatenate([known, *(np.unique(jobs_of(lo)[1]) for lo in range(0, n, chunk))]))
+    for lo in range(0, n, chunk):
+        mask, j = jobs_of(lo)
+        row[lo : lo + chunk][mask] = lookup[j] if dense else np.searchsorted(ids, j)
+    return ids, row
+
+
 def _empty_runs() -> RunTable:
     i, f = np.zeros(0, np.int64), np.zeros(0, np.float64)
     return RunTable(i, i, f, f, f, np.zeros(0, np.int8), i, i)
@@ -202,30 +247,50 @@ def _pair_runs(ev: EventColumns, row: IntArray, horizon: float) -> RunTable:
     pos = np.flatnonzero(kind_mask(ev.kind, _RUN_KINDS) & (row >= 0))
     if pos.size == 0:
         return _empty_runs()
-    r = row[pos]
-    order = np.argsort(r, kind="stable")  # grouped by job, in log order within a job
-    spos = pos[order]
-    sr = r[order]
-    del pos, r, order  # (temporaries go as soon as they are used: a lower peak)
+    n_ev = len(ev)
+    if (int(row.max()) + 1) * n_ev < 2**62:
+        # one sorted key (row, position): grouped by job, in log order within a job, with
+        # half the temporaries of an argsort and its gathers (a lower peak)
+        key = row[pos]
+        key *= n_ev
+        key += pos
+        del pos
+        key.sort()
+        spos = key % n_ev
+        sr = np.floor_divide(key, n_ev, out=key)
+        del key
+    else:
+        order = np.argsort(row[pos], kind="stable")
+        spos = pos[order]
+        sr = row[spos]
+        del pos, order
     skind = ev.kind[spos]
     n = spos.size
     starts = np.flatnonzero(skind == EventKind.START)
     nxt = np.minimum(starts + 1, n - 1)
     closed = (starts + 1 < n) & (sr[nxt] == sr[starts])
+    job = sr[starts]
+    del sr
     start_pos = spos[starts]
-    end_pos = np.where(closed, spos[nxt], len(ev)).astype(np.int64)
+    end_pos = np.where(closed, spos[nxt], n_ev).astype(np.int64)
+    del spos
     outcome = np.where(closed, skind[nxt], OPEN).astype(np.int8)
-    end = np.where(closed, ev.time[spos[nxt]], horizon)
+    del skind, nxt, starts
+    end = np.where(closed, ev.time[np.minimum(end_pos, n_ev - 1)], horizon)
+    del closed
     o = np.argsort(start_pos, kind="stable")  # present runs in log order of their starts
+    # each column reordered in turn, the unordered one let go at once (a lower peak)
+    job, start_pos, end_pos, outcome, end = job[o], start_pos[o], end_pos[o], outcome[o], end[o]
+    del o
     return RunTable(
-        job=sr[starts][o],
-        site=ev.site[start_pos][o].astype(np.int64),
-        size=ev.value[start_pos][o],
-        start=ev.time[start_pos][o],
-        end=end[o].astype(np.float64),
-        outcome=outcome[o],
-        start_pos=start_pos[o].astype(np.int64),
-        end_pos=end_pos[o],
+        job=job,
+        site=ev.site[start_pos].astype(np.int64),
+        size=ev.value[start_pos],
+        start=ev.time[start_pos],
+        end=end.astype(np.float64, copy=False),
+        outcome=outcome,
+        start_pos=start_pos.astype(np.int64, copy=False),
+        end_pos=end_pos,
     )
 
 
@@ -260,7 +325,12 @@ def _pair_leases(ev: EventColumns, horizon: float) -> LeaseTable:
 
 
 def build_tables(
-    log: EventLog, known_job_ids: Iterable[int], n_sites: int, horizon: float | None = None, *, copy: bool = True
+    log: EventLog | EventColumns,
+    known_job_ids: Iterable[int],
+    n_sites: int,
+    horizon: float | None = None,
+    *,
+    copy: bool = True,
 ) -> LogTables:
     """Read `log` once into numpy tables.
 
@@ -268,9 +338,10 @@ def build_tables(
     row). `n_sites` is the number of sites of the environment; a site index outside
     `[0, n_sites)` in a START or lease raises ValueError. `horizon` defaults to the time of the
     last event and may not be earlier than it. With `copy=False` the event columns are views of
-    the log's buffers (for a finished log: it cannot grow while the tables live).
+    the log's buffers (for a finished log: it cannot grow while the tables live). `log` may also
+    be the log's columns already read (`EventColumns.from_log`), used as they are.
     """
-    ev = EventColumns.from_log(log, copy)
+    ev = log if isinstance(log, EventColumns) else EventColumns.from_log(log, copy)
     last = float(ev.time[-1]) if len(ev) else 0.0
     if horizon is None:
         horizon = last
@@ -280,11 +351,7 @@ def build_tables(
         known = known_job_ids.astype(np.int64, copy=False)
     else:
         known = np.fromiter(known_job_ids, dtype=np.int64)
-    is_job_event = (ev.kind <= max(_JOB_KINDS)) & (ev.job >= 0)
-    job_pos = np.flatnonzero(is_job_event)
-    ids, _, rows_logged = index_ids(known, ev.job[job_pos])
-    row = np.full(len(ev), -1, dtype=np.int64)
-    row[job_pos] = rows_logged
+    ids, row = event_rows(ev, known)
     sited = kind_mask(ev.kind, (EventKind.START, EventKind.VM_LEASE))
     bad = sited & ((ev.site < 0) | (ev.site >= n_sites))
     if bad.any():

@@ -135,17 +135,76 @@ def utilization_over_time(ts: RunTimeSeries, bins: int = 500) -> tuple[FloatArra
     return (edges[:-1] + edges[1:]) / 2, util
 
 
-def _dense_series(times: FloatArray, horizon: float, pos: IntArray, deltas: FloatArray) -> StepSeries:
-    """Step series from changes at log positions `pos` (position len(times) means the horizon).
+#: Log positions turned into steps at a time by `_dense_series` (its temporaries stay small).
+SERIES_CHUNK = 1 << 16
 
-    Changes are summed per log position (bincount), which keeps them in log order without sorting.
+
+class _Steps:
+    """`StepSeries.from_sorted_changes` fed its changes a chunk at a time (in time order): the
+    same running sums, the same merging of equal times and dropping of steps that change
+    nothing, so the same series, without whole-run temporaries."""
+
+    def __init__(self) -> None:
+        self._sum: float | None = None  # the running sum so far
+        self._pending: tuple[float, float] | None = None  # the last change: equal times may follow
+        self._previous: float | None = None  # the value of the last time emitted
+        self._times: list[FloatArray] = []
+        self._values: list[FloatArray] = []
+
+    def add(self, times: FloatArray, deltas: FloatArray) -> None:
+        if times.size == 0:
+            return
+        d = np.array(deltas, dtype=np.float64)
+        if self._sum is not None:
+            d[0] = self._sum + d[0]  # what a cumulative sum over every change adds here
+        values = np.cumsum(d)
+        self._sum = float(values[-1])
+        if self._pending is not None:
+            times = np.concatenate([[self._pending[0]], times])
+            values = np.concatenate([[self._pending[1]], values])
+        last_of_time = times[1:] != times[:-1]
+        self._pending = (float(times[-1]), float(values[-1]))
+        self._emit(times[:-1][last_of_time], values[:-1][last_of_time])
+
+    def _emit(self, t: FloatArray, v: FloatArray) -> None:
+        if t.size == 0:
+            return
+        keep = np.ones(t.size, dtype=np.bool_)
+        keep[1:] = v[1:] != v[:-1]
+        keep[0] = self._previous is None or v[0] != self._previous
+        self._previous = float(v[-1])
+        self._times.append(t[keep])
+        self._values.append(v[keep])
+
+    def build(self) -> StepSeries:
+        if self._pending is not None:
+            self._emit(np.array([self._pending[0]]), np.array([self._pending[1]]))
+            self._pending = None
+        if not self._times:
+            return StepSeries.empty()
+        return StepSeries(np.concatenate(self._times).astype(np.float64, copy=False), np.concatenate(self._values))
+
+
+def _dense_series(times: FloatArray, horizon: float, up: IntArray, down: IntArray, weights: FloatArray) -> StepSeries:
+    """Step series rising by `weights[k]` at log position `up[k]` and falling by as much at
+    `down[k]` (position len(times) means the horizon).
+
+    Changes are summed per log position (bincount), which keeps them in log order without
+    sorting; rises and falls are counted apart and subtracted (what one count of the rises
+    and the negated falls gives, exactly, without joining them into two more arrays); the
+    positions are then turned into steps `SERIES_CHUNK` at a time.
     """
-    d = np.bincount(pos, weights=deltas, minlength=times.size + 1).astype(np.float64, copy=False)
-    nz = np.flatnonzero(d)
-    at = times[np.minimum(nz, times.size - 1)] if times.size else np.full(nz.size, horizon)
-    if nz.size and nz[-1] == times.size:  # only the last position can be the horizon's
-        at[-1] = horizon
-    return StepSeries.from_sorted_changes(at, d[nz])
+    n = times.size
+    d = np.bincount(up, weights=weights, minlength=n + 1).astype(np.float64, copy=False)
+    d -= np.bincount(down, weights=weights, minlength=n + 1)
+    steps = _Steps()
+    for lo in range(0, n + 1, SERIES_CHUNK):
+        nz = np.flatnonzero(d[lo : lo + SERIES_CHUNK]) + lo
+        at = times[np.minimum(nz, n - 1)] if n else np.full(nz.size, horizon)
+        if nz.size and nz[-1] == n:  # only the last position can be the horizon's
+            at[-1] = horizon
+        steps.add(at, d[nz])
+    return steps.build()
 
 
 def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
@@ -160,7 +219,7 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
         sp, ep, sz = runs.start_pos, runs.end_pos, runs.size
         if mask is not None:
             sp, ep, sz = sp[mask], ep[mask], sz[mask]
-        return _dense_series(ev.time, horizon, np.concatenate([sp, ep]), np.concatenate([sz, -sz]))
+        return _dense_series(ev.time, horizon, sp, ep, sz)
 
     allocated = alloc(None)
     if len(env.sites) == 1:  # every run is on the one site (build_tables checks START's site)
@@ -176,12 +235,7 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
     term_pos = np.full(tables.n_jobs, len(ev), dtype=np.int64)
     term_pos[row[term]] = term
     sub_rows = row[sub]
-    requested = _dense_series(
-        ev.time,
-        horizon,
-        np.concatenate([sub, term_pos[sub_rows]]),
-        np.concatenate([size[sub_rows], -size[sub_rows]]),
-    )
+    requested = _dense_series(ev.time, horizon, sub, term_pos[sub_rows], size[sub_rows])
 
     leases = tables.leases
     leased: dict[str, StepSeries] = {}
@@ -191,22 +245,12 @@ def compute_timeseries(tables: LogTables, env: Environment) -> RunTimeSeries:
         if s.is_cloud:
             m = leases.site == i
             ones = np.ones(int(m.sum()))
-            series = _dense_series(
-                ev.time,
-                horizon,
-                np.concatenate([leases.start_pos[m], leases.end_pos[m]]),
-                np.concatenate([ones, -ones]),
-            )
+            series = _dense_series(ev.time, horizon, leases.start_pos[m], leases.end_pos[m], ones)
             leased[s.name] = series
             if s.instance_types:  # each lease adds the cores of its type (VM_LEASE value: its index)
                 type_cores = np.array([t.cores for t in s.types], dtype=np.float64)
                 cores = type_cores[ev.value[leases.start_pos[m]].astype(np.int64)]
-                cores_series = _dense_series(
-                    ev.time,
-                    horizon,
-                    np.concatenate([leases.start_pos[m], leases.end_pos[m]]),
-                    np.concatenate([cores, -cores]),
-                )
+                cores_series = _dense_series(ev.time, horizon, leases.start_pos[m], leases.end_pos[m], cores)
                 if cores_series.times.size:
                     cap_times.append(cores_series.times)
                     cap_deltas.append(np.diff(cores_series.values, prepend=0.0))

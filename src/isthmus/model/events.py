@@ -258,18 +258,49 @@ class EventLog:
         """The raw columns by name (zero-copy; wrap with numpy.frombuffer for vector math)."""
         self._materialize()
         return {
-            "time": self._time,
-            "kind": self._kind,
-            "job": self._job,
-            "site": self._site,
-            "vm": self._vm,
-            "value": self._value,
+            **self.core_columns(),
             "run": self._run,
             "slots": self._slots,
             "policy": self._policy,
             "origin": self._origin,
             "task": self._task,
         }
+
+    def core_columns(self) -> dict[str, array]:  # type: ignore[type-arg]
+        """The columns every event sets (time, kind, job, site, vm, value), zero-copy, without
+        materializing the sparse ones (slots, origin, task): what the metrics read, at no cost
+        in memory (materializing adds 14 bytes an event to the log for good)."""
+        return {
+            "time": self._time,
+            "kind": self._kind,
+            "job": self._job,
+            "site": self._site,
+            "vm": self._vm,
+            "value": self._value,
+        }
+
+    def clear(self) -> None:
+        """Remove every event (with the reasons and notes), giving the columns' memory back: for
+        a caller done with a finished run's log (`isthmus simulate` once its records are
+        computed). Interned policy and origin names stay."""
+        for name in (
+            "_time",
+            "_kind",
+            "_job",
+            "_site",
+            "_vm",
+            "_value",
+            "_run",
+            "_policy",
+            "_slots",
+            "_origin",
+            "_task",
+        ):
+            setattr(self, name, array(getattr(self, name).typecode))
+        for d in self._sparse.values():
+            d.clear()
+        self.reasons = {}
+        self.notes = {}
 
     def rows(self) -> list[tuple[float, int, int, int, int, float]]:
         """All events as (time, kind, job, site, vm, value) tuples (for comparing two logs exactly)."""
