@@ -169,36 +169,13 @@ class LogTables:
         return int(self.job_ids.size)
 
 
-def index_ids(known: IntArray, logged: IntArray) -> tuple[IntArray, IntArray, IntArray]:
-    """Sorted union of two id arrays, and the row of each input id in that union.
-
-    Uses a dense lookup table when the ids are small non-negative integers (the usual case), and
-    sorting otherwise. Returns `(ids, rows_of_known, rows_of_logged)`.
-    """
-    both = np.concatenate([known.astype(np.int64, copy=False), logged.astype(np.int64, copy=False)])
-    if both.size == 0:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty
-    lo, hi = int(both.min()), int(both.max())
-    if lo >= 0 and hi <= 4 * both.size + 1024:
-        present = np.zeros(hi + 1, dtype=np.bool_)
-        present[both] = True
-        ids = np.flatnonzero(present).astype(np.int64)
-        lookup = np.cumsum(present, dtype=np.int64) - 1
-        rows = lookup[both]
-    else:
-        ids = np.unique(both)
-        rows = np.searchsorted(ids, both).astype(np.int64)
-    return ids, rows[: known.size], rows[known.size :]
-
-
 #: Events read at a time by `event_rows` (its temporaries stay below a megabyte or two).
 CHUNK_EVENTS = 1 << 16
 
 
 def event_rows(ev: EventColumns, known: IntArray, chunk: int = CHUNK_EVENTS) -> tuple[IntArray, IntArray]:
     """The sorted ids of every job (`known` ∪ the jobs of the log's job events) and each
-    event's row in them (-1 for an event without a job): what `index_ids` gives, computed
+    event's row in them (-1 for an event without a job), computed
     `chunk` events at a time so that no temporary holds the whole log's job ids."""
     n = len(ev)
     top = max(_JOB_KINDS)
@@ -220,7 +197,7 @@ def event_rows(ev: EventColumns, known: IntArray, chunk: int = CHUNK_EVENTS) -> 
     row = np.full(n, -1, dtype=np.int64)
     if lo_id is None or hi_id is None:
         return np.zeros(0, np.int64), row
-    dense = lo_id >= 0 and hi_id <= 4 * count + 1024  # index_ids' rule: a lookup table
+    dense = lo_id >= 0 and hi_id <= 4 * count + 1024  # small non-negative ids: a lookup table
     if dense:
         present = np.zeros(hi_id + 1, dtype=np.bool_)
         present[known] = True
