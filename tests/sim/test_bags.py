@@ -411,3 +411,56 @@ def test_the_walk_of_each_allocation():
     assert FairShareParams(blocking=False).walk("strict") == (False, False)
     assert FairShareParams(blocking=True).walk("easy") == (True, False)
     assert FairShareParams(reservation=True).walk("strict") == (False, True)
+
+
+def _fcfs_bag_run(sites: tuple[int, ...], jobs: list[Job], bags: list[Job], preemption: float):
+    result = simulate(
+        clusters(*sites),
+        jobs,
+        "fcfs",
+        "none",
+        bags=bags,
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=preemption),
+        check_purity=True,
+    )
+    starts = {e.job: e.time for e in result.log if e.kind is EventKind.START}
+    shrinks = [(e.time, e.site, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK and e.task >= 0]
+    return starts, shrinks
+
+
+def test_with_fcfs_a_complete_hold_behind_a_job_still_waiting_for_its_own_is_kept():
+    # Sites of 9 and 1 processors, strict FCFS, P = 20 s, one bag of 6 tasks (on 6 of site 0).
+    # Job 1 (4 processors) at 1: the bag gives back 1 (free at 21), job 1 runs 21-65; the
+    # preempted task's processor is taken on site 1 at 21. Job 2 (4) at 47: the bag gives back 4
+    # (free at 67). Jobs 3 (1 processor, 22 s) and 4 (4, 45 s) at 48: the bag gives back its
+    # last one on site 0 for job 3 (free at 68); job 4 fits nowhere even then. At 65 job 1 ends,
+    # job 2 starts on its 4 processors; the 4 being preempted for it go to no job. Job 5 (1) at
+    # 66: the walk counts those 4 for job 4 (held for it, HoldBagRelease) and the bag gives back
+    # site 1's processor for job 5 (free at 86). At 67 job 4's hold is complete while job 3, ahead
+    # of it, waits for its own processor (68): the engine keeps job 4's hold (strict FCFS starts
+    # job 4 right after job 3), job 3 and job 4 start at 68, job 5 at 86 = 66 + P. Before, the
+    # hold ended after the round at 67: job 3 started on one of those 4, the bag grew on the
+    # others, job 4 needed a second shrink (68) and started at 88, and job 5 behind it too (22 s).
+    jobs = [job(1, 1, 4, 44), job(2, 47, 4, 187), job(3, 48, 1, 22), job(4, 48, 4, 45), job(5, 66, 1, 133)]
+    starts, shrinks = _fcfs_bag_run((9, 1), jobs, [bag(10, 6, 1000.0)], 20.0)
+    assert starts == {1: 21.0, 2: 65.0, 3: 68.0, 4: 68.0, 5: 86.0}
+    assert shrinks == [(1.0, 0, 1, 1), (47.0, 0, 4, 2), (48.0, 0, 1, 3), (66.0, 1, 1, 5)]
+
+
+def test_the_walk_counts_the_hold_of_a_job_starting_elsewhere_as_free_only_after_the_round():
+    # Sites of 5, 3 and 4 processors, strict FCFS, P = 20 s, one bag (from 1, on sites 1 and 2:
+    # site 0's load of 80% stops its growth there). All jobs at 0: job 1 (4 processors, 41 s)
+    # starts on site 0; jobs 2 (5, 20 s), 3 (3, 34 s), 4 (3, 44 s) and 5 (4, 25 s) wait. At 41
+    # job 1 ends, job 2 starts on site 0 and the bag gives back 3 on site 1 for job 3 and 3 on
+    # site 2 for job 4 (free at 61). At 61 job 2 ends: FCFS starts job 3 on site 0 (the first
+    # where it fits) and job 4 on its hold on site 2 (site 1's 3, held for job 3, are free for
+    # others only once job 3 has started). The walk counts them so too: job 5 cannot start even
+    # with the bag's processors, and the bag gives back 1 of site 0 for it when job 3 ends (95):
+    # it starts at 115 = 95 + P. Before, the walk counted job 3's hold on site 1 as free at 61,
+    # expected job 4 there and counted job 4's hold on site 2 for job 5 (a shrink of 1 there);
+    # job 4 took it, and job 5, named at 61, started at 115 (54 s).
+    jobs = [job(1, 0, 4, 41), job(2, 0, 5, 20), job(3, 0, 3, 34), job(4, 0, 3, 44), job(5, 0, 4, 25)]
+    starts, shrinks = _fcfs_bag_run((5, 3, 4), jobs, [bag(10, 7, 54.0, submit=1.0)], 20.0)
+    assert starts == {1: 0.0, 2: 41.0, 3: 61.0, 4: 61.0, 5: 115.0}
+    assert shrinks == [(41.0, 1, 3, 3), (41.0, 2, 3, 4), (95.0, 0, 1, 5)]
