@@ -464,3 +464,59 @@ def test_the_walk_counts_the_hold_of_a_job_starting_elsewhere_as_free_only_after
     starts, shrinks = _fcfs_bag_run((5, 3, 4), jobs, [bag(10, 7, 54.0, submit=1.0)], 20.0)
     assert starts == {1: 0.0, 2: 41.0, 3: 61.0, 4: 61.0, 5: 115.0}
     assert shrinks == [(41.0, 1, 3, 3), (41.0, 2, 3, 4), (95.0, 0, 1, 5)]
+
+
+def test_a_job_that_waits_keeps_its_holds_for_itself_in_the_walk():
+    # Sites of 3, 3 and 1 processors, strict FCFS, P = 20 s. Bag 10 (7 tasks of 70 s) holds all
+    # 7 from 0; bag 11 (1 task of 47 s) arrives at 25 and the bags rebalance. Job 1 (1
+    # processor) at 25: bag 10 gives back 1 of site 0 for it (free at 45). Job 2 (1) at 26
+    # counts on a processor being given back on site 1 by the rebalancing (held for it,
+    # HoldBagRelease, free at 45). Job 3 (3 processors) at 27: job 2 also fits on site 0 once a
+    # processor given back there by the rebalancing comes free, but it may as well start on its
+    # hold on site 1 (it does, at 45), so the walk keeps that hold for job 2 and job 3 cannot
+    # start even with the bags' processors: no shrink names it until job 1 ends (77), and it
+    # starts at 97 = 77 + P. Before, the walk put job 2 on site 0 and counted job 2's hold on
+    # site 1 for job 3 (a shrink of 1 there at 27); job 2 started on it and job 3, named at 27,
+    # waited for a second shrink: it started at 97 (70 s).
+    jobs = [job(1, 25, 1, 32), job(2, 26, 1, 44), job(3, 27, 3, 49)]
+    bags = [bag(10, 7, 70.0), bag(11, 1, 47.0, submit=25.0, user="v")]
+    starts, shrinks = _fcfs_bag_run((3, 3, 1), jobs, bags, 20.0)
+    assert starts == {1: 45.0, 2: 45.0, 3: 97.0}
+    assert shrinks == [(25.0, 0, 1, 1), (77.0, 0, 1, 3), (77.0, 0, 1, 3)]
+
+
+def test_with_fcfs_bags_shrink_for_no_job_behind_a_waiting_job_counting_on_unheld_processors():
+    # Sites of 2, 8 and 6 processors, strict FCFS, P = 20 s, one bag (tasks of 32 s). Jobs 1-8
+    # arrive at 1 and run in order as the bag gives back processors for each (shrinks below).
+    # At 110 job 2 ends on site 1: job 5 (6 processors) starts there on the free ones instead of
+    # its hold on site 2, which it lets go of once started. Job 6 (2) waits for the 2 the bag
+    # gives back for it on site 0 (free at 125). Job 7 (5) counts on job 5's hold on site 2,
+    # which nothing holds for it, so the walk makes the bag shrink for no job behind it: job 8
+    # is not named at 110. At 111 job 6 starts on 2 of those processors of site 2 (the first
+    # site where it fits then); job 7 needs 1 more from the bag there (112) and starts at 132,
+    # job 8 (never named) with it, job 9 (arriving at 111) too, on its processor of site 1.
+    # Before, the bag gave back 1 of site 1 for job 8 at 110; job 8 waited for job 7 and
+    # started at 132, 22 s after that shrink.
+    jobs = [
+        job(1, 1, 3, 27),
+        job(2, 1, 7, 42),
+        job(3, 1, 4, 9),
+        job(4, 1, 5, 8),
+        job(5, 1, 6, 44),
+        job(6, 1, 2, 1),
+        job(7, 1, 5, 59),
+        job(8, 1, 2, 23),
+        job(9, 111, 1, 43),
+    ]
+    starts, shrinks = _fcfs_bag_run((2, 8, 6), jobs, [bag(10, 26, 32.0)], 20.0)
+    assert starts == {1: 21.0, 2: 68.0, 3: 68.0, 4: 97.0, 5: 110.0, 6: 111.0, 7: 132.0, 8: 132.0, 9: 132.0}
+    assert shrinks == [
+        (1.0, 1, 3, 1),
+        (48.0, 1, 4, 2),
+        (48.0, 2, 4, 3),
+        (77.0, 2, 1, 4),
+        (105.0, 0, 2, 6),
+        (105.0, 2, 1, 5),
+        (112.0, 1, 1, 9),
+        (112.0, 2, 1, 7),
+    ]
