@@ -411,3 +411,112 @@ def test_the_walk_of_each_allocation():
     assert FairShareParams(blocking=False).walk("strict") == (False, False)
     assert FairShareParams(blocking=True).walk("easy") == (True, False)
     assert FairShareParams(reservation=True).walk("strict") == (False, True)
+
+
+def _fcfs_bag_run(sites: tuple[int, ...], jobs: list[Job], bags: list[Job], preemption: float):
+    result = simulate(
+        clusters(*sites),
+        jobs,
+        "fcfs",
+        "none",
+        bags=bags,
+        fairshare="sep",
+        bag_settings=BagSettings(preemption_time=preemption),
+        check_purity=True,
+    )
+    starts = {e.job: e.time for e in result.log if e.kind is EventKind.START}
+    shrinks = [(e.time, e.site, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK and e.task >= 0]
+    return starts, shrinks
+
+
+def test_with_fcfs_a_complete_hold_behind_a_job_still_waiting_for_its_own_is_kept():
+    # Sites of 9 and 1 processors, strict FCFS, P = 20 s, one bag of 6 tasks (on 6 of site 0).
+    # Job 1 (4 processors) at 1: the bag gives back 1 (free at 21), job 1 runs 21-65; the
+    # preempted task's processor is taken on site 1 at 21. Job 2 (4) at 47: the bag gives back 4
+    # (free at 67). Jobs 3 (1 processor, 22 s) and 4 (4, 45 s) at 48: the bag gives back its
+    # last one on site 0 for job 3 (free at 68); job 4 fits nowhere even then. At 65 job 1 ends,
+    # job 2 starts on its 4 processors; the 4 being preempted for it go to no job. Job 5 (1) at
+    # 66: the walk counts those 4 for job 4 (held for it, HoldBagRelease) and the bag gives back
+    # site 1's processor for job 5 (free at 86). At 67 job 4's hold is complete while job 3, ahead
+    # of it, waits for its own processor (68): the engine keeps job 4's hold (strict FCFS starts
+    # job 4 right after job 3), job 3 and job 4 start at 68, job 5 at 86 = 66 + P. Before, the
+    # hold ended after the round at 67: job 3 started on one of those 4, the bag grew on the
+    # others, job 4 needed a second shrink (68) and started at 88, and job 5 behind it too (22 s).
+    jobs = [job(1, 1, 4, 44), job(2, 47, 4, 187), job(3, 48, 1, 22), job(4, 48, 4, 45), job(5, 66, 1, 133)]
+    starts, shrinks = _fcfs_bag_run((9, 1), jobs, [bag(10, 6, 1000.0)], 20.0)
+    assert starts == {1: 21.0, 2: 65.0, 3: 68.0, 4: 68.0, 5: 86.0}
+    assert shrinks == [(1.0, 0, 1, 1), (47.0, 0, 4, 2), (48.0, 0, 1, 3), (66.0, 1, 1, 5)]
+
+
+def test_the_walk_counts_the_hold_of_a_job_starting_elsewhere_as_free_only_after_the_round():
+    # Sites of 5, 3 and 4 processors, strict FCFS, P = 20 s, one bag (from 1, on sites 1 and 2:
+    # site 0's load of 80% stops its growth there). All jobs at 0: job 1 (4 processors, 41 s)
+    # starts on site 0; jobs 2 (5, 20 s), 3 (3, 34 s), 4 (3, 44 s) and 5 (4, 25 s) wait. At 41
+    # job 1 ends, job 2 starts on site 0 and the bag gives back 3 on site 1 for job 3 and 3 on
+    # site 2 for job 4 (free at 61). At 61 job 2 ends: FCFS starts job 3 on site 0 (the first
+    # where it fits) and job 4 on its hold on site 2 (site 1's 3, held for job 3, are free for
+    # others only once job 3 has started). The walk counts them so too: job 5 cannot start even
+    # with the bag's processors, and the bag gives back 1 of site 0 for it when job 3 ends (95):
+    # it starts at 115 = 95 + P. Before, the walk counted job 3's hold on site 1 as free at 61,
+    # expected job 4 there and counted job 4's hold on site 2 for job 5 (a shrink of 1 there);
+    # job 4 took it, and job 5, named at 61, started at 115 (54 s).
+    jobs = [job(1, 0, 4, 41), job(2, 0, 5, 20), job(3, 0, 3, 34), job(4, 0, 3, 44), job(5, 0, 4, 25)]
+    starts, shrinks = _fcfs_bag_run((5, 3, 4), jobs, [bag(10, 7, 54.0, submit=1.0)], 20.0)
+    assert starts == {1: 0.0, 2: 41.0, 3: 61.0, 4: 61.0, 5: 115.0}
+    assert shrinks == [(41.0, 1, 3, 3), (41.0, 2, 3, 4), (95.0, 0, 1, 5)]
+
+
+def test_a_job_that_waits_keeps_its_holds_for_itself_in_the_walk():
+    # Sites of 3, 3 and 1 processors, strict FCFS, P = 20 s. Bag 10 (7 tasks of 70 s) holds all
+    # 7 from 0; bag 11 (1 task of 47 s) arrives at 25 and the bags rebalance. Job 1 (1
+    # processor) at 25: bag 10 gives back 1 of site 0 for it (free at 45). Job 2 (1) at 26
+    # counts on a processor being given back on site 1 by the rebalancing (held for it,
+    # HoldBagRelease, free at 45). Job 3 (3 processors) at 27: job 2 also fits on site 0 once a
+    # processor given back there by the rebalancing comes free, but it may as well start on its
+    # hold on site 1 (it does, at 45), so the walk keeps that hold for job 2 and job 3 cannot
+    # start even with the bags' processors: no shrink names it until job 1 ends (77), and it
+    # starts at 97 = 77 + P. Before, the walk put job 2 on site 0 and counted job 2's hold on
+    # site 1 for job 3 (a shrink of 1 there at 27); job 2 started on it and job 3, named at 27,
+    # waited for a second shrink: it started at 97 (70 s).
+    jobs = [job(1, 25, 1, 32), job(2, 26, 1, 44), job(3, 27, 3, 49)]
+    bags = [bag(10, 7, 70.0), bag(11, 1, 47.0, submit=25.0, user="v")]
+    starts, shrinks = _fcfs_bag_run((3, 3, 1), jobs, bags, 20.0)
+    assert starts == {1: 45.0, 2: 45.0, 3: 97.0}
+    assert shrinks == [(25.0, 0, 1, 1), (77.0, 0, 1, 3), (77.0, 0, 1, 3)]
+
+
+def test_with_fcfs_bags_shrink_for_no_job_behind_a_waiting_job_counting_on_unheld_processors():
+    # Sites of 2, 8 and 6 processors, strict FCFS, P = 20 s, one bag (tasks of 32 s). Jobs 1-8
+    # arrive at 1 and run in order as the bag gives back processors for each (shrinks below).
+    # At 110 job 2 ends on site 1: job 5 (6 processors) starts there on the free ones instead of
+    # its hold on site 2, which it lets go of once started. Job 6 (2) waits for the 2 the bag
+    # gives back for it on site 0 (free at 125). Job 7 (5) counts on job 5's hold on site 2,
+    # which nothing holds for it, so the walk makes the bag shrink for no job behind it: job 8
+    # is not named at 110. At 111 job 6 starts on 2 of those processors of site 2 (the first
+    # site where it fits then); job 7 needs 1 more from the bag there (112) and starts at 132,
+    # job 8 (never named) with it, job 9 (arriving at 111) too, on its processor of site 1.
+    # Before, the bag gave back 1 of site 1 for job 8 at 110; job 8 waited for job 7 and
+    # started at 132, 22 s after that shrink.
+    jobs = [
+        job(1, 1, 3, 27),
+        job(2, 1, 7, 42),
+        job(3, 1, 4, 9),
+        job(4, 1, 5, 8),
+        job(5, 1, 6, 44),
+        job(6, 1, 2, 1),
+        job(7, 1, 5, 59),
+        job(8, 1, 2, 23),
+        job(9, 111, 1, 43),
+    ]
+    starts, shrinks = _fcfs_bag_run((2, 8, 6), jobs, [bag(10, 26, 32.0)], 20.0)
+    assert starts == {1: 21.0, 2: 68.0, 3: 68.0, 4: 97.0, 5: 110.0, 6: 111.0, 7: 132.0, 8: 132.0, 9: 132.0}
+    assert shrinks == [
+        (1.0, 1, 3, 1),
+        (48.0, 1, 4, 2),
+        (48.0, 2, 4, 3),
+        (77.0, 2, 1, 4),
+        (105.0, 0, 2, 6),
+        (105.0, 2, 1, 5),
+        (112.0, 1, 1, 9),
+        (112.0, 2, 1, 7),
+    ]

@@ -45,7 +45,9 @@ fair-share walk expected it) go to the other holds on that site that still miss 
 the walk counted them for the next job, which bags gave back only the rest for. It ends also
 after a round that did not start J once nothing more was coming to its hold (`after_round`): the
 allocation policy chose not to start J (a job ahead of it blocks the queue, EASY's reservation
-for another job), and the processors go back to all; such a job gets no second hold (a shrink
+for another job), and the processors go back to all (under a head-of-line allocation, not while
+a job ahead of J in its queue still has processors coming to its hold: strict FCFS starts J
+right after it); such a job gets no second hold (a shrink
 for it and a grow could otherwise repeat every preemption time).
 Every change is logged (HOLD: the processors held for the job on the site now, 0 when it ends).
 """
@@ -889,16 +891,40 @@ class BagBook:
     def after_round(self) -> None:
         """After a round: end the holds to which nothing more is coming (no processor being
         preempted for them) whose job the round did not start: the allocation policy chose not to
-        start it on them (a job ahead blocks the queue, a reservation for another job)."""
+        start it on them (a job ahead blocks the queue, a reservation for another job). Under a
+        head-of-line allocation (strict FCFS) a hold behind a job with processors still coming to
+        its own hold is kept until they have come (`_behind_coming`)."""
         done: dict[int, list[int]] = {}
         for site, job_id in sorted(self.hold_keys):
             if (site, job_id) not in self.pending:
                 done.setdefault(job_id, []).append(site)
+        if done and self.pending and self.engine.allocation.head_of_line:
+            for job_id in self._behind_coming(done):
+                del done[job_id]
         for job_id, sites in done.items():
             self.drop_holds(job_id, sites)
             self.declined.add(job_id)
         if done:  # the processors are for all now: another round may start other jobs on them
             self.engine.request_round(self.engine.clock.now)
+
+    def _behind_coming(self, jobs: Mapping[int, object]) -> list[int]:
+        """Those of `jobs` behind, in their queue, a job with processors still coming to its hold
+        (being preempted for it): a head-of-line allocation starts them after that job, which
+        starts within the preemption time; ending their holds now would let that job (placed
+        first-fit) take their processors, and they would wait for a shrink of their own."""
+        engine = self.engine
+        coming = {j for (_, j) in self.pending}
+        out = []
+        for stage, queue in enumerate(engine.queues):
+            wanted = {j for j in jobs if (e := engine.entries.get(j)) is not None and e.stage == stage}
+            if not wanted:
+                continue
+            ahead = False
+            for job_id in queue:
+                if job_id in wanted and ahead:
+                    out.append(job_id)
+                ahead = ahead or job_id in coming
+        return out
 
     def _free(self, bag: Bag, slot: Slot) -> None:
         """Give processor `slot` back to its site now (its bag no longer counts it as held)."""

@@ -230,7 +230,11 @@ def site_rooms(
     there, claims that site (the one needing the fewest back; §3.1.3: "it determines how many
     nodes must be freed on that cluster"): bags shrink there. A job that fits nowhere even then
     claims nothing: bags may use the processors until it could start; with `blocking` (strict
-    FCFS allocation) neither does any job after it; with `reservation` (EASY allocation) the
+    FCFS allocation) neither does any job after it, nor any job after one that does not start
+    this round (it waits for processors being preempted, or bags shrink for it) and counts on
+    processors not held for it (free now, or being preempted for another job): strict FCFS
+    starts the later job only after it, which may lose them and need a shrink of its own (the
+    job bags shrank for would then wait past the preemption time); with `reservation` (EASY allocation) the
     first such job (queue 0) gets EASY's reservation, computed as EASY will once the processors
     claimed before it are back (the bags' preemption time from now, `BagsInfo.preemption_time`),
     and a job after it claims only on the sites where EASY would then start it: not the
@@ -243,7 +247,10 @@ def site_rooms(
     growth this round (`SiteRoom.keep`).
 
     Processors the engine holds for a waiting job (free ones, `View.holds`, and those being
-    preempted for it, `BagsInfo.leaving_for`) count for that job alone, first."""
+    preempted for it, `BagsInfo.leaving_for`) count for that job alone, first. A job the walk
+    starts this round on another site lets them go for the jobs after it as being freed, not as
+    free now (the allocation places this round's jobs on the processors free when it decides);
+    a job that does not start this round keeps them (it may still start on them)."""
     bags = view.bags
     now = view.now
     avail = {}
@@ -276,6 +283,9 @@ def site_rooms(
     easy = _EasyWalk(view, now + bags.preemption_time, need) if reservation else None
     for stage in range(view.stages):
         every = [i for i in view.stage_sites(stage) if i in avail]
+        # with `blocking`: some job of this queue ahead does not start this round (`waiting`),
+        # and one of those counts on processors not held for it (`uncovered`)
+        waiting = uncovered = False
         for entry in view.queue(stage):
             if not any(avail[i] for i in watched if i in avail) and not any(
                 release[i] for i in watched if i in release
@@ -314,6 +324,10 @@ def site_rooms(
                     easy.reserve(every, size)
                 continue
             how, site, n = move
+            if blocking and how == "claim" and uncovered:
+                # a job ahead that does not start this round counts on processors not held for
+                # it: strict FCFS starts this one after it, which may need a shrink of its own
+                break
             if easy is not None:
                 easy.place(site, entry.estimated_runtime, size)
             if how == "claim":
@@ -324,21 +338,28 @@ def site_rooms(
                 claims[site].append((entry.job.id, n))
                 if site in vms_j:
                     claim_vms[site][entry.job.id] = vms_j[site]
+                waiting = True
                 continue
             if how in ("fit", "later") and site in vms_j:
                 keep.setdefault(site, set()).update(vms_j[site])
+            covered = how in ("own", "own-later") and n == 0
             if how in ("later", "own-later") and n > free[site] and spare.get(site, 0) > 0:
                 # it counts on processors being preempted for no job: held for it as they come
                 # (no shrink names it)
                 holding[site].append(entry.job.id)
+                covered = spare[site] >= n - free[site]
                 spare[site] -= min(spare[site], n - free[site])
+            if blocking and (waiting or how in ("later", "own-later")):
+                waiting = True
+                uncovered = uncovered or not covered
             avail[site] -= n
             free[site] -= min(free[site], n)
-            if how in ("own", "own-later"):
-                for i in every:  # starting there ends its holds elsewhere: for all then
+            if how == "own" and not (blocking and waiting):
+                # starting there this round ends its holds elsewhere: for all then, after this
+                # round (the allocation places this round's jobs on what is free now)
+                for i in every:
                     if i != site and own[i]:
                         avail[i] += own[i]
-                        free[i] += held[i]
     rooms = {}
     for i in sites:
         s = view.sites[i]
