@@ -14,7 +14,7 @@ import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -320,8 +320,8 @@ def site_rooms(
             if move is None:
                 if blocking:
                     break
-                if easy is not None and easy.head is None and stage == 0:
-                    easy.reserve(every, size)
+                if easy is not None and stage == 0:
+                    easy.reserve(every, size, entry.estimated_runtime)
                 continue
             how, site, n = move
             if blocking and how == "claim" and uncovered:
@@ -329,7 +329,13 @@ def site_rooms(
                 # it: strict FCFS starts this one after it, which may need a shrink of its own
                 break
             if easy is not None:
-                easy.place(site, entry.estimated_runtime, size)
+                start = easy.ready if how == "claim" else now
+                if how in ("later", "own-later"):  # once the processors being preempted it counts on come
+                    by = bags.coming_by(site, entry.job.id) if how == "own-later" else -math.inf
+                    if n > free[site]:
+                        by = max(by, bags.coming_by(site, -1))
+                    start = min(easy.ready, max(now, by))
+                easy.place(site, start + entry.estimated_runtime, size)
             if how == "claim":
                 avail[site] = 0
                 free[site] = 0
@@ -361,6 +367,7 @@ def site_rooms(
                     if i != site and own[i]:
                         avail[i] += own[i]
     rooms = {}
+    keep_free = easy.spare() if easy is not None else {}
     for i in sites:
         s = view.sites[i]
         if i not in avail:
@@ -368,7 +375,7 @@ def site_rooms(
             continue
         other = s.online - s.free - bags.held(i)
         load = other / s.online if s.online else 1.0
-        growable = min(free[i], avail[i])
+        growable = min(free[i], avail[i], keep_free.get(i, free[i]))
         cloud = view.cloud(i)
         kept = keep.get(i, ())
         if cloud is not None and growable > 0:  # free cores of VMs no bag may take: left out
@@ -426,12 +433,32 @@ def _move(
     return None if best is None else ("claim", best, size_left[best] - avail[best])
 
 
+class _Waits(NamedTuple):
+    """A job the walk cannot start even with the bags' processors (an EASY head, or behind one)."""
+
+    size: int
+    sites: list[int]
+    runtime: float
+
+
+class _Runs(NamedTuple):
+    """A job the walk starts or claims for: its estimated end, size and site."""
+
+    end: float
+    size: int
+    site: int
+
+
 class _EasyWalk:
     """The walk's picture of EASY backfilling (`site_rooms` with `reservation`) as EASY will see
     it at `ready` (once the processors claimed now are back): the jobs it starts in order before
     the first one that cannot start (the head), then the head's reservation, recomputed for each
     claim after it (the processors bags give back count as free for the head, as EASY counts
-    held ones), and the jobs after the head (backfilled) checked against it in queue order."""
+    held ones), and the jobs after the head (backfilled) checked against it in queue order. A
+    head whose reservation comes by `ready` may have started by then (its processors free up
+    before the claimed ones come): the next job that cannot start is then EASY's head, so a
+    claim must pass that head's reservation too (with the first head started at its shadow
+    time), and so on while the heads' shadow times come by `ready`."""
 
     def __init__(self, view: View, ready: float, shrunk: dict[int, int]) -> None:
         self.view = view
@@ -440,55 +467,90 @@ class _EasyWalk:
         self.shrunk = shrunk
         #: per site, the jobs started in order before the head: (estimated end, size)
         self.placed: dict[int, list[tuple[float, int]]] = {}
-        #: the head's size and sites, None before the walk meets it
-        self.head: tuple[int, list[int]] | None = None
-        #: the jobs after the head, in queue order: (estimated end, size, site)
-        self.backfill: list[tuple[float, int, int]] = []
+        #: from the head on, in queue order: the jobs that cannot start (size, sites, runtime)
+        #: and those the walk starts or claims for, (estimated end, size, site)
+        self.after: list[_Waits | _Runs] = []
 
-    def reserve(self, sites: list[int], size: int) -> None:
-        """The job of `size` cannot start even with the bags' processors: it is EASY's head."""
-        self.head = (size, sites)
+    @property
+    def head(self) -> bool:
+        """Whether the walk has met a job that cannot start even with the bags' processors."""
+        return bool(self.after)
 
-    def place(self, site: int, runtime: float, size: int) -> None:
-        """The walk starts or claims for a job of `size` on `site`."""
-        end = self.ready + runtime
-        if self.head is None:
+    def reserve(self, sites: list[int], size: int, runtime: float) -> None:
+        """A job of `size` (estimated `runtime`) cannot start even with the bags' processors."""
+        self.after.append(_Waits(size, sites, runtime))
+
+    def place(self, site: int, end: float, size: int) -> None:
+        """The walk starts or claims for a job of `size` on `site`, ending at `end` (estimated)."""
+        if not self.after:
             self.placed.setdefault(site, []).append((end, size))
         else:
-            self.backfill.append((end, size, site))
+            self.after.append(_Runs(end, size, site))
 
     def allows(self, move: tuple[str, int, int], runtime: float, size: int) -> bool:
         """Whether EASY would start the job of this move then (always before the head): with the
         move's shrink the head's reservation is recomputed, and each job after the head on the
-        reservation's site that does not end by the shadow time must fit in what is left over."""
-        if self.head is None:
+        reservation's site that does not end by the shadow time must fit in what is left over;
+        while the head's shadow time comes by `ready`, the same against the next head."""
+        if not self.after:
             return True
         how, site, n = move
         shrunk = dict(self.shrunk)
         if how == "claim":
             shrunk[site] = shrunk.get(site, 0) + n
-        res_site, res_time, extra = self.reservation(shrunk)
-        for end, more, where in [*self.backfill, (self.ready + runtime, size, site)]:
-            if where == res_site and end > res_time:
-                if more > extra:
-                    return False
-                extra -= more
-        return True
+        return self.left_over(shrunk, [*self.after, _Runs(self.ready + runtime, size, site)]) is not None
 
-    def reservation(self, shrunk: Mapping[int, int]) -> tuple[int, float, int]:
-        """EASY's reservation for the head: on each of its sites the free processors (those held
-        for waiting jobs included, as EASY counts them for its head) and those being preempted,
-        now or by this round's shrinks (`shrunk`), less those of the jobs started before it (free
-        again at their ends); the site where it fits earliest, its shadow time and the
-        processors left over then."""
-        assert self.head is not None
-        size, sites = self.head
+    def left_over(self, shrunk: Mapping[int, int], pending: list[_Waits | _Runs]) -> dict[int, int] | None:
+        """EASY's picture with `pending` after the jobs placed before the head: None if a job
+        after a head does not pass its reservation, else per reservation site on which a job
+        after the head counts on the processors left over at the shadow time, how many are
+        still left over (bags growing there on free processors would take them)."""
+        placed = {i: list(jobs) for i, jobs in self.placed.items()}
+        spare: dict[int, int] = {}
+        while True:
+            h = next((k for k, e in enumerate(pending) if isinstance(e, _Waits)), None)
+            if h is None:
+                return spare
+            for e in pending[:h]:  # started before this head
+                assert isinstance(e, _Runs)
+                placed.setdefault(e.site, []).append((e.end, e.size))
+            head = pending[h]
+            assert isinstance(head, _Waits)
+            res_site, res_time, extra = self.reservation(shrunk, head.size, head.sites, placed)
+            counted = False
+            for e in pending[h + 1 :]:
+                if isinstance(e, _Runs) and e.site == res_site and e.end > res_time:
+                    if e.size > extra:
+                        return None
+                    extra -= e.size
+                    counted = True
+            if counted:
+                spare[res_site] = min(spare.get(res_site, extra), extra)
+            if res_time > self.ready:
+                return spare
+            # the head may start by `ready`: EASY's head is then the next job that cannot start
+            placed.setdefault(res_site, []).append((res_time + head.runtime, head.size))
+            pending = pending[h + 1 :]
+
+    def spare(self) -> dict[int, int]:
+        """Per site, how many free processors bags may grow on without taking those a job after
+        EASY's head counts on (sites not named: no limit)."""
+        return (self.left_over(self.shrunk, self.after) or {}) if self.after else {}
+
+    def reservation(
+        self, shrunk: Mapping[int, int], size: int, sites: list[int], placed: Mapping[int, list[tuple[float, int]]]
+    ) -> tuple[int, float, int]:
+        """EASY's reservation for a head of `size` on `sites`: on each site the free processors
+        (those held for waiting jobs included, as EASY counts them for its head) and those being
+        preempted, now or by this round's shrinks (`shrunk`), less those of the jobs started
+        before it (`placed`, free again at their ends); the site where it fits earliest, its
+        shadow time and the processors left over then."""
         view = self.view
         bags = view.bags
         best = (-1, math.inf, 0)
         for i in sites:
             s = view.sites[i]
-            jobs = self.placed.get(i, [])
+            jobs = placed.get(i, [])
             free = s.free + bags.leaving(i) + shrunk.get(i, 0) - sum(n for _, n in jobs)
             t, extra = earliest_fit_on(s, free, self.ready, size, jobs)
             if t < best[1]:
