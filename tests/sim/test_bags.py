@@ -624,3 +624,42 @@ def test_with_the_easy_walk_bags_do_not_grow_on_the_processors_a_backfilled_clai
     )
     assert [s for s in shrinks if s[3] == 5] == [(80.0, 100, 1, 5), (80.0, 101, 1, 5)]
     assert (starts[3], starts[5], starts[4]) == (86.0, 90.0, 101.0)
+
+
+def test_with_the_easy_walk_a_head_starting_before_the_preemption_time_ends_its_runtime_from_then():
+    # One 8-processor cluster, P = 20 s, the bag holds 3. Job 1 (5) runs until 101. At 93 job 4
+    # (5, 45 s) is EASY's head, job 5 (6, 43 s) waits behind it and job 7 (3, 45 s) arrives: a
+    # shrink of 3 (back at 113) would let it start then. Job 4 starts at 101 as job 1 ends, not
+    # at 113 when the walk's EASY picture is taken: it ends at 146, so job 5, the head at 113, is
+    # reserved at 146 with 2 left over and job 7 (to 158) would delay it. The walk started job 4
+    # at its shadow time as seen at 113 (ending at 158: job 7 passed), the bag gave back 3 for
+    # job 7 and EASY did not start it (its hold ended at 113 unused). Now the walk starts a head
+    # when it fits on the processors free now as jobs end: no shrink names job 7.
+    starts, shrinks = _easy_sep_run(
+        (8,),
+        [job(1, 0, 5, 101), job(4, 80, 5, 45), job(5, 85, 6, 43), job(7, 93, 3, 45)],
+        [bag(100, 30, 100.0, submit=1.0)],
+        20.0,
+    )
+    assert 7 not in [j for *_, j in shrinks]
+    assert shrinks[0] == (146.0, 100, 1, 5)
+    assert (starts[4], starts[5]) == (101.0, 166.0)
+
+
+def test_with_the_easy_walk_a_job_waiting_for_processors_being_preempted_ends_its_runtime_from_their_return():
+    # One 16-processor cluster, P = 60 s, the bag holds all 16. The bag gives back 8 for job 1 (8,
+    # 57 s) at 14 (free at 74) and 1 for job 2 (1, 12 s) at 15 (at 75). At 33 job 3 (15) cannot
+    # start even with the bag's 7 (EASY's head) and job 4 (7, 45 s) arrives: the bag's 7 back at
+    # 93 would start it. Job 1 ends at 131 (74 + 57), so job 3 is reserved at 131 with 1 left over
+    # and job 4 (to 138) would delay it. The walk counted jobs 1 and 2 as starting at 93 (the
+    # preemption time from now, job 1 ending at 150): job 4 passed, the bag gave back 7 for it and
+    # EASY left it waiting (177 s). Now a job waiting for processors being preempted starts when
+    # they are back (`BagsInfo.coming_by`): no shrink names job 4 (it starts once the bag ends).
+    starts, shrinks = _easy_sep_run(
+        (16,),
+        [job(1, 14, 8, 57), job(2, 15, 1, 12), job(3, 23, 15, 19), job(4, 33, 7, 45)],
+        [bag(100, 26, 16.0, submit=11.0)],
+        60.0,
+    )
+    assert [j for *_, j in shrinks] == [1, 2]
+    assert (starts[1], starts[3]) == (74.0, 131.0)

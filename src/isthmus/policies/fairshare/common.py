@@ -529,8 +529,26 @@ class _EasyWalk:
             if res_time > self.ready:
                 return spare
             # the head may start by `ready`: EASY's head is then the next job that cannot start
-            placed.setdefault(res_site, []).append((res_time + head.runtime, head.size))
+            site, start = self.start(head, placed)
+            if start >= res_time:
+                site, start = res_site, res_time
+            placed.setdefault(site, []).append((start + head.runtime, head.size))
             pending = pending[h + 1 :]
+
+    def start(self, head: _Waits, placed: Mapping[int, list[tuple[float, int]]]) -> tuple[int, float]:
+        """Where and when `head` may start from now on the processors free now and not held (the
+        jobs `placed` taking theirs), as the running jobs end: before `ready` it starts there,
+        not at its reservation as EASY sees it at `ready`."""
+        view = self.view
+        best = (-1, math.inf)
+        for i in head.sites:
+            s = view.sites[i]
+            jobs = placed.get(i, [])
+            free = s.free - s.reserved - sum(n for _, n in jobs)
+            t, _ = earliest_fit_on(s, free, view.now, head.size, jobs)
+            if t < best[1]:
+                best = (i, t)
+        return best
 
     def spare(self) -> dict[int, int]:
         """Per site, how many free processors bags may grow on without taking those a job after
