@@ -239,7 +239,13 @@ def site_rooms(
     claimed before it are back (the bags' preemption time from now, `BagsInfo.preemption_time`),
     and a job after it claims only on the sites where EASY would then start it: not the
     reservation's site, unless it ends by the shadow time when started then or fits in the
-    processors left over at it. On a cloud, free cores of VMs reserved for a
+    processors left over at it (each job placed before ending its estimated runtime after it
+    starts: now, when the processors being preempted it counts on are back, `BagsInfo.coming_by`,
+    or the preemption time from now for a claim); a head that may start by then (its shadow time
+    comes by the preemption time) is started where it fits first on the processors free now as
+    jobs end, and the claim must pass the next head's reservation too; bags do not grow on the
+    free processors of a reservation's site beyond those left over at its shadow time once the
+    jobs after the head counting on them are served. On a cloud, free cores of VMs reserved for a
     queued job or retiring are not growable (a bag may not take them). On a cloud whose VMs are
     not interchangeable (`selective`) or for a job with VM requirements, a job counts only the
     cores of the VMs it may run on (`vm_accepts`): its claim names them (`SiteRoom.claim_vms`:
