@@ -663,3 +663,23 @@ def test_with_the_easy_walk_a_job_waiting_for_processors_being_preempted_ends_it
     )
     assert [j for *_, j in shrinks] == [1, 2]
     assert (starts[1], starts[3]) == (74.0, 131.0)
+
+
+def test_with_the_easy_walk_a_job_starting_on_processors_being_preempted_is_checked_when_they_come():
+    # One 8-processor cluster, P = 60 s, two bags. Job 5 (3, 14 s) is named at 69 (2 processors
+    # back at 129, 1 more held for it since 87). At 102 job 2 ends, job 3 (4, 8 s) starts and one
+    # processor is left free; job 4 (5, 19 s), ahead of job 5, cannot start. EASY decides on job
+    # 5 at 129, when its processors come, not at 162 (the preemption time from this round): job
+    # 4, the head then, is reserved at 129 with exactly job 5's 3 left over, counting the free
+    # processor. Checked at 162, job 5 counted on nothing left over and the bag grew on it: at 129
+    # job 4's reservation had 2 left over, job 5's hold ended, job 4 started on its processors and
+    # job 5 waited 79 s. Now job 4 starts at 110 (job 3 ends) on 5 free processors without a
+    # shrink, and job 5 at 129 = 69 + P.
+    starts, shrinks = _easy_sep_run(
+        (8,),
+        [job(1, 6, 5, 17), job(2, 9, 5, 19), job(3, 38, 4, 8), job(4, 66, 5, 19), job(5, 69, 3, 14), job(6, 79, 4, 35)],
+        [bag(100, 46, 84.0, submit=1.0, user="u0"), bag(101, 25, 94.0, submit=27.0, user="u1")],
+        60.0,
+    )
+    assert [s for s in shrinks if s[3] in (4, 5)] == [(69.0, 100, 2, 5)]
+    assert (starts[3], starts[4], starts[5]) == (102.0, 110.0, 129.0)

@@ -318,9 +318,13 @@ def site_rooms(
                 held = {i: holds.get(entry.job.id, {}).get(i, 0) for i in every}
                 own = {i: held[i] + bags.leaving_for(i, entry.job.id) for i in every}
             choices = every
+            start = now
             while True:
                 move = _move(choices, size, free_j, avail_j, release_j, held, own)
-                if move is None or easy is None or easy.allows(move, entry.estimated_runtime, size):
+                if move is None or easy is None:
+                    break
+                start = easy.start_of(move, entry.job.id, free)
+                if easy.allows(move, start, entry.estimated_runtime, size):
                     break
                 choices = [i for i in choices if i != move[1]]  # EASY would not start it there
             if move is None:
@@ -335,13 +339,7 @@ def site_rooms(
                 # it: strict FCFS starts this one after it, which may need a shrink of its own
                 break
             if easy is not None:
-                start = easy.ready if how == "claim" else now
-                if how in ("later", "own-later"):  # once the processors being preempted it counts on come
-                    by = bags.coming_by(site, entry.job.id) if how == "own-later" else -math.inf
-                    if n > free[site]:
-                        by = max(by, bags.coming_by(site, -1))
-                    start = min(easy.ready, max(now, by))
-                easy.place(site, start + entry.estimated_runtime, size)
+                easy.place(site, start, start + entry.estimated_runtime, size)
             if how == "claim":
                 avail[site] = 0
                 free[site] = 0
@@ -448,8 +446,9 @@ class _Waits(NamedTuple):
 
 
 class _Runs(NamedTuple):
-    """A job the walk starts or claims for: its estimated end, size and site."""
+    """A job the walk starts or claims for: when it starts, its estimated end, size and site."""
 
+    start: float
     end: float
     size: int
     site: int
@@ -486,28 +485,49 @@ class _EasyWalk:
         """A job of `size` (estimated `runtime`) cannot start even with the bags' processors."""
         self.after.append(_Waits(size, sites, runtime))
 
-    def place(self, site: int, end: float, size: int) -> None:
+    def start_of(self, move: tuple[str, int, int], job_id: int, free: Mapping[int, int]) -> float:
+        """When the job of this move starts: now on free processors, at `ready` on those a shrink
+        gives back, when the processors being preempted it counts on are back
+        (`BagsInfo.coming_by`; its own, and with `free` too few those for no job)."""
+        how, site, n = move
+        now = self.view.now
+        if how == "claim":
+            return self.ready
+        if how not in ("later", "own-later"):
+            return now
+        bags = self.view.bags
+        by = bags.coming_by(site, job_id) if how == "own-later" else -math.inf
+        if n > free[site]:
+            by = max(by, bags.coming_by(site, -1))
+        return min(self.ready, max(now, by))
+
+    def place(self, site: int, start: float, end: float, size: int) -> None:
         """The walk starts or claims for a job of `size` on `site`, ending at `end` (estimated)."""
         if not self.after:
             self.placed.setdefault(site, []).append((end, size))
         else:
-            self.after.append(_Runs(end, size, site))
+            self.after.append(_Runs(start, end, size, site))
 
-    def allows(self, move: tuple[str, int, int], runtime: float, size: int) -> bool:
+    def allows(self, move: tuple[str, int, int], start: float, runtime: float, size: int) -> bool:
         """Whether EASY would start the job of this move then (always before the head): with the
         move's shrink the head's reservation is recomputed, and each job after the head on the
         reservation's site that does not end by the shadow time must fit in what is left over;
-        while the head's shadow time comes by `ready`, the same against the next head."""
+        while the head's shadow time comes by `ready`, the same against the next head. A job
+        starting before `ready` (on processors being preempted) is checked as EASY sees it then,
+        without this round's shrinks."""
         if not self.after:
             return True
         how, site, n = move
         shrunk = dict(self.shrunk)
         if how == "claim":
             shrunk[site] = shrunk.get(site, 0) + n
-        return self.left_over(shrunk, [*self.after, _Runs(self.ready + runtime, size, site)]) is not None
+        pending = [*self.after, _Runs(start, start + runtime, size, site)]
+        if start < self.ready:
+            return self.left_over({}, pending, start) is not None
+        return self.left_over(shrunk, pending, self.ready) is not None
 
-    def left_over(self, shrunk: Mapping[int, int], pending: list[_Waits | _Runs]) -> dict[int, int] | None:
-        """EASY's picture with `pending` after the jobs placed before the head: None if a job
+    def left_over(self, shrunk: Mapping[int, int], pending: list[_Waits | _Runs], at: float) -> dict[int, int] | None:
+        """EASY's picture at `at` with `pending` after the jobs placed before the head: None if a job
         after a head does not pass its reservation, else per reservation site on which a job
         after the head counts on the processors left over at the shadow time, how many are
         still left over (bags growing there on free processors would take them)."""
@@ -522,7 +542,7 @@ class _EasyWalk:
                 placed.setdefault(e.site, []).append((e.end, e.size))
             head = pending[h]
             assert isinstance(head, _Waits)
-            res_site, res_time, extra = self.reservation(shrunk, head.size, head.sites, placed)
+            res_site, res_time, extra = self.reservation(shrunk, head.size, head.sites, placed, at)
             counted = False
             for e in pending[h + 1 :]:
                 if isinstance(e, _Runs) and e.site == res_site and e.end > res_time:
@@ -532,7 +552,7 @@ class _EasyWalk:
                     counted = True
             if counted:
                 spare[res_site] = min(spare.get(res_site, extra), extra)
-            if res_time > self.ready:
+            if res_time > at:
                 return spare
             # the head may start by `ready`: EASY's head is then the next job that cannot start
             site, start = self.start(head, placed)
@@ -559,10 +579,22 @@ class _EasyWalk:
     def spare(self) -> dict[int, int]:
         """Per site, how many free processors bags may grow on without taking those a job after
         EASY's head counts on (sites not named: no limit)."""
-        return (self.left_over(self.shrunk, self.after) or {}) if self.after else {}
+        spare: dict[int, int] = {}
+        if not self.after:
+            return spare
+        times = {e.start for e in self.after if isinstance(e, _Runs) and e.start < self.ready}
+        for at in [self.ready, *sorted(times)]:
+            for i, n in (self.left_over(self.shrunk if at == self.ready else {}, self.after, at) or {}).items():
+                spare[i] = min(spare.get(i, n), n)
+        return spare
 
     def reservation(
-        self, shrunk: Mapping[int, int], size: int, sites: list[int], placed: Mapping[int, list[tuple[float, int]]]
+        self,
+        shrunk: Mapping[int, int],
+        size: int,
+        sites: list[int],
+        placed: Mapping[int, list[tuple[float, int]]],
+        at: float,
     ) -> tuple[int, float, int]:
         """EASY's reservation for a head of `size` on `sites`: on each site the free processors
         (those held for waiting jobs included, as EASY counts them for its head) and those being
@@ -576,7 +608,7 @@ class _EasyWalk:
             s = view.sites[i]
             jobs = placed.get(i, [])
             free = s.free + bags.leaving(i) + shrunk.get(i, 0) - sum(n for _, n in jobs)
-            t, extra = earliest_fit_on(s, free, self.ready, size, jobs)
+            t, extra = earliest_fit_on(s, free, at, size, jobs)
             if t < best[1]:
                 best = (i, t, extra)
         return best
