@@ -472,14 +472,9 @@ class _EasyWalk:
         self.shrunk = shrunk
         #: per site, the jobs started in order before the head: (estimated end, size)
         self.placed: dict[int, list[tuple[float, int]]] = {}
-        #: from the head on, in queue order: the jobs that cannot start (size, sites, runtime)
-        #: and those the walk starts or claims for, (estimated end, size, site)
+        #: from the head on, in queue order: the jobs that cannot start and those the walk
+        #: starts or claims for
         self.after: list[_Waits | _Runs] = []
-
-    @property
-    def head(self) -> bool:
-        """Whether the walk has met a job that cannot start even with the bags' processors."""
-        return bool(self.after)
 
     def reserve(self, sites: list[int], size: int, runtime: float) -> None:
         """A job of `size` (estimated `runtime`) cannot start even with the bags' processors."""
