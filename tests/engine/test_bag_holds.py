@@ -4,6 +4,8 @@ side, isthmus.engine.bags), hand-computed: what the engine refuses on them, when
 
 from __future__ import annotations
 
+import math
+
 from helpers import clusters, job
 from isthmus.engine.bags import BagSettings
 from isthmus.engine.clock import PRIO_SUBMIT, SimClock
@@ -46,6 +48,9 @@ def test_the_engine_refuses_other_jobs_and_growth_on_held_processors_until_the_j
     assert engine.view.free_processors() == [0]
     assert engine.view.holds() == {2: {0: 2}}
     assert engine.view.bags.leaving_for(0, 2) == 2
+    # the 2 being preempted for job 2 are back at 18 (8 + P); none is coming for no job or job 5
+    bags = engine.view.bags
+    assert (bags.coming_by(0, 2), bags.coming_by(0, -1), bags.coming_by(0, 5)) == (18.0, -math.inf, -math.inf)
     engine.submit(job(3, 8, 2, 50))
     refused = engine.apply(StartJob(3, 0), "test")
     assert refused.code is StatusCode.RESERVED and "2 of them reserved for other jobs" in refused.reason
@@ -54,6 +59,7 @@ def test_the_engine_refuses_other_jobs_and_growth_on_held_processors_until_the_j
     assert engine.cancel(2)
     assert (backend.reserved_cores, backend.holds, engine.bags.hold_keys) == (0, {}, set())
     assert engine.view.bags.leaving_for(0, 2) == 0
+    assert (bags.coming_by(0, 2), bags.coming_by(0, -1)) == (-math.inf, 18.0)  # now for no job
     assert holds(engine.log) == [(8.0, 2, 0, 2), (8.0, 2, 0, 0)]
     assert engine.apply(StartJob(3, 0), "test").code is StatusCode.ACCEPTED
 

@@ -520,3 +520,166 @@ def test_with_fcfs_bags_shrink_for_no_job_behind_a_waiting_job_counting_on_unhel
         (112.0, 1, 1, 9),
         (112.0, 2, 1, 7),
     ]
+
+
+def _easy_sep_run(sites: tuple[int, ...], jobs: list[Job], bags: list[Job], preemption: float):
+    """EASY with SEP and its default walk (`reservation`); (starts, shrinks naming a job: (time,
+    bag, processors, job)); the check that every job a shrink names starts within P of the first."""
+    result = simulate(
+        clusters(*sites),
+        jobs,
+        "easy",
+        "none",
+        bags=bags,
+        fairshare=PolicyChoice("sep", {}),
+        bag_settings=BagSettings(preemption_time=preemption),
+        check_purity=True,
+    )
+    starts = {e.job: e.time for e in result.log if e.kind is EventKind.START}
+    shrinks = [(e.time, e.job, int(e.value), e.task) for e in result.log if e.kind is EventKind.SHRINK and e.task >= 0]
+    first: dict[int, float] = {}
+    for t, _, _, j in shrinks:
+        first.setdefault(j, t)
+    assert all(starts[j] - t <= preemption for j, t in first.items()), (first, starts)
+    return starts, shrinks
+
+
+def test_with_the_easy_walk_a_head_starting_by_the_preemption_time_passes_the_claim_to_the_next_head():
+    # Sites of 4 and 4, P = 20 s. At 70 job 1 (4, ends 90) fills site 0; site 1 runs job 3 (2,
+    # ends 99) beside the bags. Queue: job 4 (4, 10 s), job 6 (4, 44 s), job 7 (2, 32 s). Job 4
+    # is EASY's head with its reservation at 90 on site 0 (job 1 ends): a shrink of 1 on site 1
+    # for job 7 passes it. But at 90 = 70 + P job 4 has started: EASY's head is then job 6,
+    # reserved on site 1 at 99 with nothing left over (job 3's 2 and job 7's 2), and job 7 (to
+    # 122) does not fit: before, its hold ended and it started at 100 on site 0 (30 s after the
+    # shrink). Now the walk checks the claim against job 6's reservation too: no shrink names
+    # job 7, which starts at 99 on site 1 as job 3 ends.
+    starts, shrinks = _easy_sep_run(
+        (4, 4),
+        [
+            job(1, 16, 4, 54),
+            job(2, 18, 3, 20),
+            job(3, 31, 2, 41),
+            job(4, 39, 4, 10),
+            job(5, 46, 1, 12),
+            job(6, 67, 4, 44),
+            job(7, 70, 2, 32),
+            job(8, 79, 1, 16),
+            job(9, 113, 3, 5),
+        ],
+        [bag(100, 21, 82.0, submit=9.0, user="u0"), bag(101, 48, 86.0, submit=11.0, user="u1")],
+        20.0,
+    )
+    assert 7 not in [j for *_, j in shrinks]
+    assert (starts[4], starts[7], starts[6]) == (90.0, 99.0, 100.0)
+
+
+def test_with_the_easy_walk_a_job_starting_this_round_ends_its_runtime_from_now():
+    # One 8-processor cluster, P = 20 s. At 74 job 3 (3, 44 s) starts on its hold; job 4 (6) is
+    # EASY's head and job 5 (2, 33 s) would start once 2 processors of the bag are back, at 94.
+    # With job 3 ending at 118 (74 + 44) job 4's reservation is at 118 with none left over, and
+    # job 5 (to 127) would delay it; the walk counted job 3 as starting at 94 (ending 138), let
+    # the bag give back 2 for job 5 at 74, and EASY did not start it: it waited 51 s. Now no
+    # shrink names job 5 at 74; it is named at 105 (job 2 ends) and starts at 125 = 105 + P.
+    starts, shrinks = _easy_sep_run(
+        (8,),
+        [
+            job(1, 17, 8, 30),
+            job(2, 31, 1, 58),
+            job(3, 54, 3, 44),
+            job(4, 71, 6, 60),
+            job(5, 74, 2, 33),
+            job(6, 74, 6, 18),
+            job(7, 104, 4, 30),
+            job(8, 115, 5, 57),
+        ],
+        [bag(100, 57, 98.0, submit=53.0, user="u0")],
+        20.0,
+    )
+    assert [s for s in shrinks if s[3] == 5] == [(105.0, 100, 1, 5)]
+    assert (starts[3], starts[5], starts[4]) == (74.0, 125.0, 138.0)
+
+
+def test_with_the_easy_walk_bags_do_not_grow_on_the_processors_a_backfilled_claim_counts_on():
+    # One 8-processor cluster, P = 10 s, two bags. At 80 job 5 (2, 35 s) gets a shrink of 1 from
+    # each bag (back at 90) behind EASY's head job 3 (3) and job 4 (4, 28 s). At 86 job 1 (4) ends
+    # and job 3 starts on 3 of its processors; job 4 is EASY's head, reserved at 101 (job 3
+    # ends) on the free processor, job 5's 2 and job 3's 3, with exactly job 5's 2 left over.
+    # Before, the bag grew on the free processor at 86: at 90 job 4's reservation had 1 left
+    # over, EASY did not start job 5 and it waited 31 s. Now the bags do not grow on it (the
+    # processors left over at the shadow time that job 5 counts on) and job 5 starts at 90.
+    starts, shrinks = _easy_sep_run(
+        (8,),
+        [
+            job(1, 48, 4, 38),
+            job(2, 50, 2, 58),
+            job(3, 52, 3, 15),
+            job(4, 73, 4, 28),
+            job(5, 80, 2, 35),
+            job(6, 88, 2, 29),
+            job(7, 115, 1, 31),
+            job(8, 119, 5, 5),
+        ],
+        [bag(100, 12, 33.0, submit=51.0, user="u0"), bag(101, 43, 17.0, submit=52.0, user="u1")],
+        10.0,
+    )
+    assert [s for s in shrinks if s[3] == 5] == [(80.0, 100, 1, 5), (80.0, 101, 1, 5)]
+    assert (starts[3], starts[5], starts[4]) == (86.0, 90.0, 101.0)
+
+
+def test_with_the_easy_walk_a_head_starting_before_the_preemption_time_ends_its_runtime_from_then():
+    # One 8-processor cluster, P = 20 s, the bag holds 3. Job 1 (5) runs until 101. At 93 job 4
+    # (5, 45 s) is EASY's head, job 5 (6, 43 s) waits behind it and job 7 (3, 45 s) arrives: a
+    # shrink of 3 (back at 113) would let it start then. Job 4 starts at 101 as job 1 ends, not
+    # at 113 when the walk's EASY picture is taken: it ends at 146, so job 5, the head at 113, is
+    # reserved at 146 with 2 left over and job 7 (to 158) would delay it. The walk started job 4
+    # at its shadow time as seen at 113 (ending at 158: job 7 passed), the bag gave back 3 for
+    # job 7 and EASY did not start it (its hold ended at 113 unused). Now the walk starts a head
+    # when it fits on the processors free now as jobs end: no shrink names job 7.
+    starts, shrinks = _easy_sep_run(
+        (8,),
+        [job(1, 0, 5, 101), job(4, 80, 5, 45), job(5, 85, 6, 43), job(7, 93, 3, 45)],
+        [bag(100, 30, 100.0, submit=1.0)],
+        20.0,
+    )
+    assert 7 not in [j for *_, j in shrinks]
+    assert shrinks[0] == (146.0, 100, 1, 5)
+    assert (starts[4], starts[5]) == (101.0, 166.0)
+
+
+def test_with_the_easy_walk_a_job_waiting_for_processors_being_preempted_ends_its_runtime_from_their_return():
+    # One 16-processor cluster, P = 60 s, the bag holds all 16. The bag gives back 8 for job 1 (8,
+    # 57 s) at 14 (free at 74) and 1 for job 2 (1, 12 s) at 15 (at 75). At 33 job 3 (15) cannot
+    # start even with the bag's 7 (EASY's head) and job 4 (7, 45 s) arrives: the bag's 7 back at
+    # 93 would start it. Job 1 ends at 131 (74 + 57), so job 3 is reserved at 131 with 1 left over
+    # and job 4 (to 138) would delay it. The walk counted jobs 1 and 2 as starting at 93 (the
+    # preemption time from now, job 1 ending at 150): job 4 passed, the bag gave back 7 for it and
+    # EASY left it waiting (177 s). Now a job waiting for processors being preempted starts when
+    # they are back (`BagsInfo.coming_by`): no shrink names job 4 (it starts once the bag ends).
+    starts, shrinks = _easy_sep_run(
+        (16,),
+        [job(1, 14, 8, 57), job(2, 15, 1, 12), job(3, 23, 15, 19), job(4, 33, 7, 45)],
+        [bag(100, 26, 16.0, submit=11.0)],
+        60.0,
+    )
+    assert [j for *_, j in shrinks] == [1, 2]
+    assert (starts[1], starts[3]) == (74.0, 131.0)
+
+
+def test_with_the_easy_walk_a_job_starting_on_processors_being_preempted_is_checked_when_they_come():
+    # One 8-processor cluster, P = 60 s, two bags. Job 5 (3, 14 s) is named at 69 (2 processors
+    # back at 129, 1 more held for it since 87). At 102 job 2 ends, job 3 (4, 8 s) starts and one
+    # processor is left free; job 4 (5, 19 s), ahead of job 5, cannot start. EASY decides on job
+    # 5 at 129, when its processors come, not at 162 (the preemption time from this round): job
+    # 4, the head then, is reserved at 129 with exactly job 5's 3 left over, counting the free
+    # processor. Checked at 162, job 5 counted on nothing left over and the bag grew on it: at 129
+    # job 4's reservation had 2 left over, job 5's hold ended, job 4 started on its processors and
+    # job 5 waited 79 s. Now job 4 starts at 110 (job 3 ends) on 5 free processors without a
+    # shrink, and job 5 at 129 = 69 + P.
+    starts, shrinks = _easy_sep_run(
+        (8,),
+        [job(1, 6, 5, 17), job(2, 9, 5, 19), job(3, 38, 4, 8), job(4, 66, 5, 19), job(5, 69, 3, 14), job(6, 79, 4, 35)],
+        [bag(100, 46, 84.0, submit=1.0, user="u0"), bag(101, 25, 94.0, submit=27.0, user="u1")],
+        60.0,
+    )
+    assert [s for s in shrinks if s[3] in (4, 5)] == [(69.0, 100, 2, 5)]
+    assert (starts[3], starts[4], starts[5]) == (102.0, 110.0, 129.0)

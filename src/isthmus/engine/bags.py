@@ -338,6 +338,23 @@ class BagsView:
             return book.pending_on.get(site, 0)
         return book.pending.get((site, job_id), 0)
 
+    def coming_by(self, site: int, job_id: int) -> float:
+        """When the processors of `site` being preempted for waiting job `job_id` (-1: for no
+        job) are free at the latest: their preemption plus the preemption time (-inf: none)."""
+        book = self._book
+        if not book.leaving.get(site, 0):
+            return -math.inf
+        wait = book.settings.preemption_time
+        return max(
+            (
+                s.since + wait
+                for b in book.bags.values()
+                for s in b.slots.values()
+                if s.state == _LEAVING and s.site == site and s.for_job == job_id
+            ),
+            default=-math.inf,
+        )
+
 
 class BagLauncher(Protocol):
     """What runs the tasks of live bags (the live manager's pilots, isthmus.live.bag_tasks): the

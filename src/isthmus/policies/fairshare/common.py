@@ -14,7 +14,7 @@ import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -239,7 +239,13 @@ def site_rooms(
     claimed before it are back (the bags' preemption time from now, `BagsInfo.preemption_time`),
     and a job after it claims only on the sites where EASY would then start it: not the
     reservation's site, unless it ends by the shadow time when started then or fits in the
-    processors left over at it. On a cloud, free cores of VMs reserved for a
+    processors left over at it (each job placed before ending its estimated runtime after it
+    starts: now, when the processors being preempted it counts on are back, `BagsInfo.coming_by`,
+    or the preemption time from now for a claim); a head that may start by then (its shadow time
+    comes by the preemption time) is started where it fits first on the processors free now as
+    jobs end, and the claim must pass the next head's reservation too; bags do not grow on the
+    free processors of a reservation's site beyond those left over at its shadow time once the
+    jobs after the head counting on them are served. On a cloud, free cores of VMs reserved for a
     queued job or retiring are not growable (a bag may not take them). On a cloud whose VMs are
     not interchangeable (`selective`) or for a job with VM requirements, a job counts only the
     cores of the VMs it may run on (`vm_accepts`): its claim names them (`SiteRoom.claim_vms`:
@@ -312,16 +318,20 @@ def site_rooms(
                 held = {i: holds.get(entry.job.id, {}).get(i, 0) for i in every}
                 own = {i: held[i] + bags.leaving_for(i, entry.job.id) for i in every}
             choices = every
+            start = now
             while True:
                 move = _move(choices, size, free_j, avail_j, release_j, held, own)
-                if move is None or easy is None or easy.allows(move, entry.estimated_runtime, size):
+                if move is None or easy is None:
+                    break
+                start = easy.start_of(move, entry.job.id, free)
+                if easy.allows(move, start, entry.estimated_runtime, size):
                     break
                 choices = [i for i in choices if i != move[1]]  # EASY would not start it there
             if move is None:
                 if blocking:
                     break
-                if easy is not None and easy.head is None and stage == 0:
-                    easy.reserve(every, size)
+                if easy is not None and stage == 0:
+                    easy.reserve(every, size, entry.estimated_runtime)
                 continue
             how, site, n = move
             if blocking and how == "claim" and uncovered:
@@ -329,7 +339,7 @@ def site_rooms(
                 # it: strict FCFS starts this one after it, which may need a shrink of its own
                 break
             if easy is not None:
-                easy.place(site, entry.estimated_runtime, size)
+                easy.place(site, start, start + entry.estimated_runtime, size)
             if how == "claim":
                 avail[site] = 0
                 free[site] = 0
@@ -361,6 +371,7 @@ def site_rooms(
                     if i != site and own[i]:
                         avail[i] += own[i]
     rooms = {}
+    keep_free = easy.spare() if easy is not None else {}
     for i in sites:
         s = view.sites[i]
         if i not in avail:
@@ -368,7 +379,7 @@ def site_rooms(
             continue
         other = s.online - s.free - bags.held(i)
         load = other / s.online if s.online else 1.0
-        growable = min(free[i], avail[i])
+        growable = min(free[i], avail[i], keep_free.get(i, free[i]))
         cloud = view.cloud(i)
         kept = keep.get(i, ())
         if cloud is not None and growable > 0:  # free cores of VMs no bag may take: left out
@@ -426,12 +437,33 @@ def _move(
     return None if best is None else ("claim", best, size_left[best] - avail[best])
 
 
+class _Waits(NamedTuple):
+    """A job the walk cannot start even with the bags' processors (an EASY head, or behind one)."""
+
+    size: int
+    sites: list[int]
+    runtime: float
+
+
+class _Runs(NamedTuple):
+    """A job the walk starts or claims for: when it starts, its estimated end, size and site."""
+
+    start: float
+    end: float
+    size: int
+    site: int
+
+
 class _EasyWalk:
     """The walk's picture of EASY backfilling (`site_rooms` with `reservation`) as EASY will see
     it at `ready` (once the processors claimed now are back): the jobs it starts in order before
     the first one that cannot start (the head), then the head's reservation, recomputed for each
     claim after it (the processors bags give back count as free for the head, as EASY counts
-    held ones), and the jobs after the head (backfilled) checked against it in queue order."""
+    held ones), and the jobs after the head (backfilled) checked against it in queue order. A
+    head whose reservation comes by `ready` may have started by then (its processors free up
+    before the claimed ones come): the next job that cannot start is then EASY's head, so a
+    claim must pass that head's reservation too (with the first head started at its shadow
+    time), and so on while the heads' shadow times come by `ready`."""
 
     def __init__(self, view: View, ready: float, shrunk: dict[int, int]) -> None:
         self.view = view
@@ -440,57 +472,138 @@ class _EasyWalk:
         self.shrunk = shrunk
         #: per site, the jobs started in order before the head: (estimated end, size)
         self.placed: dict[int, list[tuple[float, int]]] = {}
-        #: the head's size and sites, None before the walk meets it
-        self.head: tuple[int, list[int]] | None = None
-        #: the jobs after the head, in queue order: (estimated end, size, site)
-        self.backfill: list[tuple[float, int, int]] = []
+        #: from the head on, in queue order: the jobs that cannot start and those the walk
+        #: starts or claims for
+        self.after: list[_Waits | _Runs] = []
 
-    def reserve(self, sites: list[int], size: int) -> None:
-        """The job of `size` cannot start even with the bags' processors: it is EASY's head."""
-        self.head = (size, sites)
+    def reserve(self, sites: list[int], size: int, runtime: float) -> None:
+        """A job of `size` (estimated `runtime`) cannot start even with the bags' processors."""
+        self.after.append(_Waits(size, sites, runtime))
 
-    def place(self, site: int, runtime: float, size: int) -> None:
-        """The walk starts or claims for a job of `size` on `site`."""
-        end = self.ready + runtime
-        if self.head is None:
+    def start_of(self, move: tuple[str, int, int], job_id: int, free: Mapping[int, int]) -> float:
+        """When the job of this move starts: now on free processors, at `ready` on those a shrink
+        gives back, when the processors being preempted it counts on are back
+        (`BagsInfo.coming_by`; its own, and with `free` too few those for no job)."""
+        how, site, n = move
+        now = self.view.now
+        if how == "claim":
+            return self.ready
+        if how not in ("later", "own-later"):
+            return now
+        bags = self.view.bags
+        by = bags.coming_by(site, job_id) if how == "own-later" else -math.inf
+        if n > free[site]:
+            by = max(by, bags.coming_by(site, -1))
+        return min(self.ready, max(now, by))
+
+    def place(self, site: int, start: float, end: float, size: int) -> None:
+        """The walk starts or claims for a job of `size` on `site`, ending at `end` (estimated)."""
+        if not self.after:
             self.placed.setdefault(site, []).append((end, size))
         else:
-            self.backfill.append((end, size, site))
+            self.after.append(_Runs(start, end, size, site))
 
-    def allows(self, move: tuple[str, int, int], runtime: float, size: int) -> bool:
+    def allows(self, move: tuple[str, int, int], start: float, runtime: float, size: int) -> bool:
         """Whether EASY would start the job of this move then (always before the head): with the
         move's shrink the head's reservation is recomputed, and each job after the head on the
-        reservation's site that does not end by the shadow time must fit in what is left over."""
-        if self.head is None:
+        reservation's site that does not end by the shadow time must fit in what is left over;
+        while the head's shadow time comes by `ready`, the same against the next head. A job
+        starting before `ready` (on processors being preempted) is checked as EASY sees it then,
+        without this round's shrinks."""
+        if not self.after:
             return True
         how, site, n = move
         shrunk = dict(self.shrunk)
         if how == "claim":
             shrunk[site] = shrunk.get(site, 0) + n
-        res_site, res_time, extra = self.reservation(shrunk)
-        for end, more, where in [*self.backfill, (self.ready + runtime, size, site)]:
-            if where == res_site and end > res_time:
-                if more > extra:
-                    return False
-                extra -= more
-        return True
+        pending = [*self.after, _Runs(start, start + runtime, size, site)]
+        if start < self.ready:
+            return self.left_over({}, pending, start) is not None
+        return self.left_over(shrunk, pending, self.ready) is not None
 
-    def reservation(self, shrunk: Mapping[int, int]) -> tuple[int, float, int]:
-        """EASY's reservation for the head: on each of its sites the free processors (those held
-        for waiting jobs included, as EASY counts them for its head) and those being preempted,
-        now or by this round's shrinks (`shrunk`), less those of the jobs started before it (free
-        again at their ends); the site where it fits earliest, its shadow time and the
-        processors left over then."""
-        assert self.head is not None
-        size, sites = self.head
+    def left_over(self, shrunk: Mapping[int, int], pending: list[_Waits | _Runs], at: float) -> dict[int, int] | None:
+        """EASY's picture at `at` with `pending` after the jobs placed before the head: None if a job
+        after a head does not pass its reservation, else per reservation site on which a job
+        after the head counts on the processors left over at the shadow time, how many are
+        still left over (bags growing there on free processors would take them)."""
+        placed = {i: list(jobs) for i, jobs in self.placed.items()}
+        spare: dict[int, int] = {}
+        while True:
+            h = next((k for k, e in enumerate(pending) if isinstance(e, _Waits)), None)
+            if h is None:
+                return spare
+            for e in pending[:h]:  # started before this head
+                assert isinstance(e, _Runs)
+                placed.setdefault(e.site, []).append((e.end, e.size))
+            head = pending[h]
+            assert isinstance(head, _Waits)
+            res_site, res_time, extra = self.reservation(shrunk, head.size, head.sites, placed, at)
+            counted = False
+            for e in pending[h + 1 :]:
+                if isinstance(e, _Runs) and e.site == res_site and e.end > res_time:
+                    if e.size > extra:
+                        return None
+                    extra -= e.size
+                    counted = True
+            if counted:
+                spare[res_site] = min(spare.get(res_site, extra), extra)
+            if res_time > at:
+                return spare
+            # the head may start by `ready`: EASY's head is then the next job that cannot start
+            site, start = self.start(head, placed)
+            if start >= res_time:
+                site, start = res_site, res_time
+            placed.setdefault(site, []).append((start + head.runtime, head.size))
+            pending = pending[h + 1 :]
+
+    def start(self, head: _Waits, placed: Mapping[int, list[tuple[float, int]]]) -> tuple[int, float]:
+        """Where and when `head` may start from now on the processors free now and not held (the
+        jobs `placed` taking theirs), as the running jobs end: before `ready` it starts there,
+        not at its reservation as EASY sees it at `ready`."""
+        view = self.view
+        best = (-1, math.inf)
+        for i in head.sites:
+            s = view.sites[i]
+            jobs = placed.get(i, [])
+            free = s.free - s.reserved - sum(n for _, n in jobs)
+            t, _ = earliest_fit_on(s, free, view.now, head.size, jobs)
+            if t < best[1]:
+                best = (i, t)
+        return best
+
+    def spare(self) -> dict[int, int]:
+        """Per site, how many free processors bags may grow on without taking those a job after
+        EASY's head counts on (sites not named: no limit)."""
+        spare: dict[int, int] = {}
+        if not self.after:
+            return spare
+        times = {e.start for e in self.after if isinstance(e, _Runs) and e.start < self.ready}
+        for at in [self.ready, *sorted(times)]:
+            for i, n in (self.left_over(self.shrunk if at == self.ready else {}, self.after, at) or {}).items():
+                spare[i] = min(spare.get(i, n), n)
+        return spare
+
+    def reservation(
+        self,
+        shrunk: Mapping[int, int],
+        size: int,
+        sites: list[int],
+        placed: Mapping[int, list[tuple[float, int]]],
+        at: float,
+    ) -> tuple[int, float, int]:
+        """EASY's reservation for a head of `size` on `sites`: on each site the free processors
+        (those held for waiting jobs included, as EASY counts them for its head) and those being
+        preempted, now or by this round's shrinks (`shrunk`), less those of the jobs started
+        before it (`placed`, free again at their ends); the site where it fits earliest, its
+        shadow time and the processors left over then."""
         view = self.view
         bags = view.bags
         best = (-1, math.inf, 0)
         for i in sites:
             s = view.sites[i]
-            jobs = self.placed.get(i, [])
+            jobs = placed.get(i, [])
             free = s.free + bags.leaving(i) + shrunk.get(i, 0) - sum(n for _, n in jobs)
-            t, extra = earliest_fit_on(s, free, self.ready, size, jobs)
+            t, extra = earliest_fit_on(s, free, at, size, jobs)
             if t < best[1]:
                 best = (i, t, extra)
         return best
