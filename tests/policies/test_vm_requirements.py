@@ -212,3 +212,29 @@ def test_the_dissertations_provisioning_policies_lease_the_cheapest_type_that_fi
     assert [(e.time, int(e.value)) for e in result.log if e.kind is EventKind.VM_LEASE] == [(0.0, 1)]
     assert start_of(result) == {1: (60.0, 0), 2: (60.0, 0)}
     assert not result.unfinished
+
+
+@pytest.mark.parametrize(("interval", "start"), [(None, 440.0), (30.0, 510.0)])
+def test_a_release_at_the_maximum_is_followed_by_a_round_that_leases_for_the_waiting_job(
+    interval: float | None, start: float
+) -> None:
+    # One VM at most, images a and b, 20 s boot, idle VMs released after 300 s. Job 1 (image a)
+    # runs 20-120 on VM 0; job 2 (image b) arrives at 200 and cannot use it, nor lease (at the
+    # maximum). On-Demand releases VM 0 at 420 (event rounds; 450 with 30 s rounds) and must
+    # then lease an image-b VM: job 2 starts one boot later, 440 (480 + 30 = 510). Before, no
+    # round followed the release and the run ended at 420 with job 2 waiting.
+    site = Site(
+        "cloud",
+        kind=SiteKind.CLOUD,
+        max_vms=1,
+        cores_per_node=1,
+        boot_time=20.0,
+        idle_release_time=300.0,
+        images=(VmImage("a"), VmImage("b")),
+    )
+    env = Environment("typed", (site,), round_interval=interval)
+    jobs = [vmjob(1, 0.0, 1, 100.0, image="a"), vmjob(2, 200.0, 1, 100.0, user="v", image="b")]
+    result = simulate(env, jobs, "fcfs", "on-demand", check_purity=True)
+    assert start_of(result)[2][0] == start
+    leases = [(e.time, e.vm) for e in result.log if e.kind is EventKind.VM_LEASE]
+    assert leases == [(0.0, 0), (start - 20.0, 1) if interval is None else (start - 30.0, 1)]

@@ -42,13 +42,19 @@ class ReleaseKind:
         return backend, ids
 
     def apply(self, engine: Engine, d: ReleaseVms, ctx: tuple[CloudBackend, tuple[int, ...]]) -> None:
-        """Release the VMs now."""
+        """Release the VMs now. A cloud that was at its maximum has room to lease again: with
+        jobs waiting, a round follows (the provisioning policy planned this round's leases with
+        the cloud full; without that round a job needing a VM of another image could wait for
+        ever, nothing else asking for one)."""
         backend, ids = ctx
         now = engine.clock.now
+        was_full = backend.leased >= backend.site.max_vms
         backend.release(ids, now)
         policy = engine.log.policy_index(d.by or engine.deciding)
         for vm_id in ids:
             engine.log.append(now, int(EventKind.VM_RELEASE), -1, d.site, vm_id, 0.0, -1, policy)
+        if was_full and engine.entries:
+            engine.request_round(now)
 
 
 register(ReleaseKind())
