@@ -323,6 +323,15 @@ class RecordsWriter:
             tmp.unlink(missing_ok=True)
 
 
+#: The integer columns of `COLUMNS` and their dtypes (the others but `user` and `reason`: float64).
+_SPILLED_INTEGERS: dict[str, type[np.generic]] = {
+    "job_id": np.int64,
+    "site": np.int64,
+    "restarts": np.int64,
+    "status": np.int8,
+}
+
+
 class SpilledRecords:
     """Per-job records kept in an anonymous temporary file rather than in memory: `add` chunks
     (in job order), then `chunks` reads them back one at a time, value for value as they were
@@ -331,26 +340,9 @@ class SpilledRecords:
     and more, never share the peak with the log). Users and reasons are stored as codes into
     their distinct texts. Close it (or use it as a context manager) to delete the file."""
 
+    #: The numeric columns of `COLUMNS` and their dtypes (`user` and `reason` go as codes).
     _NUMBERS = tuple(
-        (name, np.dtype(dtype))
-        for name, dtype in (
-            ("job_id", np.int64),
-            ("size", np.float64),
-            ("submit", np.float64),
-            ("start", np.float64),
-            ("end", np.float64),
-            ("site", np.int64),
-            ("wait", np.float64),
-            ("response", np.float64),
-            ("runtime", np.float64),
-            ("requested_runtime", np.float64),
-            ("delay", np.float64),
-            ("slowdown", np.float64),
-            ("bounded_slowdown", np.float64),
-            ("restarts", np.int64),
-            ("wasted_processor_seconds", np.float64),
-            ("status", np.int8),
-        )
+        (name, np.dtype(_SPILLED_INTEGERS.get(name, np.float64))) for name in COLUMNS if name not in ("user", "reason")
     )
 
     def __init__(self, site_names: tuple[str, ...], directory: str | os.PathLike[str] | None = None) -> None:
