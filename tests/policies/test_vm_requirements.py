@@ -238,3 +238,44 @@ def test_a_release_at_the_maximum_is_followed_by_a_round_that_leases_for_the_wai
     assert start_of(result)[2][0] == start
     leases = [(e.time, e.vm) for e in result.log if e.kind is EventKind.VM_LEASE]
     assert leases == [(0.0, 0), (start - 20.0, 1) if interval is None else (start - 30.0, 1)]
+
+
+@pytest.mark.parametrize(
+    ("policy", "interval", "start"),
+    [
+        ("od-s", None, 440.0),
+        ("od-g", None, 460.0),
+        ("od-exectime", None, 440.0),
+        ("od-wait", None, 440.0),
+        ("od-execavg", None, 440.0),
+        ("od-execkn", None, 440.0),
+        ("od-s", 30.0, 510.0),
+        ("od-g", 30.0, 510.0),
+        ("od-exectime", 30.0, 510.0),
+    ],
+)
+def test_the_dissertation_policies_release_a_vm_no_queued_job_can_use_at_the_maximum(
+    policy: str, interval: float | None, start: float
+) -> None:
+    # The case above, under the dissertation's policies. Job 2 (image b) cannot use the idle
+    # image-a VM; before, their demand counted free processors per cloud, so job 2 was placed
+    # on paper on that VM, which then counted as claimed and was never released: job 2 waited
+    # to the end of the run. Now the VM is released after its 300 s idle time (420; 450 with 30 s
+    # rounds) and an image-b VM leased at once, up 20 s later: 440 (510). OD-G decides once per
+    # 20 s period: its release at 420 is one decision, the lease the next one at 440, up at 460.
+    site = Site(
+        "cloud",
+        kind=SiteKind.CLOUD,
+        max_vms=1,
+        cores_per_node=1,
+        boot_time=20.0,
+        idle_release_time=300.0,
+        images=(VmImage("a"), VmImage("b")),
+    )
+    env = Environment("typed", (site,), round_interval=interval)
+    jobs = [vmjob(1, 0.0, 1, 100.0, image="a"), vmjob(2, 200.0, 1, 100.0, user="v", image="b")]
+    result = simulate(env, jobs, "fcfs", policy, check_purity=True)
+    assert not result.unfinished
+    assert start_of(result)[2][0] == start
+    releases = [e.time for e in result.log if e.kind is EventKind.VM_RELEASE]
+    assert releases[0] == (420.0 if interval is None else 450.0)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from isthmus.model.decisions import LeaseVms
 from isthmus.model.job import Job
-from isthmus.model.vmtypes import cheapest_type, site_misfit, vms_needed
+from isthmus.model.vmtypes import InstanceType, VmImage, cheapest_type, site_misfit, type_misfit, vms_needed
 from isthmus.policies.api import CloudInfo, VmInfo
 
 
@@ -40,6 +40,18 @@ class LeasePlan:
             image=image,
             user=user,
         )
+
+
+def planned_vm_meets(t: InstanceType, image: VmImage | None, job: Job) -> bool:
+    """Whether a VM of type `t` booting `image` (None: the provider's default), planned this
+    round, meets `job`'s VM requirements (type, image; networks are the site's, checked when the
+    job was admitted)."""
+    req = job.vm
+    if req is None:
+        return True
+    if type_misfit(req, t):
+        return False
+    return req.image is None or (image is not None and image.named(req.image))
 
 
 def lease_plan(cloud: CloudInfo, job: Job) -> LeasePlan | None:
@@ -108,12 +120,19 @@ class PaperVms:
         return plan if count >= plan.count else LeasePlan(plan.vm_type, plan.image, count)
 
     def take_planned(self, plan: LeasePlan, job: Job) -> bool:
-        """Place `job` on processors left over by VMs planned this round with the same type
-        and image (a VM leased for a smaller job can hold the next one)."""
+        """Place `job` on processors left over by VMs planned this round (a VM leased for a
+        smaller job can hold the next one): of `plan`'s type and image first, else of any type
+        and image meeting the job's requirements (a job without any fits on a VM leased for a
+        job with some)."""
         key = (plan.vm_type, plan.image)
         if self.spare.get(key, 0) >= job.size:
             self.spare[key] -= job.size
             return True
+        site = self.cloud.site
+        for (t, im), left in self.spare.items():
+            if left >= job.size and planned_vm_meets(site.types[t], site.vm_images[im] if im >= 0 else None, job):
+                self.spare[(t, im)] = left - job.size
+                return True
         return False
 
     def plan(self, plan: LeasePlan, job: Job) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 
 from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
 from isthmus.policies.api import CloudInfo, JobInfo, View
-from isthmus.policies.vmfit import LeasePlan, lease_plan
+from isthmus.policies.vmfit import LeasePlan, PaperVms, lease_plan
 
 
 def usable_clouds(view: View, name: str) -> tuple[dict[int, CloudInfo], list[Decision]]:
@@ -61,6 +61,16 @@ class Demand:
     #: with VMs that are not interchangeable (`View.vm_matching`): what each cloud's VMs to lease
     #: are, in the order they were planned (the minimum first, then each job's cheapest fitting type)
     plans: dict[int, list[LeasePlan]] = field(default_factory=dict)
+    #: with VMs that are not interchangeable: the VMs (ready or booting) queued jobs were placed
+    #: on, per cloud; None when VMs are interchangeable (`claimed_vms` counts them instead)
+    claimed_ids: dict[int, set[int]] | None = None
+
+    def kept(self, cloud: int) -> int | Set[int]:
+        """What an idle release on `cloud` must leave alone (`idle_release`'s `keep`): the VMs
+        queued jobs were placed on when VMs are not interchangeable, else how many idle VMs."""
+        if self.claimed_ids is not None:
+            return self.claimed_ids.get(cloud, set())
+        return self.claimed_vms.get(cloud, 0)
 
     @property
     def total_lease(self) -> int:
@@ -83,10 +93,8 @@ class Demand:
         return out
 
 
-def queue_demand(
-    view: View, clouds: Mapping[int, CloudInfo], jobs: Callable[[int], Iterable[JobInfo]] | None = None
-) -> Demand:
-    """Place the queued jobs (every queue in order, or `jobs(stage)`) on paper.
+def queue_demand(view: View, clouds: Mapping[int, CloudInfo]) -> Demand:
+    """Place the queued jobs (every queue in order) on paper.
 
     Free processors, VMs still booting and VMs needed to reach each cloud's minimum count as
     capacity. A job that fits on no site of its queue gets enough VMs on the first cloud of the
@@ -95,34 +103,29 @@ def queue_demand(
     dissertation's reservation of partially available VMs, §7.3.1, falls out of this: an idle
     VM waiting for the head job to fit is claimed by it).
 
-    When VMs are not interchangeable (`View.vm_matching`: VM requirements, several types), a job
-    with VM requirements is placed on no cluster, and the VMs leased for a job are of the
-    cheapest type of the cloud that fits it (`isthmus.policies.vmfit.lease_plan`, Cloud
-    Scheduler Appendix I), kept in `Demand.plans` for `Demand.lease_decisions`; free processors
-    are still counted per site, not VM by VM.
+    When VMs are not interchangeable (`View.vm_matching`: VM requirements, several types), the
+    jobs are placed VM by VM (`place_vm_by_vm`): a job goes only on VMs that accept it, the VMs
+    leased for a job are of the cheapest type of the cloud that fits it
+    (`isthmus.policies.vmfit.lease_plan`, Cloud Scheduler Appendix I), kept in `Demand.plans`,
+    and the claimed VMs are the ones jobs were placed on (`Demand.claimed_ids`): an idle VM no
+    queued job can use is released as usual, so that a cloud at its maximum makes room.
     """
+    if view.vm_matching:
+        return _typed_demand(view, clouds)
     demand = Demand(lease=dict.fromkeys(clouds, 0), claimed_vms=dict.fromkeys(clouds, 0))
-    typed = view.vm_matching
     ready_free = demand_free(view)
     free = list(ready_free)
     for i, c in clouds.items():
         deficit = max(0, c.site.min_vms - c.leased)
         demand.lease[i] = deficit
-        if typed:  # booting VMs of several types: their own cores
-            free[i] += sum(v.cores for v in c.vms() if not v.ready) + deficit * c.site.cores_per_node
-        else:
-            free[i] += (c.booting + deficit) * c.site.cores_per_node
-        if typed:
-            demand.plans[i] = [LeasePlan(0, 0 if c.site.vm_images else -1, deficit)] if deficit else []
+        free[i] += (c.booting + deficit) * c.site.cores_per_node
     claimed = [0] * len(free)
     for stage in range(view.stages):
         order = view.stage_sites(stage)
-        for e in jobs(stage) if jobs is not None else view.queue(stage):
+        for e in view.queue(stage):
             size = e.job.size
             placed = False
             for i in order:
-                if e.job.vm is not None and i not in clouds:
-                    continue  # a job with VM requirements runs on no cluster
                 if free[i] >= size:
                     free[i] -= size
                     claimed[i] += size
@@ -135,16 +138,9 @@ def queue_demand(
                 if cl is None:
                     continue
                 cores = cl.site.cores_per_node
-                plan = lease_plan(cl, e.job) if typed else None
-                if typed:
-                    if plan is None:
-                        continue  # no type of this cloud serves the job
-                    cores = cl.site.types[plan.vm_type].cores
                 vms = math.ceil((size - free[i]) / cores)
                 if cl.leased + demand.lease[i] + vms <= cl.site.max_vms:
                     demand.lease[i] += vms
-                    if plan is not None:
-                        demand.plans[i].append(LeasePlan(plan.vm_type, plan.image, vms))
                     claimed[i] += free[i]
                     free[i] += vms * cores - size
                     placed = True
@@ -154,6 +150,102 @@ def queue_demand(
     for i, c in clouds.items():
         demand.claimed_vms[i] = math.ceil(min(claimed[i], ready_free[i]) / c.site.cores_per_node)
     return demand
+
+
+def _typed_demand(view: View, clouds: Mapping[int, CloudInfo]) -> Demand:
+    """`queue_demand` when VMs are not interchangeable: the placement VM by VM as a `Demand`."""
+    placement = place_vm_by_vm(view, clouds)
+    demand = Demand(
+        lease=dict(placement.planned),
+        claimed_vms={i: len(ids) for i, ids in placement.claimed.items()},
+        unplaced=placement.unplaced,
+        plans={i: [] for i in clouds},
+        claimed_ids=placement.claimed,
+    )
+    for i, plan in placement.leases:
+        demand.plans[i].append(plan)
+    return demand
+
+
+@dataclass
+class VmPlacement:
+    """The queue placed on paper VM by VM (`place_vm_by_vm`)."""
+
+    #: VMs to lease, in the order they were planned: (cloud, what to lease); the minimum first
+    leases: list[tuple[int, LeasePlan]] = field(default_factory=list)
+    #: VMs to lease per cloud (the sum of its `leases`)
+    planned: dict[int, int] = field(default_factory=dict)
+    #: the VMs (ready or booting) of each cloud queued jobs were placed on
+    claimed: dict[int, set[int]] = field(default_factory=dict)
+    #: queued jobs placed nowhere, even on VMs to lease (over every cloud's maximum)
+    unplaced: int = 0
+
+
+def place_vm_by_vm(view: View, clouds: Mapping[int, CloudInfo]) -> VmPlacement:
+    """Place the queue on paper when VMs are not interchangeable (several instance types, images,
+    VM requirements, VMs serving one user; Cloud Scheduler, Appendix I and §3.2).
+
+    Each cloud is kept at its minimum with VMs of its default type. Queued jobs, every queue in
+    order, go on the first site of their queue that can take them on paper: a cluster with
+    enough free processors (jobs without VM requirements only), or a cloud whose ready and
+    booting VMs accepting the job have its size free, or processors left on VMs planned this
+    round; a job placed nowhere gets the cheapest VMs that serve it (less the free processors
+    of VMs that accept it) on the first cloud of its queue with room below its maximum whose
+    per-user budget caps can pay its user's VMs (`View.user_can_pay`).
+    """
+    out = VmPlacement(planned=dict.fromkeys(clouds, 0))
+    papers = {i: PaperVms(c) for i, c in clouds.items()}
+    for i, c in clouds.items():
+        deficit = c.site.min_vms - c.leased
+        if deficit > 0:
+            out.planned[i] = deficit
+            out.leases.append((i, LeasePlan(0, 0 if c.site.vm_images else -1, deficit)))
+    free = demand_free(view)
+    for stage in range(view.stages):
+        order = view.stage_sites(stage)
+        for e in view.queue(stage):
+            job = e.job
+            placed = False
+            plans: dict[int, LeasePlan | None] = {}
+            for i in order:
+                cloud = clouds.get(i)
+                if cloud is None:
+                    if view.cloud(i) is None and job.vm is None and free[i] >= job.size:
+                        free[i] -= job.size
+                        placed = True
+                        break
+                    continue
+                paper = papers[i]
+                if paper.place(job):
+                    placed = True
+                else:
+                    plan = plans[i] = lease_plan(cloud, job)
+                    placed = plan is not None and paper.take_planned(plan, job)
+                if placed:
+                    break
+            if placed:
+                continue
+            for i in order:
+                target = clouds.get(i)
+                if target is None:
+                    continue
+                plan = plans[i] if i in plans else lease_plan(target, job)
+                if plan is None:
+                    continue
+                plan = papers[i].topped_up(plan, job)
+                if target.leased + out.planned[i] + plan.count > target.site.max_vms:
+                    continue
+                if not view.user_can_pay(i, job.user, target.site.type_price_per_increment(plan.vm_type)):
+                    continue  # per-user caps refuse its user's VMs: leased, they would serve another job
+                out.planned[i] += plan.count
+                out.leases.append((i, plan))
+                papers[i].plan(plan, job)
+                placed = True
+                break
+            if not placed:
+                out.unplaced += 1
+    out.claimed = {i: p.claimed for i, p in papers.items()}
+    return out
 
 
 class Allowance:
@@ -178,11 +270,12 @@ class Allowance:
 
 
 def idle_release(
-    cloud: CloudInfo, now: float, idle_time: float, keep: int, name: str, limit: int | None = None
+    cloud: CloudInfo, now: float, idle_time: float, keep: int | Set[int], name: str, limit: int | None = None
 ) -> tuple[ReleaseVms | None, float]:
     """Release the idle VMs of `cloud` idle for at least `idle_time`, longest idle first, leaving
-    `keep` idle VMs (claimed by the queue; reserved VMs are never released and count among
-    them) and the cloud's minimum; at most `limit` VMs.
+    the idle VMs the queue claims (`keep`: how many, the most recently idle ones, when VMs are
+    interchangeable; which ones otherwise, `Demand.kept`), the reserved ones (never released;
+    they count among a number kept) and the cloud's minimum; at most `limit` VMs.
 
     Returns the release (None when nothing is due) and the earliest time another idle VM
     becomes due (inf when none), for a wake-up.
@@ -191,9 +284,12 @@ def idle_release(
     everything = cloud.idle_vms()
     # VMs reserved for a queued job (ReserveVms) are never released; they count among the kept
     idle = [vm for vm in everything if vm.reserved_for < 0]
-    keep = max(0, keep - (len(everything) - len(idle)))
-    # the queue keeps the most recently idle VMs; the longest idle ones go first
-    candidates = idle[: max(0, len(idle) - keep)]
+    if isinstance(keep, int):
+        keep = max(0, keep - (len(everything) - len(idle)))
+        # the queue keeps the most recently idle VMs; the longest idle ones go first
+        candidates = idle[: max(0, len(idle) - keep)]
+    else:
+        candidates = [vm for vm in idle if vm.id not in keep]
     budget = min(spare, len(candidates) if limit is None else min(limit, len(candidates)))
     release: list[int] = []
     wake = math.inf

@@ -70,7 +70,7 @@ class OnDemand2Q:
                 out.extend(demand.lease_decisions(c, n, self.name))
                 continue
             idle = self.params.short_idle_time if i in short else self.params.long_idle_time
-            release, at = idle_release(c, view.now, idle, demand.claimed_vms[i], self.name)
+            release, at = idle_release(c, view.now, idle, demand.kept(i), self.name)
             if release is not None:
                 out.append(release)
             wake = min(wake, at)

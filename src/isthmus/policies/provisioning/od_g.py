@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, WakeUp
 from isthmus.policies.api import CloudInfo, View
-from isthmus.policies.provisioning.common import Allowance, idle_release, queue_demand, usable_clouds
+from isthmus.policies.provisioning.common import Allowance, Demand, idle_release, queue_demand, usable_clouds
 from isthmus.policies.provisioning.od_s import idle_seconds
 
 
@@ -68,7 +68,7 @@ class OnDemandGeometric:
         need = {i: allowance.take(c, demand.lease[i]) for i, c in clouds.items()}
         if now < self._next_at - 1e-9:
             # between decisions: come back at the next one if there will be something to do
-            due = self._next_release(view, clouds, demand.claimed_vms)
+            due = self._next_release(view, clouds, demand)
             if any(need.values()):
                 out.append(WakeUp(self._next_at, by=self.name))
             elif due < math.inf:
@@ -87,7 +87,7 @@ class OnDemandGeometric:
             self._lease_step[i] = 0
             j = self._release_step.get(i, 0)
             idle = idle_seconds(c, self.params.idle_time)
-            release, _ = idle_release(c, now, idle, demand.claimed_vms[i], self.name, limit=n**j)
+            release, _ = idle_release(c, now, idle, demand.kept(i), self.name, limit=n**j)
             if release is not None:
                 out.append(release)
                 self._release_step[i] = j + 1
@@ -99,16 +99,16 @@ class OnDemandGeometric:
             # counters to reset): look again then
             out.append(WakeUp(self._next_at, by=self.name))
         else:
-            due = self._next_release(view, clouds, demand.claimed_vms)
+            due = self._next_release(view, clouds, demand)
             if due < math.inf:
                 out.append(WakeUp(max(self._next_at, due), by=self.name))
         return out
 
-    def _next_release(self, view: View, clouds: dict[int, CloudInfo], claimed: dict[int, int]) -> float:
+    def _next_release(self, view: View, clouds: dict[int, CloudInfo], demand: Demand) -> float:
         """When the next idle VM becomes releasable (now if one already is; inf if none)."""
         due = math.inf
         for i, c in clouds.items():
             idle = idle_seconds(c, self.params.idle_time)
-            release, at = idle_release(c, view.now, idle, claimed[i], self.name)
+            release, at = idle_release(c, view.now, idle, demand.kept(i), self.name)
             due = min(due, view.now if release is not None else at)
         return due

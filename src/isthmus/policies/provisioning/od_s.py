@@ -69,9 +69,7 @@ class OnDemandSingle:
             if n > 0:
                 out.extend(demand.lease_decisions(c, n, self.name))
                 continue
-            release, at = idle_release(
-                c, view.now, idle_seconds(c, self.params.idle_time), demand.claimed_vms[i], self.name
-            )
+            release, at = idle_release(c, view.now, idle_seconds(c, self.params.idle_time), demand.kept(i), self.name)
             if release is not None:
                 out.append(release)
             wake = min(wake, at)

@@ -113,7 +113,7 @@ class ThresholdProvisioning:
             if i in leased_on:
                 continue
             idle = idle_seconds(c, self.params.idle_time)
-            release, at = idle_release(c, view.now, idle, demand.claimed_vms[i], self.name)
+            release, at = idle_release(c, view.now, idle, demand.kept(i), self.name)
             if release is not None:
                 out.append(release)
             wake = min(wake, at)
