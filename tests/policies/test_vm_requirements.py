@@ -200,12 +200,12 @@ def test_why_a_job_waits_counts_only_the_vms_that_match_it():
     )
 
 
-@pytest.mark.parametrize("policy", ["od-s", "od-g"])
+@pytest.mark.parametrize("policy", ["od-s", "od-g", "on-demand"])
 def test_the_dissertations_provisioning_policies_lease_the_cheapest_type_that_fits(policy: str) -> None:
-    # job 1 needs 8 GB: only "big" (4 cores) has it; OD-S (and OD-G's first step) lease one big
-    # VM for it at 0, and job 2 (no requirements) fits on paper on its three other cores: one
-    # VM, not a small one each (the default type, on which job 1 could never run). Both start
-    # when it is ready, at 60.
+    # job 1 needs 8 GB: only "big" (4 cores) has it; OD-S (and OD-G's first step, and
+    # On-Demand) lease one big VM for it at 0, and job 2 (no requirements) fits on paper on its
+    # three other cores: one VM, not a small one each (the default type, on which job 1 could
+    # never run). Both start when it is ready, at 60.
     env = typed_env(SMALL, BIG)
     jobs = [vmjob(1, 0, 1, 100, memory_mb=8000), vmjob(2, 0, 1, 100)]
     result = simulate(env, jobs, "ff", policy)
