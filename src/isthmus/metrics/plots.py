@@ -18,7 +18,26 @@ from matplotlib.figure import Figure
 
 from isthmus.metrics.records import atomic_write
 from isthmus.metrics.tables import FloatArray
-from isthmus.metrics.timeseries import RunTimeSeries
+from isthmus.metrics.timeseries import PLOT_POINTS, UTILIZATION_BINS, StepSeries
+
+
+class PlottedSeries(Protocol):
+    """What the plots read of a run's series (`RunTimeSeries`, or the `SampledSeries` of a
+    streamed run)."""
+
+    @property
+    def start(self) -> float:
+        """The first event's time."""
+
+    @property
+    def end(self) -> float:
+        """The horizon."""
+
+    def utilization(self, bins: int = UTILIZATION_BINS) -> tuple[FloatArray, FloatArray]:
+        """(bin centres, utilization per bin)."""
+
+    def processors(self, max_points: int = PLOT_POINTS, site: str | None = None) -> tuple[StepSeries, StepSeries]:
+        """Requested and allocated processors, downsampled to `max_points`."""
 
 
 class PlottedRun(Protocol):
@@ -30,8 +49,8 @@ class PlottedRun(Protocol):
         """The summary dict."""
 
     @property
-    def timeseries(self) -> RunTimeSeries:
-        """The step series."""
+    def timeseries(self) -> PlottedSeries:
+        """The step series (or what the plots draw of them)."""
 
     @property
     def completed_wait(self) -> FloatArray:
@@ -39,7 +58,7 @@ class PlottedRun(Protocol):
 
 
 #: Most points drawn per curve.
-MAX_POINTS = 2000
+MAX_POINTS = PLOT_POINTS
 _DPI = 110
 
 
@@ -163,7 +182,9 @@ def plot_cost(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str]) -> P
     )
 
 
-def plot_utilization(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, bins: int = 500) -> Path:
+def plot_utilization(
+    runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, bins: int = UTILIZATION_BINS
+) -> Path:
     """Utilization over time (allocated / available processors, averaged per bin), one curve per run."""
     fig = _figure()
     ax = fig.add_subplot()
@@ -191,9 +212,8 @@ def plot_processors(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str]
     axes = fig.subplots(n, 1, squeeze=False, sharex=True)[:, 0]
     for ax, (name, m) in zip(axes, runs.items(), strict=False):
         ts = m.timeseries
-        alloc = ts.allocated if site is None else ts.allocated_by_site[site]
-        for series, label in ((ts.requested, "requested"), (alloc, "allocated")):
-            x, y = series.downsample(MAX_POINTS, ts.end).plot_xy(ts.end)
+        for series, label in zip(ts.processors(MAX_POINTS, site), ("requested", "allocated"), strict=True):
+            x, y = series.plot_xy(ts.end)
             ax.plot(_hours(x, ts.start), y, drawstyle="steps-post", label=label)
         ax.set_ylabel("processors")
         ax.set_title(name if site is None else f"{name} — allocated on {site}", fontsize=10)
