@@ -274,13 +274,15 @@ def test_series_built_in_small_chunks_equal_the_default(monkeypatch: pytest.Monk
     # and the allocation is what every run's start and end, sorted and summed, give
     runs, time = tables.runs, tables.events.time
     ends = np.where(runs.end_pos < len(time), time[np.minimum(runs.end_pos, len(time) - 1)], tables.horizon)
-    direct = StepSeries.from_changes(np.concatenate([time[runs.start_pos], ends]), np.concatenate([runs.size, -runs.size]))
+    changes = np.concatenate([time[runs.start_pos], ends]), np.concatenate([runs.size, -runs.size])
+    direct = StepSeries.from_changes(*changes)
     assert _same(default.allocated.times, direct.times) and _same(default.allocated.values, direct.values)
 
 
 def _sampled_runs() -> list[tuple[EventLog, dict[int, Job], Environment, float | None]]:
     log, jobs, env = synthetic_run(1500, seed=11)  # three clusters and a paid cloud
-    one = simulate(single_cluster(16), resolve_workload("lublin:jobs=400,procs=32,max_size=16,load=0.95", seed=4).jobs, "easy", "none")
+    lublin = resolve_workload("lublin:jobs=400,procs=32,max_size=16,load=0.95", seed=4).jobs
+    one = simulate(single_cluster(16), lublin, "easy", "none")
     b = LogBuilder()
     b.lease(0, 1, vm=0).submit(1, 1, 2, runtime=50).start(2, 1, 1).end(40, 1, 1).release(3600, 1, vm=0)
     return [
@@ -294,7 +296,9 @@ def _sampled_runs() -> list[tuple[EventLog, dict[int, Job], Environment, float |
 
 @pytest.mark.parametrize("chunk", [2, 7, 1 << 16])
 @pytest.mark.parametrize("points", [1, 5, 64, 2000])
-def test_sampled_series_equal_the_whole_series_sampled(monkeypatch: pytest.MonkeyPatch, chunk: int, points: int) -> None:
+def test_sampled_series_equal_the_whole_series_sampled(
+    monkeypatch: pytest.MonkeyPatch, chunk: int, points: int
+) -> None:
     """`sample_timeseries` (the series fed a chunk of log positions at a time, never whole)
     gives the plotted values of the whole series, float for float: downsampled or not (fewer
     steps than points), on one cluster, several sites and a cloud, and an empty run."""
