@@ -155,7 +155,8 @@ def utilization_over_time(ts: RunTimeSeries, bins: int = UTILIZATION_BINS) -> tu
     return _utilization(edges, ts.allocated.integral_to(edges), ts.capacity.integral_to(edges))
 
 
-#: Log positions turned into steps at a time by `_dense_series` (its temporaries stay small).
+#: Log positions whose changes are counted and turned into steps at a time (`_feed_dense`: its
+#: temporaries stay small).
 SERIES_CHUNK = 1 << 16
 
 
