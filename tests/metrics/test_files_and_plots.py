@@ -14,15 +14,21 @@ from metrics_synthetic import synthetic_run
 from isthmus.metrics import COLUMNS, RunMetrics, compare_table, compute_run_metrics, read_records, write_run
 from isthmus.metrics.plots import plot_all, plot_mean_slowdown, plot_processors
 from isthmus.metrics.records import JobStatus
+from isthmus.metrics.run import stream_run
 
 
-def small_run() -> RunMetrics:
+def small_log() -> LogBuilder:
     b = LogBuilder()
     b.lease(0, 1, vm=0).release(5400, 1, vm=0)
     b.submit(0, 1, 1, runtime=5340, user="alice").start(60, 1, 1).end(5400, 1, 1)
     b.submit(5, 2, 2, runtime=100).start(5, 2, 0).kill(15, 2, 0).start(20, 2, 0).end(120, 2, 0)
     b.submit(6, 3, 64).reject(6, 3, 'needs 64, "too large", sorry')
     b.submit(7, 4, 1)
+    return b
+
+
+def small_run() -> RunMetrics:
+    b = small_log()
     return compute_run_metrics(b.build(), b.jobs, env_with_cloud())
 
 
@@ -95,6 +101,24 @@ def test_plots_are_written(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+def test_plots_of_streamed_runs_equal_the_plots_of_whole_runs(tmp_path: Path) -> None:
+    """A streamed run keeps only what the plots draw of its series (`SampledSeries`): the PNGs
+    are the same bytes as those of the whole series, downsampled or not, on every site."""
+    log, jobs, env = synthetic_run(5000, seed=1)  # enough steps to exercise downsampling
+    whole = {"ff": compute_run_metrics(log, jobs, env), "tiny": small_run()}
+    b = small_log()
+    streamed = {
+        "ff": stream_run(log, jobs, env, None, tmp_path / "ff.csv", tmp_path / "ff.parquet"),
+        "tiny": stream_run(b.build(), b.jobs, env_with_cloud(), None, tmp_path / "t.csv", tmp_path / "t.parquet"),
+    }
+    a, s = plot_all(whole, tmp_path / "whole"), plot_all(streamed, tmp_path / "streamed")
+    for kind in a:
+        assert a[kind].read_bytes() == s[kind].read_bytes(), kind
+    for site in ("ec2", "c1"):
+        one = plot_processors({"ff": whole["ff"]}, tmp_path / "a.png", site=site).read_bytes()
+        assert one == plot_processors({"ff": streamed["ff"]}, tmp_path / "b.png", site=site).read_bytes()
+
+
 @pytest.mark.parametrize("batch_rows", [1, 7, 64, 100_000])
 def test_streamed_files_equal_one_table(tmp_path: Path, batch_rows: int) -> None:
     """The records streamed in batches give the rows of the whole table written at once: the CSV
@@ -144,3 +168,27 @@ def test_metrics_reading_the_log_in_place_equal_the_copy(tmp_path: Path) -> None
     )
     assert in_place.timeseries.utilization(50)[1].tolist() == copied.timeseries.utilization(50)[1].tolist()
     log.append(log.event(len(log) - 1).time + 1.0, 0, job=10**9, value=1.0)  # no BufferError: no view left
+
+
+def test_figures_share_parsed_math_text_and_draw_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The figures' renderers share one mathtext parser (each figure parsed the logarithmic
+    axes' labels again): the second figure finds them parsed, and the PNGs are the bytes that
+    Agg's own canvas (a parser per renderer) draws."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    import isthmus.metrics.plots as plots
+
+    log, jobs, env = synthetic_run(2000, seed=4)
+    runs = {"ff": compute_run_metrics(log, jobs, env), "tiny": small_run()}
+    parser = plots._Canvas._mathtext
+    parser._parse_cached.cache_clear()
+    shared = plot_all(runs, tmp_path / "shared")
+    assert parser._parse_cached.cache_info().hits > 0
+    before = parser._parse_cached.cache_info()
+    plot_mean_slowdown(runs, tmp_path / "again.png")  # drawn before: every label is parsed already
+    after = parser._parse_cached.cache_info()
+    assert after.misses == before.misses and after.hits > before.hits
+    monkeypatch.setattr(plots, "_Canvas", FigureCanvasAgg)
+    own = plot_all(runs, tmp_path / "own")
+    for kind in shared:
+        assert shared[kind].read_bytes() == own[kind].read_bytes(), kind

@@ -25,6 +25,7 @@ from isthmus.metrics.records import (
 from isthmus.metrics.run import compute_run_metrics, stream_run, write_run
 from isthmus.metrics.summary import FiguresBuilder, JobFigures
 from isthmus.metrics.tables import build_tables, event_rows
+from isthmus.metrics.timeseries import SampledSeries, StepSeries, sample_timeseries
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
@@ -119,12 +120,17 @@ def _streamed_equals_whole(
         assert streamed.files[kind].read_bytes() == a[kind].read_bytes(), kind
     _same_json(streamed.summary, whole.summary)
     assert _same(streamed.completed_wait, whole.completed_wait)
-    ts, ws = streamed.timeseries, whole.timeseries
-    assert (ts.start, ts.end) == (ws.start, ws.end)
-    for name in ("allocated", "requested", "capacity"):
-        assert _same(getattr(ts, name).times, getattr(ws, name).times)
-        assert _same(getattr(ts, name).values, getattr(ws, name).values)
-    assert ts.leased_vms_by_site.keys() == ws.leased_vms_by_site.keys()
+    _same_sample(streamed.timeseries, whole.timeseries.sampled())
+
+
+def _same_sample(a: SampledSeries, b: SampledSeries) -> None:
+    """The same plotted values, float for float."""
+    assert (a.start, a.end, a.bins, a.max_points) == (b.start, b.end, b.bins, b.max_points)
+    assert all(_same(x, y) for x, y in zip(a.utilization(a.bins), b.utilization(b.bins), strict=True))
+    assert a.allocated_by_site.keys() == b.allocated_by_site.keys()
+    for site in (None, *a.allocated_by_site):
+        for x, y in zip(a.processors(a.max_points, site), b.processors(b.max_points, site), strict=True):
+            assert _same(x.times, y.times) and _same(x.values, y.values), site
 
 
 @pytest.mark.parametrize("rows", [1, 100, 16_384])
@@ -265,3 +271,56 @@ def test_series_built_in_small_chunks_equal_the_default(monkeypatch: pytest.Monk
         assert _same(a.times, b.times) and _same(a.values, b.values), name
     for site, series in default.leased_vms_by_site.items():
         assert _same(series.values, small.leased_vms_by_site[site].values), site
+    # and the allocation is what every run's start and end, sorted and summed, give
+    runs, time = tables.runs, tables.events.time
+    ends = np.where(runs.end_pos < len(time), time[np.minimum(runs.end_pos, len(time) - 1)], tables.horizon)
+    changes = np.concatenate([time[runs.start_pos], ends]), np.concatenate([runs.size, -runs.size])
+    direct = StepSeries.from_changes(*changes)
+    assert _same(default.allocated.times, direct.times) and _same(default.allocated.values, direct.values)
+
+
+def _sampled_runs() -> list[tuple[EventLog, dict[int, Job], Environment, float | None]]:
+    log, jobs, env = synthetic_run(1500, seed=11)  # three clusters and a paid cloud
+    lublin = resolve_workload("lublin:jobs=400,procs=32,max_size=16,load=0.95", seed=4).jobs
+    one = simulate(single_cluster(16), lublin, "easy", "none")
+    b = LogBuilder()
+    b.lease(0, 1, vm=0).submit(1, 1, 2, runtime=50).start(2, 1, 1).end(40, 1, 1).release(3600, 1, vm=0)
+    return [
+        (log, jobs, env, None),
+        (log, jobs, env, 45 * 86400.0),
+        (one.log, {j.id: j for j in one.jobs.values()}, single_cluster(16), None),
+        (b.build(), b.jobs, env_with_cloud(), 4000.0),
+        (EventLog(), {}, single_cluster(4), None),
+    ]
+
+
+@pytest.mark.parametrize("chunk", [2, 7, 1 << 16])
+@pytest.mark.parametrize("points", [1, 5, 64, 2000])
+def test_sampled_series_equal_the_whole_series_sampled(
+    monkeypatch: pytest.MonkeyPatch, chunk: int, points: int
+) -> None:
+    """`sample_timeseries` (the series fed a chunk of log positions at a time, never whole)
+    gives the plotted values of the whole series, float for float: downsampled or not (fewer
+    steps than points), on one cluster, several sites and a cloud, and an empty run."""
+    import isthmus.metrics.timeseries as timeseries
+
+    monkeypatch.setattr(timeseries, "SERIES_CHUNK", chunk)
+    steps = []
+    for log, jobs, env, horizon in _sampled_runs():
+        tables = build_tables(log, jobs.keys(), len(env.sites), horizon)
+        whole = timeseries.compute_timeseries(tables, env)
+        steps.append(len(whole.allocated))
+        for bins in (1, 13, 500):
+            sampled = sample_timeseries(tables, env, bins=bins, max_points=points)
+            _same_sample(sampled, whole.sampled(bins, points))
+    assert steps[0] > 2000 and 0 < steps[3] < 5 and steps[4] == 0  # downsampled, or not, or empty
+
+
+def test_sampled_series_refuse_other_points_or_bins() -> None:
+    log, jobs, env = synthetic_run(300, seed=1)
+    sampled = sample_timeseries(build_tables(log, jobs.keys(), len(env.sites)), env, bins=50, max_points=100)
+    assert sampled.utilization(50)[1].size == 50 and len(sampled.processors(100)[0]) == 100
+    with pytest.raises(ValueError, match="sampled for 50 utilization bins, not 500"):
+        sampled.utilization()
+    with pytest.raises(ValueError, match="sampled to 100 points, not 2000"):
+        sampled.processors()

@@ -13,12 +13,32 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
+from matplotlib.mathtext import MathTextParser
 
 from isthmus.metrics.records import atomic_write
 from isthmus.metrics.tables import FloatArray
-from isthmus.metrics.timeseries import RunTimeSeries
+from isthmus.metrics.timeseries import PLOT_POINTS, UTILIZATION_BINS, StepSeries
+
+
+class PlottedSeries(Protocol):
+    """What the plots read of a run's series (`RunTimeSeries`, or the `SampledSeries` of a
+    streamed run)."""
+
+    @property
+    def start(self) -> float:
+        """The first event's time."""
+
+    @property
+    def end(self) -> float:
+        """The horizon."""
+
+    def utilization(self, bins: int = UTILIZATION_BINS) -> tuple[FloatArray, FloatArray]:
+        """(bin centres, utilization per bin)."""
+
+    def processors(self, max_points: int = PLOT_POINTS, site: str | None = None) -> tuple[StepSeries, StepSeries]:
+        """Requested and allocated processors, downsampled to `max_points`."""
 
 
 class PlottedRun(Protocol):
@@ -30,8 +50,8 @@ class PlottedRun(Protocol):
         """The summary dict."""
 
     @property
-    def timeseries(self) -> RunTimeSeries:
-        """The step series."""
+    def timeseries(self) -> PlottedSeries:
+        """The step series (or what the plots draw of them)."""
 
     @property
     def completed_wait(self) -> FloatArray:
@@ -39,7 +59,7 @@ class PlottedRun(Protocol):
 
 
 #: Most points drawn per curve.
-MAX_POINTS = 2000
+MAX_POINTS = PLOT_POINTS
 _DPI = 110
 
 
@@ -47,6 +67,22 @@ _DPI = 110
 #: layout engine (constrained/tight) would double the time each plot takes.
 _MARGINS = (0.8, 0.15, 0.55, 0.35)
 _PANEL_GAP = 0.45
+
+
+class _Canvas(FigureCanvasAgg):
+    """Agg's canvas whose renderers share one mathtext parser. Matplotlib caches parsed math
+    text (the logarithmic axes' tick labels, `$\\mathdefault{10^{2}}$`) per parser, and every
+    renderer makes its own: each figure parsed the same labels again (a third of the wait CDF's
+    and the slowdown chart's time). The cache is keyed by the text, resolution, font and
+    rendering flags, so a shared parser draws exactly what a fresh one draws."""
+
+    _mathtext = MathTextParser("path")  # what RendererAgg makes for itself
+
+    def get_renderer(self) -> RendererAgg:
+        """The canvas's renderer (as Agg's), with the shared parser."""
+        renderer: RendererAgg = super().get_renderer()  # type: ignore[no-untyped-call]
+        renderer.mathtext_parser = self._mathtext
+        return renderer
 
 
 def _figure(width: float = 7.0, height: float = 4.5, panels: int = 1) -> Figure:
@@ -60,7 +96,7 @@ def _figure(width: float = 7.0, height: float = 4.5, panels: int = 1) -> Figure:
         top=1 - top / height,
         hspace=_PANEL_GAP / panel,
     )
-    FigureCanvasAgg(fig)
+    _Canvas(fig)
     return fig
 
 
@@ -163,7 +199,9 @@ def plot_cost(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str]) -> P
     )
 
 
-def plot_utilization(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, bins: int = 500) -> Path:
+def plot_utilization(
+    runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, bins: int = UTILIZATION_BINS
+) -> Path:
     """Utilization over time (allocated / available processors, averaged per bin), one curve per run."""
     fig = _figure()
     ax = fig.add_subplot()
@@ -191,9 +229,8 @@ def plot_processors(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str]
     axes = fig.subplots(n, 1, squeeze=False, sharex=True)[:, 0]
     for ax, (name, m) in zip(axes, runs.items(), strict=False):
         ts = m.timeseries
-        alloc = ts.allocated if site is None else ts.allocated_by_site[site]
-        for series, label in ((ts.requested, "requested"), (alloc, "allocated")):
-            x, y = series.downsample(MAX_POINTS, ts.end).plot_xy(ts.end)
+        for series, label in zip(ts.processors(MAX_POINTS, site), ("requested", "allocated"), strict=True):
+            x, y = series.plot_xy(ts.end)
             ax.plot(_hours(x, ts.start), y, drawstyle="steps-post", label=label)
         ax.set_ylabel("processors")
         ax.set_title(name if site is None else f"{name} — allocated on {site}", fontsize=10)

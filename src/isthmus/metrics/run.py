@@ -19,7 +19,7 @@ from isthmus.metrics.records import (
 )
 from isthmus.metrics.summary import FiguresBuilder, complete_summary, summarize, summarize_tables, write_summary
 from isthmus.metrics.tables import EventColumns, FloatArray, LeaseTable, RunTable, build_tables
-from isthmus.metrics.timeseries import RunTimeSeries, compute_timeseries
+from isthmus.metrics.timeseries import RunTimeSeries, SampledSeries, compute_timeseries, sample_timeseries
 from isthmus.metrics.vm_shares import user_vm_metrics
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog
@@ -104,9 +104,10 @@ def stream_run(
     (`RecordsWriter`, one Parquet row group per chunk, as `JobRecords.write_files` writes them)
     from the chunks read back: pyarrow (30 MB) and its writers never share the peak with the
     log. `between` (e.g. giving freed memory back) is called once the tables, series and the
-    summary's part are built, once the tables are gone and once the figures are. The
-    time series are computed only with `series` (the plots need them). The log is read in
-    place (it may not grow while this runs).
+    summary's part are built, once the tables are gone and once the figures are. With
+    `series`, what the plots draw of the time series is computed (`sample_timeseries`: the
+    values `compute_run_metrics(...).timeseries.sampled()` gives, without the whole-run
+    series). The log is read in place (it may not grow while this runs).
     """
     ev = EventColumns.from_log(log, copy=False)
     reasons = log.reasons
@@ -115,7 +116,7 @@ def stream_run(
         log.clear()  # the columns the metrics do not read go now (the others live on as `ev`)
     tables = build_tables(ev, jobs.keys(), len(env.sites), horizon)
     del ev
-    timeseries = compute_timeseries(tables, env) if series else None
+    timeseries = sample_timeseries(tables, env) if series else None
     part = summarize_tables(tables, env)
     if vm_users:
         part = {**part, **user_vm_metrics(log, tables, env.sites)}
@@ -163,18 +164,18 @@ class WrittenRun:
 
     `summary`: the summary dict; `completed_wait`: the wait of each completed job (job order);
     `files`: the records files by kind ("jobs_csv", "jobs_parquet"); `site_names`: the
-    environment's sites; `timeseries` (only when computed) the step series of the plots.
+    environment's sites; `timeseries` (only when computed) what the plots draw of the series.
     """
 
     summary: dict[str, Any]
     completed_wait: FloatArray
-    series: RunTimeSeries | None
+    series: SampledSeries | None
     files: dict[str, Path]
     site_names: tuple[str, ...]
 
     @property
-    def timeseries(self) -> RunTimeSeries:
-        """The step series the plots need (ValueError when the run was streamed without them)."""
+    def timeseries(self) -> SampledSeries:
+        """What the plots draw of the series (ValueError when the run was streamed without them)."""
         if self.series is None:
             raise ValueError("the time series of this run were not computed (stream_run(series=False))")
         return self.series
