@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from enum import IntEnum
 
+from mypy_extensions import mypyc_attr
+
 from isthmus.engine.state import JobEntry
 from isthmus.model.job import Job
 from isthmus.model.site import Site
@@ -29,26 +31,31 @@ class VmState(IntEnum):
     GONE = 3
 
 
+#: every attribute of a Vm (its `__slots__`; named here because a class compiled with mypyc has no
+#: `__slots__` to read back)
+VM_FIELDS = (
+    "bagged",
+    "cores",
+    "free",
+    "id",
+    "idle_since",
+    "image",
+    "leased_at",
+    "load",
+    "owner",
+    "ready_at",
+    "released_at",
+    "reserved_for",
+    "retiring",
+    "state",
+    "type",
+)
+
+
 class Vm:
     """One leased VM of a cloud site: one node with `cores` processors."""
 
-    __slots__ = (
-        "bagged",
-        "cores",
-        "free",
-        "id",
-        "idle_since",
-        "image",
-        "leased_at",
-        "load",
-        "owner",
-        "ready_at",
-        "released_at",
-        "reserved_for",
-        "retiring",
-        "state",
-        "type",
-    )
+    __slots__ = VM_FIELDS
 
     def __init__(
         self, vm_id: int, cores: int, leased_at: float, vm_type: int = 0, image: int = 0, owner: str | None = None
@@ -83,6 +90,7 @@ class Vm:
         return self.state is VmState.READY and self.load == 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the live backends are not compiled
 class SiteBackend(ABC):
     """One site as the engine drives it. Policies never see it: they read a `SiteView` proxy.
 
@@ -252,6 +260,7 @@ class SiteBackend(ABC):
         return not (s.available_until is not None and now >= s.available_until)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the live backends are not compiled
 class CloudBackend(SiteBackend):
     """A cloud site: VMs are leased, boot, run jobs, and are released.
 

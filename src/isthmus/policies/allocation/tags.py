@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.main import BaseModel as _BaseModel  # noqa: F401  (mypyc: the defining module is imported before the class is built)
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
@@ -48,7 +49,7 @@ class TagsChain(AllocationDefaults):
     name: ClassVar[str] = "tags-chain"
     head_of_line: ClassVar[bool] = True
     seed: ClassVar[str] = "KOALA-C §IV-B (TAGS-chain)"
-    Params = TagsChainParams
+    Params: ClassVar[type[BaseModel]] = TagsChainParams
 
     def __init__(self, params: TagsChainParams | None = None) -> None:
         self.params = params or TagsChainParams()
@@ -131,7 +132,7 @@ class TagsSets(AllocationDefaults):
     name: ClassVar[str] = "tags-sets"
     seed: ClassVar[str] = "KOALA-C §IV-C (TAGS-sets)"
     uses_size_index: ClassVar[bool] = True
-    Params = TagsSetsParams
+    Params: ClassVar[type[BaseModel]] = TagsSetsParams
 
     def __init__(self, params: TagsSetsParams | None = None) -> None:
         self.params = params or TagsSetsParams()

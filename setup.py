@@ -1,0 +1,41 @@
+"""Build hook: compile the simulator's hot modules with mypyc when ISTHMUS_MYPYC=1 (pure Python otherwise).
+
+Everything else about the package lives in pyproject.toml. See docs/simulation.md, "Compiled with mypyc".
+"""
+
+from __future__ import annotations
+
+import os
+
+from setuptools import setup
+
+# The engine's per-job path (docs/simulation.md, "Compiled with mypyc"). A compiled class's
+# bases must be compiled with it, so each class hierarchy is listed whole.
+COMPILED = [
+    "src/isthmus/engine/backend.py",
+    "src/isthmus/engine/clock.py",
+    "src/isthmus/engine/engine.py",
+    "src/isthmus/engine/state.py",
+    "src/isthmus/engine/kinds/start.py",
+    "src/isthmus/model/decisions.py",
+    "src/isthmus/model/events.py",
+    "src/isthmus/model/job.py",
+    "src/isthmus/model/jobtable.py",
+    "src/isthmus/sim/backends.py",
+    "src/isthmus/policies/api.py",
+    "src/isthmus/policies/allocation/common.py",
+    "src/isthmus/policies/allocation/fcfs.py",
+    "src/isthmus/policies/allocation/easy.py",
+    "src/isthmus/policies/allocation/tags.py",
+    "src/isthmus/policies/prediction/wait.py",
+]
+
+if os.environ.get("ISTHMUS_MYPYC") == "1":
+    # Built without build isolation (scripts/install): mypyc type-checks the modules as mypy
+    # does, with the project's [tool.mypy] (the pydantic plugin) and the installed packages'
+    # types (numpy, sortedcontainers); an isolated build environment has neither.
+    from mypyc.build import mypycify
+
+    setup(ext_modules=mypycify(COMPILED, opt_level="3", debug_level="0"))
+else:
+    setup()
