@@ -21,6 +21,7 @@ COMPILED = [
     "src/isthmus/engine/clock.py",
     "src/isthmus/engine/engine.py",
     "src/isthmus/engine/state.py",
+    "src/isthmus/engine/view.py",
     "src/isthmus/engine/kinds/start.py",
     "src/isthmus/model/decisions.py",
     "src/isthmus/model/events.py",

@@ -13,6 +13,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, overload
 
+from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedList
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from isthmus.policies.api import BagsInfo, QueueColumnsView, QueueHeadsView, VmInfo
 
 
+# Not a native class when compiled (setup.py): a native class extending an ABC shares the ABC's
+# isinstance cache (a list would pass isinstance(x, ReadOnlyList) once it passed isinstance(x, Sequence)).
+@mypyc_attr(native_class=False)
 class ReadOnlyList(Sequence["tuple[float, int]"]):
     """A read-only window on a list the engine keeps (iteration at list speed)."""
 
@@ -142,45 +146,45 @@ class SiteView:
 class CloudView(SiteView):
     """A cloud site's current state, read-only: also its leased and booting VMs."""
 
-    __slots__ = ("_vm_views",)
-    _b: CloudBackend
+    __slots__ = ("_c", "_vm_views")
 
     def __init__(self, backend: CloudBackend) -> None:
         super().__init__(backend)
+        self._c = backend  # `_b` typed as the cloud it is
         #: one proxy per VM, made once (provisioning policies read the idle VMs every round)
         self._vm_views: dict[int, VmView] = {}
 
     #: VMs leased and still booting.
-    booting = property(attrgetter("_b.booting"), doc="VMs leased and still booting.")
+    booting = property(attrgetter("_c.booting"), doc="VMs leased and still booting.")
     #: VMs leased and not being released (booting or ready).
-    leased = property(attrgetter("_b.leased"), doc="VMs leased and not being released (booting or ready).")
+    leased = property(attrgetter("_c.leased"), doc="VMs leased and not being released (booting or ready).")
 
     def idle_vm_times(self) -> Sequence[tuple[int, float, float, int]]:
         """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle first."""
-        return [(vm.id, vm.leased_at, vm.idle_since, vm.reserved_for) for vm in self._b.idle_vms()]
+        return [(vm.id, vm.leased_at, vm.idle_since, vm.reserved_for) for vm in self._c.idle_vms()]
 
     @property
     def selective(self) -> bool:
         """True when not every VM here may take every job (several types or images, VMs serving
         one user, retiring VMs): a policy then asks `vm_accepts`."""
-        return self._b.selective
+        return self._c.selective
 
     def vm_accepts(self, vm: VmInfo, job: Job) -> bool:
         """Whether `vm` may take a run of `job` once ready (requirements, user, retiring)."""
-        real = self._b.vms.get(vm.id)
-        return real is not None and self._b.vm_accepts(real, job)
+        real = self._c.vms.get(vm.id)
+        return real is not None and self._c.vm_accepts(real, job)
 
     def free_matching(self, job: Job) -> int:
         """Free processors on ready VMs that may take `job`."""
-        return self._b.free_matching(job)
+        return self._c.free_matching(job)
 
     def vms(self) -> Sequence[VmView]:
         """The VMs leased and not being released (booting and ready), by id."""
-        return self._views(vm for vm in self._b.vms.values() if vm.state in (VmState.BOOTING, VmState.READY))
+        return self._views(vm for vm in self._c.vms.values() if vm.state in (VmState.BOOTING, VmState.READY))
 
     def idle_vms(self) -> Sequence[VmView]:
         """Ready VMs running nothing, longest idle first."""
-        return self._views(self._b.idle_vms())
+        return self._views(self._c.idle_vms())
 
     def _views(self, vms: Iterable[Vm]) -> list[VmView]:
         views = self._vm_views
@@ -190,12 +194,13 @@ class CloudView(SiteView):
             if v is None or v._vm is not vm:
                 v = views[vm.id] = VmView(vm)
             out.append(v)
-        if len(views) > 2 * len(self._b.vms) + 64:  # forget the proxies of VMs gone long ago
-            live = self._b.vms
+        if len(views) > 2 * len(self._c.vms) + 64:  # forget the proxies of VMs gone long ago
+            live = self._c.vms
             self._vm_views = {k: v for k, v in views.items() if live.get(k) is v._vm}
         return out
 
 
+@mypyc_attr(native_class=False)  # an ABC's subclass (see ReadOnlyList)
 class _BucketsView(Mapping[int, Mapping[int, "JobEntry"]]):
     """size -> {job id: entry} of one queue, read-only at both levels."""
 
@@ -214,6 +219,7 @@ class _BucketsView(Mapping[int, Mapping[int, "JobEntry"]]):
         return len(self._d)
 
 
+@mypyc_attr(native_class=False)  # an ABC's subclass (see ReadOnlyList)
 class _SortedGroup(Iterable["JobEntry"]):
     """One size group of the runtime index, iterated in order (read-only)."""
 
@@ -228,6 +234,7 @@ class _SortedGroup(Iterable["JobEntry"]):
         return (entries[item[2]] for item in self._items)
 
 
+@mypyc_attr(native_class=False)  # an ABC's subclass (see ReadOnlyList)
 class _SortedBucketsView(Mapping[int, Iterable["JobEntry"]]):
     """size -> jobs of that size in runtime order, read-only."""
 
