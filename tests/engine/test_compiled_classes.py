@@ -4,7 +4,7 @@ A class compiled as a native class (setup.py, ISTHMUS_MYPYC=1) that extends an A
 ABC's isinstance cache: once a list passed isinstance(x, Sequence), it passed isinstance(x,
 JobTable) too, and a cluster's backend passed isinstance(x, CloudBackend). Such classes are
 therefore not ABCs (SiteBackend), not compiled (model/jobtable.py) or not native (the view's
-read-only collections). This runs in both builds; CI's is pure Python.
+read-only collections, engine/readonly.py). This runs in both builds; CI's is pure Python.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from helpers import clusters
 from isthmus.engine.backend import CloudBackend, SiteBackend
-from isthmus.engine.view import ReadOnlyList, _BucketsView, _SortedBucketsView, _SortedGroup
+from isthmus.engine.readonly import BucketsView, ReadOnlyList, SortedBucketsView, SortedGroup
 from isthmus.model.jobtable import JobsById, JobTable
 from isthmus.sim.backends import SimCluster
 
@@ -31,7 +31,7 @@ def test_builtin_collections_are_none_of_the_engines_collections() -> None:
     assert isinstance([], Sequence) and isinstance({}, Mapping) and isinstance((), Iterable)
     for cls in (JobTable, ReadOnlyList):
         assert not isinstance([], cls), cls
-    for cls in (JobsById, _BucketsView, _SortedBucketsView):
+    for cls in (JobsById, BucketsView, SortedBucketsView):
         assert not isinstance({}, cls), cls
-    assert not isinstance((), _SortedGroup)
+    assert not isinstance((), SortedGroup)
     assert isinstance(ReadOnlyList([]), Sequence)

@@ -8,16 +8,14 @@ state (no copy per round), so a policy sees the state as of the moment it decide
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, overload
-
-from mypy_extensions import mypyc_attr
-from sortedcontainers import SortedList
+from typing import TYPE_CHECKING, Literal
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.peering import PeerState, resource_data
+from isthmus.engine.readonly import BucketsView, ReadOnlyList, SortedBucketsView
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData
 from isthmus.model.site import Site
@@ -26,33 +24,6 @@ if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
     from isthmus.engine.state import JobEntry
     from isthmus.policies.api import BagsInfo, QueueColumnsView, QueueHeadsView, VmInfo
-
-
-# Not a native class when compiled (setup.py): a native class extending an ABC shares the ABC's
-# isinstance cache (a list would pass isinstance(x, ReadOnlyList) once it passed isinstance(x, Sequence)).
-@mypyc_attr(native_class=False)
-class ReadOnlyList(Sequence["tuple[float, int]"]):
-    """A read-only window on a list the engine keeps (iteration at list speed)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[tuple[float, int]]) -> None:
-        self._items = items
-
-    @overload
-    def __getitem__(self, i: int) -> tuple[float, int]: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[tuple[float, int]]: ...
-    def __getitem__(self, i: int | slice) -> tuple[float, int] | Sequence[tuple[float, int]]:
-        if isinstance(i, slice):
-            return tuple(self._items[i])
-        return self._items[i]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[tuple[float, int]]:
-        return iter(self._items)
 
 
 class VmView:
@@ -200,62 +171,6 @@ class CloudView(SiteView):
         return out
 
 
-@mypyc_attr(native_class=False)  # an ABC's subclass (see ReadOnlyList)
-class _BucketsView(Mapping[int, Mapping[int, "JobEntry"]]):
-    """size -> {job id: entry} of one queue, read-only at both levels."""
-
-    __slots__ = ("_d",)
-
-    def __init__(self, d: Mapping[int, Mapping[int, JobEntry]]) -> None:
-        self._d = d
-
-    def __getitem__(self, size: int) -> Mapping[int, JobEntry]:
-        return MappingProxyType(self._d[size])
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._d)
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-
-@mypyc_attr(native_class=False)  # an ABC's subclass (see ReadOnlyList)
-class _SortedGroup(Iterable["JobEntry"]):
-    """One size group of the runtime index, iterated in order (read-only)."""
-
-    __slots__ = ("_entries", "_items")
-
-    def __init__(self, items: Iterable[tuple[float, int, int]], entries: Mapping[int, JobEntry]) -> None:
-        self._items = items
-        self._entries = entries
-
-    def __iter__(self) -> Iterator[JobEntry]:
-        entries = self._entries
-        return (entries[item[2]] for item in self._items)
-
-
-@mypyc_attr(native_class=False)  # an ABC's subclass (see ReadOnlyList)
-class _SortedBucketsView(Mapping[int, Iterable["JobEntry"]]):
-    """size -> jobs of that size in runtime order, read-only."""
-
-    __slots__ = ("_d", "_entries")
-
-    def __init__(
-        self, d: Mapping[int, list[tuple[float, int, int]] | SortedList], entries: Mapping[int, JobEntry]
-    ) -> None:
-        self._d = d
-        self._entries = entries
-
-    def __getitem__(self, size: int) -> Iterable[JobEntry]:
-        return _SortedGroup(self._d[size], self._entries)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._d)
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-
 class PeerView:
     """One peer manager as a policy sees it, read-only."""
 
@@ -379,7 +294,7 @@ class EngineView:
             raise RuntimeError(
                 f"policy {self._e.allocation.name!r} reads queue_by_size but does not declare uses_size_index = True"
             )
-        return _BucketsView(self._e.buckets[stage])
+        return BucketsView(self._e.buckets[stage])
 
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobEntry]]:
         """Jobs waiting in queue `stage` grouped by size, each group shortest runtime first (then
@@ -390,7 +305,7 @@ class EngineView:
             raise RuntimeError(
                 f"policy {self._e.allocation.name!r} reads queue_by_runtime but does not declare runtime_index"
             )
-        return _SortedBucketsView(self._e.sorted_buckets[stage], self._e.entries)
+        return SortedBucketsView(self._e.sorted_buckets[stage], self._e.entries)
 
     def queue_columns(self, stage: int = 0) -> QueueColumnsView:
         """Jobs waiting in queue `stage` as read-only NumPy columns (rows in no particular order;
