@@ -9,7 +9,6 @@ state (no copy per round), so a policy sees the state as of the moment it decide
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
@@ -27,40 +26,73 @@ if TYPE_CHECKING:
 
 
 class VmView:
-    """One leased VM, read-only. Its fields are read through C-level getters (`attrgetter`):
-    provisioning policies read every idle VM every round."""
+    """One leased VM, read-only (provisioning policies read every idle VM every round: its
+    properties are compiled with mypyc, setup.py)."""
 
     __slots__ = ("_vm",)
 
     def __init__(self, vm: Vm) -> None:
         self._vm = vm
 
-    #: The VM's id on its site.
-    id = property(attrgetter("_vm.id"), doc="The VM's id on its site.")
-    #: Processors of the VM.
-    cores = property(attrgetter("_vm.cores"), doc="Processors of the VM.")
-    #: Processors not running anything.
-    free = property(attrgetter("_vm.free"), doc="Processors not running anything.")
-    #: Cores held by launchers of bags of tasks (not free, yet the VM is idle: they scavenge it).
-    bagged = property(attrgetter("_vm.bagged"), doc="Cores held by launchers of bags of tasks (preempted when needed).")
-    #: When billing started.
-    leased_at = property(attrgetter("_vm.leased_at"), doc="When billing started.")
-    #: When the VM last became idle (-1 while busy).
-    idle_since = property(attrgetter("_vm.idle_since"), doc="When the VM last became idle (-1 while busy).")
-    #: Ready and running nothing.
-    idle = property(attrgetter("_vm.idle"), doc="Ready and running no job (bags may scavenge it).")
-    #: The queued job this VM is reserved for (ReserveVms), -1 when none.
-    reserved_for = property(
-        attrgetter("_vm.reserved_for"), doc="The queued job this VM is reserved for (ReserveVms), -1 when none."
-    )
-    #: Index of its instance type in the site's `types`.
-    type = property(attrgetter("_vm.type"), doc="Index of its instance type in the site's `types`.")
-    #: Index of its image in the site's `vm_images`.
-    image = property(attrgetter("_vm.image"), doc="Index of its image in the site's `vm_images`.")
-    #: The user it serves, None for any user.
-    owner = property(attrgetter("_vm.owner"), doc="The user it serves, None for any user.")
-    #: Retired: takes no new job, released when its runs end.
-    retiring = property(attrgetter("_vm.retiring"), doc="Retired: takes no new job, released when its runs end.")
+    @property
+    def id(self) -> int:
+        """The VM's id on its site."""
+        return self._vm.id
+
+    @property
+    def cores(self) -> int:
+        """Processors of the VM."""
+        return self._vm.cores
+
+    @property
+    def free(self) -> int:
+        """Processors not running anything."""
+        return self._vm.free
+
+    @property
+    def bagged(self) -> int:
+        """Cores held by launchers of bags of tasks (preempted when needed)."""
+        return self._vm.bagged
+
+    @property
+    def leased_at(self) -> float:
+        """When billing started."""
+        return self._vm.leased_at
+
+    @property
+    def idle_since(self) -> float:
+        """When the VM last became idle (-1 while busy)."""
+        return self._vm.idle_since
+
+    @property
+    def idle(self) -> bool:
+        """Ready and running no job (bags may scavenge it)."""
+        return self._vm.idle
+
+    @property
+    def reserved_for(self) -> int:
+        """The queued job this VM is reserved for (ReserveVms), -1 when none."""
+        return self._vm.reserved_for
+
+    @property
+    def type(self) -> int:
+        """Index of its instance type in the site's `types`."""
+        return self._vm.type
+
+    @property
+    def image(self) -> int:
+        """Index of its image in the site's `vm_images`."""
+        return self._vm.image
+
+    @property
+    def owner(self) -> str | None:
+        """The user it serves, None for any user."""
+        return self._vm.owner
+
+    @property
+    def retiring(self) -> bool:
+        """Retired: takes no new job, released when its runs end."""
+        return self._vm.retiring
 
     @property
     def ready(self) -> bool:
@@ -90,15 +122,20 @@ class SiteView:
             ends = self._ends = ReadOnlyList(self._b.by_estimated_end)
         return ends
 
-    # C-level getters (`attrgetter`) for the fields policies read several times a round.
-    #: Processors usable now and running nothing.
-    free = property(attrgetter("_b.free"), doc="Processors usable now and running nothing.")
-    #: Processors usable now (busy or not).
-    online = property(attrgetter("_b.online"), doc="Processors usable now (busy or not).")
-    #: Free processors held by reservations for queued jobs (part of `free`).
-    reserved = property(
-        attrgetter("_b.reserved_cores"), doc="Free processors held by reservations for queued jobs (part of `free`)."
-    )
+    @property
+    def free(self) -> int:
+        """Processors usable now and running nothing."""
+        return self._b.free
+
+    @property
+    def online(self) -> int:
+        """Processors usable now (busy or not)."""
+        return self._b.online
+
+    @property
+    def reserved(self) -> int:
+        """Free processors held by reservations for queued jobs (part of `free`)."""
+        return self._b.reserved_cores
 
     def free_for(self, job_id: int) -> int:
         """Free processors job `job_id` may use: `free` less those reserved for other jobs."""
@@ -125,10 +162,15 @@ class CloudView(SiteView):
         #: one proxy per VM, made once (provisioning policies read the idle VMs every round)
         self._vm_views: dict[int, VmView] = {}
 
-    #: VMs leased and still booting.
-    booting = property(attrgetter("_c.booting"), doc="VMs leased and still booting.")
-    #: VMs leased and not being released (booting or ready).
-    leased = property(attrgetter("_c.leased"), doc="VMs leased and not being released (booting or ready).")
+    @property
+    def booting(self) -> int:
+        """VMs leased and still booting."""
+        return self._c.booting
+
+    @property
+    def leased(self) -> int:
+        """VMs leased and not being released (booting or ready)."""
+        return self._c.leased
 
     def idle_vm_times(self) -> Sequence[tuple[int, float, float, int]]:
         """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle first."""
