@@ -51,9 +51,9 @@ def remove_compiled() -> list[Path]:
 remove_compiled()
 
 if os.environ.get("ISTHMUS_MYPYC") == "1":
-    # Built without build isolation (scripts/install): mypyc type-checks the modules as mypy
+    # Built without build isolation (docs/simulation.md, "Compiled with mypyc"): mypyc type-checks the modules as mypy
     # does, with the project's [tool.mypy] (the pydantic plugin) and the installed packages'
-    # types (numpy, sortedcontainers); an isolated build environment has neither.
+    # types (numpy, sortedcontainers, pydantic); an isolated build environment has neither.
     from mypyc.build import mypycify
 
     setup(ext_modules=mypycify(COMPILED, opt_level="3", debug_level="0"))
