@@ -14,6 +14,20 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to test a compiled build (ISTHMUS_MYPYC=1, setup.py) older than its sources: the
+    extension modules next to the .py files would run instead of the edited code. Reinstall
+    (`ISTHMUS_MYPYC=1 pip install --no-build-isolation -e .`, or `pip install -e .` for pure Python)."""
+    src = Path(__file__).resolve().parents[1] / "src" / "isthmus"
+    stale = [
+        so.name
+        for so in src.glob("**/*.so")
+        if (py := so.with_name(so.name.split(".", 1)[0] + ".py")).exists() and py.stat().st_mtime > so.stat().st_mtime
+    ]
+    if stale:
+        raise pytest.UsageError(f"compiled modules older than their sources (reinstall, setup.py): {', '.join(stale)}")
+
+
 SLURM_CONF = os.environ.get("ISTHMUS_TEST_SLURM")
 
 

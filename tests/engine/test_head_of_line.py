@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import isthmus.engine.engine
 from helpers import clusters, events, job
 from isthmus.engine.engine import Engine
 from isthmus.model import PolicyChoice
@@ -26,6 +27,10 @@ from isthmus.sim.runner import simulate
 def counting(cls: type, name: str) -> Iterator[list[float]]:
     """Record the clock time of every call of method `name` of `cls` (an engine's or a policy's)."""
     times: list[float] = []
+    if cls is Engine and isthmus.engine.engine.__file__.endswith(".so"):
+        # compiled with mypyc (setup.py, ISTHMUS_MYPYC=1): the engine calls its own methods
+        # natively, past any patch; the pure-Python install (CI) runs these counts
+        pytest.skip("counts calls of the engine's own methods: needs the pure-Python engine")
     original = getattr(cls, name)
 
     def wrapper(self: object, *args: object) -> object:

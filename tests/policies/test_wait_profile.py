@@ -9,6 +9,8 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from isthmus.engine.state import JobEntry
+from isthmus.model.job import Job
 from isthmus.policies.prediction.wait import earliest_fit_on, profile_steps
 
 
@@ -16,7 +18,7 @@ from isthmus.policies.prediction.wait import earliest_fit_on, profile_steps
 class FakeSite:
     """Just what `profile_steps` reads of a site: running jobs and their estimated ends."""
 
-    running: dict[int, SimpleNamespace] = field(default_factory=dict)
+    running: dict[int, JobEntry] = field(default_factory=dict)
     by_estimated_end: list[tuple[float, int]] = field(default_factory=list)
 
 
@@ -24,7 +26,8 @@ def site(*runs: tuple[float, int]) -> FakeSite:
     """A site running one job per (estimated end, size)."""
     s = FakeSite()
     for jid, (end, size) in enumerate(runs):
-        s.running[jid] = SimpleNamespace(job=SimpleNamespace(size=size))
+        # real entries: compiled with mypyc (setup.py), `earliest_fit_on` checks their types
+        s.running[jid] = JobEntry(Job(jid, 0.0, size, 1.0), 0.0)
         s.by_estimated_end.append((end, jid))
     s.by_estimated_end.sort()
     return s

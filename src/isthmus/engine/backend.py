@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from enum import IntEnum
+
+from mypy_extensions import mypyc_attr
 
 from isthmus.engine.state import JobEntry
 from isthmus.model.job import Job
@@ -29,26 +31,31 @@ class VmState(IntEnum):
     GONE = 3
 
 
+#: every attribute of a Vm (its `__slots__`; named here because a class compiled with mypyc has no
+#: `__slots__` to read back)
+VM_FIELDS = (
+    "bagged",
+    "cores",
+    "free",
+    "id",
+    "idle_since",
+    "image",
+    "leased_at",
+    "load",
+    "owner",
+    "ready_at",
+    "released_at",
+    "reserved_for",
+    "retiring",
+    "state",
+    "type",
+)
+
+
 class Vm:
     """One leased VM of a cloud site: one node with `cores` processors."""
 
-    __slots__ = (
-        "bagged",
-        "cores",
-        "free",
-        "id",
-        "idle_since",
-        "image",
-        "leased_at",
-        "load",
-        "owner",
-        "ready_at",
-        "released_at",
-        "reserved_for",
-        "retiring",
-        "state",
-        "type",
-    )
+    __slots__ = VM_FIELDS
 
     def __init__(
         self, vm_id: int, cores: int, leased_at: float, vm_type: int = 0, image: int = 0, owner: str | None = None
@@ -83,7 +90,11 @@ class Vm:
         return self.state is VmState.READY and self.load == 0
 
 
-class SiteBackend(ABC):
+# Not an ABC: a class compiled with mypyc shares its ABC's isinstance cache (an ABC's subclass
+# would pass isinstance for its siblings), so SiteBackend is a plain class; mypy still refuses
+# to instantiate a backend missing an @abstractmethod, and calling one raises.
+@mypyc_attr(allow_interpreted_subclasses=True)  # the live backends are not compiled
+class SiteBackend:
     """One site as the engine drives it. Policies never see it: they read a `SiteView` proxy.
 
     `free` is the number of processors usable now and not running anything; `online` the
@@ -235,14 +246,17 @@ class SiteBackend(ABC):
     @abstractmethod
     def start(self, entry: JobEntry, now: float) -> None:
         """Begin a run of `entry` here (the engine checked that it fits)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement start")
 
     @abstractmethod
     def stop(self, entry: JobEntry, now: float) -> None:
         """Kill the current run of `entry` and free its processors."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement stop")
 
     @abstractmethod
     def finished(self, entry: JobEntry, now: float) -> None:
         """The current run of `entry` ended by itself: free its processors."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement finished")
 
     def available(self, now: float) -> bool:
         """True when the site may be used at `now` (its availability window)."""
@@ -252,6 +266,7 @@ class SiteBackend(ABC):
         return not (s.available_until is not None and now >= s.available_until)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the live backends are not compiled
 class CloudBackend(SiteBackend):
     """A cloud site: VMs are leased, boot, run jobs, and are released.
 
@@ -706,15 +721,19 @@ class CloudBackend(SiteBackend):
     @abstractmethod
     def _boot(self, vm: Vm, now: float) -> None:
         """Really start the VM; report vm_ready when it is up."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _boot")
 
     @abstractmethod
     def _shutdown(self, vm: Vm, now: float) -> None:
         """Really stop the VM; report vm_gone when it is down."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _shutdown")
 
     @abstractmethod
     def _launch(self, entry: JobEntry, now: float) -> None:
         """Really start the job's run on the VMs in `entry.alloc`."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _launch")
 
     @abstractmethod
     def _kill(self, entry: JobEntry, now: float) -> None:
         """Really kill the job's current run."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _kill")

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
 if TYPE_CHECKING:  # asyncio is imported by the live loop only (simulations start faster)
     import asyncio
 
@@ -73,6 +75,7 @@ class _Feed:
         return self.time_of(self.items[self.i]) if self.i < self.n else math.inf
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests/engine/test_held_rounds.py extends it
 class SimClock:
     """Virtual time over a heap of events and sorted arrival feeds."""
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 from sortedcontainers import SortedList
 
-from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
+from isthmus.engine.backend import VM_FIELDS, CloudBackend, SiteBackend, VmState
 from isthmus.engine.bags import BagBook
 from isthmus.engine.budgets import Ledger, guard_takeovers
 from isthmus.engine.clock import (
@@ -50,7 +50,7 @@ from isthmus.engine.columns import QueueColumns
 from isthmus.engine.kinds import kinds
 from isthmus.engine.matching import admission_refusal, matching_free
 from isthmus.engine.peering import Federation
-from isthmus.engine.state import JobEntry
+from isthmus.engine.state import ENTRY_FIELDS, JobEntry
 from isthmus.engine.view import EngineView
 from isthmus.model.decisions import StartJob
 from isthmus.model.environment import Environment
@@ -1109,11 +1109,11 @@ class Engine:
         return (
             tuple(tuple(q) for q in self.queues),
             tuple(tuple(b) for stage in self.buckets for b in stage.values()),
-            tuple(tuple(getattr(e, f) for f in JobEntry.__slots__) for e in self.entries.values()),
+            tuple(tuple(getattr(e, f) for f in ENTRY_FIELDS) for e in self.entries.values()),
             tuple(
                 (b.free, b.online, len(b.running), tuple(b.by_estimated_end), tuple(b.running)) for b in self.backends
             ),
-            tuple(tuple(tuple(getattr(v, f) for f in Vm.__slots__) for v in b.vms.values()) for b in self.clouds),
+            tuple(tuple(tuple(getattr(v, f) for f in VM_FIELDS) for v in b.vms.values()) for b in self.clouds),
             tuple((u, tuple(h)) for u, h in self.history.items()),
             (self.spent, self.runtime_sum, self.runtime_count, len(self.log)),
         )

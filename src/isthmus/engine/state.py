@@ -11,7 +11,26 @@ from __future__ import annotations
 from isthmus.model.job import Job
 from isthmus.model.states import JobState
 
-__all__ = ["JobEntry", "JobState"]
+__all__ = ["ENTRY_FIELDS", "JobEntry", "JobState"]
+
+#: every attribute of a JobEntry (its `__slots__`; named here because a class compiled with mypyc
+#: has no `__slots__` to read back)
+ENTRY_FIELDS = (
+    "alloc",
+    "chain",
+    "failed",
+    "job",
+    "limit",
+    "predicted",
+    "queued_at",
+    "restarts",
+    "run",
+    "seq",
+    "site",
+    "stage",
+    "started",
+    "state",
+)
 
 
 class JobEntry:
@@ -25,22 +44,7 @@ class JobEntry:
     are the forwarding history (Villegas §4.2.1, IBM seed §3.2).
     """
 
-    __slots__ = (
-        "alloc",
-        "chain",
-        "failed",
-        "job",
-        "limit",
-        "predicted",
-        "queued_at",
-        "restarts",
-        "run",
-        "seq",
-        "site",
-        "stage",
-        "started",
-        "state",
-    )
+    __slots__ = ENTRY_FIELDS
 
     def __init__(self, job: Job, now: float) -> None:
         self.job = job

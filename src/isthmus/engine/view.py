@@ -8,15 +8,13 @@ state (no copy per round), so a policy sees the state as of the moment it decide
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from operator import attrgetter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, overload
-
-from sortedcontainers import SortedList
+from typing import TYPE_CHECKING, Literal
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.peering import PeerState, resource_data
+from isthmus.engine.readonly import BucketsView, ReadOnlyList, SortedBucketsView
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData
 from isthmus.model.site import Site
@@ -27,65 +25,74 @@ if TYPE_CHECKING:
     from isthmus.policies.api import BagsInfo, QueueColumnsView, QueueHeadsView, VmInfo
 
 
-class ReadOnlyList(Sequence["tuple[float, int]"]):
-    """A read-only window on a list the engine keeps (iteration at list speed)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[tuple[float, int]]) -> None:
-        self._items = items
-
-    @overload
-    def __getitem__(self, i: int) -> tuple[float, int]: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[tuple[float, int]]: ...
-    def __getitem__(self, i: int | slice) -> tuple[float, int] | Sequence[tuple[float, int]]:
-        if isinstance(i, slice):
-            return tuple(self._items[i])
-        return self._items[i]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[tuple[float, int]]:
-        return iter(self._items)
-
-
 class VmView:
-    """One leased VM, read-only. Its fields are read through C-level getters (`attrgetter`):
-    provisioning policies read every idle VM every round."""
+    """One leased VM, read-only (provisioning policies read every idle VM every round: its
+    properties are compiled with mypyc, setup.py)."""
 
     __slots__ = ("_vm",)
 
     def __init__(self, vm: Vm) -> None:
         self._vm = vm
 
-    #: The VM's id on its site.
-    id = property(attrgetter("_vm.id"), doc="The VM's id on its site.")
-    #: Processors of the VM.
-    cores = property(attrgetter("_vm.cores"), doc="Processors of the VM.")
-    #: Processors not running anything.
-    free = property(attrgetter("_vm.free"), doc="Processors not running anything.")
-    #: Cores held by launchers of bags of tasks (not free, yet the VM is idle: they scavenge it).
-    bagged = property(attrgetter("_vm.bagged"), doc="Cores held by launchers of bags of tasks (preempted when needed).")
-    #: When billing started.
-    leased_at = property(attrgetter("_vm.leased_at"), doc="When billing started.")
-    #: When the VM last became idle (-1 while busy).
-    idle_since = property(attrgetter("_vm.idle_since"), doc="When the VM last became idle (-1 while busy).")
-    #: Ready and running nothing.
-    idle = property(attrgetter("_vm.idle"), doc="Ready and running no job (bags may scavenge it).")
-    #: The queued job this VM is reserved for (ReserveVms), -1 when none.
-    reserved_for = property(
-        attrgetter("_vm.reserved_for"), doc="The queued job this VM is reserved for (ReserveVms), -1 when none."
-    )
-    #: Index of its instance type in the site's `types`.
-    type = property(attrgetter("_vm.type"), doc="Index of its instance type in the site's `types`.")
-    #: Index of its image in the site's `vm_images`.
-    image = property(attrgetter("_vm.image"), doc="Index of its image in the site's `vm_images`.")
-    #: The user it serves, None for any user.
-    owner = property(attrgetter("_vm.owner"), doc="The user it serves, None for any user.")
-    #: Retired: takes no new job, released when its runs end.
-    retiring = property(attrgetter("_vm.retiring"), doc="Retired: takes no new job, released when its runs end.")
+    @property
+    def id(self) -> int:
+        """The VM's id on its site."""
+        return self._vm.id
+
+    @property
+    def cores(self) -> int:
+        """Processors of the VM."""
+        return self._vm.cores
+
+    @property
+    def free(self) -> int:
+        """Processors not running anything."""
+        return self._vm.free
+
+    @property
+    def bagged(self) -> int:
+        """Cores held by launchers of bags of tasks (preempted when needed)."""
+        return self._vm.bagged
+
+    @property
+    def leased_at(self) -> float:
+        """When billing started."""
+        return self._vm.leased_at
+
+    @property
+    def idle_since(self) -> float:
+        """When the VM last became idle (-1 while busy)."""
+        return self._vm.idle_since
+
+    @property
+    def idle(self) -> bool:
+        """Ready and running no job (bags may scavenge it)."""
+        return self._vm.idle
+
+    @property
+    def reserved_for(self) -> int:
+        """The queued job this VM is reserved for (ReserveVms), -1 when none."""
+        return self._vm.reserved_for
+
+    @property
+    def type(self) -> int:
+        """Index of its instance type in the site's `types`."""
+        return self._vm.type
+
+    @property
+    def image(self) -> int:
+        """Index of its image in the site's `vm_images`."""
+        return self._vm.image
+
+    @property
+    def owner(self) -> str | None:
+        """The user it serves, None for any user."""
+        return self._vm.owner
+
+    @property
+    def retiring(self) -> bool:
+        """Retired: takes no new job, released when its runs end."""
+        return self._vm.retiring
 
     @property
     def ready(self) -> bool:
@@ -115,15 +122,20 @@ class SiteView:
             ends = self._ends = ReadOnlyList(self._b.by_estimated_end)
         return ends
 
-    # C-level getters (`attrgetter`) for the fields policies read several times a round.
-    #: Processors usable now and running nothing.
-    free = property(attrgetter("_b.free"), doc="Processors usable now and running nothing.")
-    #: Processors usable now (busy or not).
-    online = property(attrgetter("_b.online"), doc="Processors usable now (busy or not).")
-    #: Free processors held by reservations for queued jobs (part of `free`).
-    reserved = property(
-        attrgetter("_b.reserved_cores"), doc="Free processors held by reservations for queued jobs (part of `free`)."
-    )
+    @property
+    def free(self) -> int:
+        """Processors usable now and running nothing."""
+        return self._b.free
+
+    @property
+    def online(self) -> int:
+        """Processors usable now (busy or not)."""
+        return self._b.online
+
+    @property
+    def reserved(self) -> int:
+        """Free processors held by reservations for queued jobs (part of `free`)."""
+        return self._b.reserved_cores
 
     def free_for(self, job_id: int) -> int:
         """Free processors job `job_id` may use: `free` less those reserved for other jobs."""
@@ -142,45 +154,50 @@ class SiteView:
 class CloudView(SiteView):
     """A cloud site's current state, read-only: also its leased and booting VMs."""
 
-    __slots__ = ("_vm_views",)
-    _b: CloudBackend
+    __slots__ = ("_c", "_vm_views")
 
     def __init__(self, backend: CloudBackend) -> None:
         super().__init__(backend)
+        self._c = backend  # `_b` typed as the cloud it is
         #: one proxy per VM, made once (provisioning policies read the idle VMs every round)
         self._vm_views: dict[int, VmView] = {}
 
-    #: VMs leased and still booting.
-    booting = property(attrgetter("_b.booting"), doc="VMs leased and still booting.")
-    #: VMs leased and not being released (booting or ready).
-    leased = property(attrgetter("_b.leased"), doc="VMs leased and not being released (booting or ready).")
+    @property
+    def booting(self) -> int:
+        """VMs leased and still booting."""
+        return self._c.booting
+
+    @property
+    def leased(self) -> int:
+        """VMs leased and not being released (booting or ready)."""
+        return self._c.leased
 
     def idle_vm_times(self) -> Sequence[tuple[int, float, float, int]]:
         """(id, leased at, idle since, job reserved for or -1) of each idle VM, longest idle first."""
-        return [(vm.id, vm.leased_at, vm.idle_since, vm.reserved_for) for vm in self._b.idle_vms()]
+        return [(vm.id, vm.leased_at, vm.idle_since, vm.reserved_for) for vm in self._c.idle_vms()]
 
     @property
     def selective(self) -> bool:
         """True when not every VM here may take every job (several types or images, VMs serving
         one user, retiring VMs): a policy then asks `vm_accepts`."""
-        return self._b.selective
+        return self._c.selective
 
     def vm_accepts(self, vm: VmInfo, job: Job) -> bool:
         """Whether `vm` may take a run of `job` once ready (requirements, user, retiring)."""
-        real = self._b.vms.get(vm.id)
-        return real is not None and self._b.vm_accepts(real, job)
+        real = self._c.vms.get(vm.id)
+        return real is not None and self._c.vm_accepts(real, job)
 
     def free_matching(self, job: Job) -> int:
         """Free processors on ready VMs that may take `job`."""
-        return self._b.free_matching(job)
+        return self._c.free_matching(job)
 
     def vms(self) -> Sequence[VmView]:
         """The VMs leased and not being released (booting and ready), by id."""
-        return self._views(vm for vm in self._b.vms.values() if vm.state in (VmState.BOOTING, VmState.READY))
+        return self._views(vm for vm in self._c.vms.values() if vm.state in (VmState.BOOTING, VmState.READY))
 
     def idle_vms(self) -> Sequence[VmView]:
         """Ready VMs running nothing, longest idle first."""
-        return self._views(self._b.idle_vms())
+        return self._views(self._c.idle_vms())
 
     def _views(self, vms: Iterable[Vm]) -> list[VmView]:
         views = self._vm_views
@@ -190,63 +207,10 @@ class CloudView(SiteView):
             if v is None or v._vm is not vm:
                 v = views[vm.id] = VmView(vm)
             out.append(v)
-        if len(views) > 2 * len(self._b.vms) + 64:  # forget the proxies of VMs gone long ago
-            live = self._b.vms
+        if len(views) > 2 * len(self._c.vms) + 64:  # forget the proxies of VMs gone long ago
+            live = self._c.vms
             self._vm_views = {k: v for k, v in views.items() if live.get(k) is v._vm}
         return out
-
-
-class _BucketsView(Mapping[int, Mapping[int, "JobEntry"]]):
-    """size -> {job id: entry} of one queue, read-only at both levels."""
-
-    __slots__ = ("_d",)
-
-    def __init__(self, d: Mapping[int, Mapping[int, JobEntry]]) -> None:
-        self._d = d
-
-    def __getitem__(self, size: int) -> Mapping[int, JobEntry]:
-        return MappingProxyType(self._d[size])
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._d)
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-
-class _SortedGroup(Iterable["JobEntry"]):
-    """One size group of the runtime index, iterated in order (read-only)."""
-
-    __slots__ = ("_entries", "_items")
-
-    def __init__(self, items: Iterable[tuple[float, int, int]], entries: Mapping[int, JobEntry]) -> None:
-        self._items = items
-        self._entries = entries
-
-    def __iter__(self) -> Iterator[JobEntry]:
-        entries = self._entries
-        return (entries[item[2]] for item in self._items)
-
-
-class _SortedBucketsView(Mapping[int, Iterable["JobEntry"]]):
-    """size -> jobs of that size in runtime order, read-only."""
-
-    __slots__ = ("_d", "_entries")
-
-    def __init__(
-        self, d: Mapping[int, list[tuple[float, int, int]] | SortedList], entries: Mapping[int, JobEntry]
-    ) -> None:
-        self._d = d
-        self._entries = entries
-
-    def __getitem__(self, size: int) -> Iterable[JobEntry]:
-        return _SortedGroup(self._d[size], self._entries)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._d)
-
-    def __len__(self) -> int:
-        return len(self._d)
 
 
 class PeerView:
@@ -372,7 +336,7 @@ class EngineView:
             raise RuntimeError(
                 f"policy {self._e.allocation.name!r} reads queue_by_size but does not declare uses_size_index = True"
             )
-        return _BucketsView(self._e.buckets[stage])
+        return BucketsView(self._e.buckets[stage])
 
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobEntry]]:
         """Jobs waiting in queue `stage` grouped by size, each group shortest runtime first (then
@@ -383,7 +347,7 @@ class EngineView:
             raise RuntimeError(
                 f"policy {self._e.allocation.name!r} reads queue_by_runtime but does not declare runtime_index"
             )
-        return _SortedBucketsView(self._e.sorted_buckets[stage], self._e.entries)
+        return SortedBucketsView(self._e.sorted_buckets[stage], self._e.entries)
 
     def queue_columns(self, stage: int = 0) -> QueueColumnsView:
         """Jobs waiting in queue `stage` as read-only NumPy columns (rows in no particular order;

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
+from pydantic.main import BaseModel as _BaseModel  # noqa: F401  (mypyc: the defining module is imported before the class is built)
 
 from isthmus.model.decisions import Decision
 from isthmus.model.environment import Environment
@@ -397,6 +399,7 @@ class AllocationPolicy(Protocol):
         ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # most policies are not compiled (setup.py)
 class AllocationDefaults:
     """The answers most allocation policies give: one queue entered on arrival, the next queue
     after a kill at a limit, no index, no prediction, no explanation of their own."""

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
+
+from mypy_extensions import mypyc_attr
+from pydantic import BaseModel
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
@@ -247,10 +250,11 @@ def list_schedule(
     return out
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the other policies over one set of sites are not compiled
 class SingleSetPolicy(AllocationDefaults):
     """Base of policies over one set of all sites, without parameters."""
 
-    Params = NoParams
+    Params: ClassVar[type[BaseModel]] = NoParams
 
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params

@@ -5,33 +5,18 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterable
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel
 
 from isthmus.model.decisions import Decision, StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.policies.allocation.common import first_fit_in_order, free_processors
+from isthmus.policies.allocation.tags_params import TagsChainParams, TagsSetsParams
 from isthmus.policies.api import AllocationDefaults, View
 
-
-def one_or_many(value: object) -> object:
-    """Let a single number stand for a one-element list of limits (`limits=1500`)."""
-    return (value,) if isinstance(value, int | float) and not isinstance(value, bool) else value
-
-
-class TagsChainParams(BaseModel):
-    """Parameters of TAGS-chain."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    limits: tuple[float, ...] = Field(
-        (1500.0,), min_length=1, description="runtime limit (s) of each site of a chain but the last"
-    )
-    dispatch: Literal["rr", "rnd"] = Field("rr", description="how arrivals pick a chain")
-    seed: int = Field(0, description="seed of the RND dispatcher")
-
-    _one_limit = field_validator("limits", mode="before")(one_or_many)
+__all__ = ["TagsChain", "TagsChainParams", "TagsSets", "TagsSetsParams"]
 
 
 class TagsChain(AllocationDefaults):
@@ -48,7 +33,7 @@ class TagsChain(AllocationDefaults):
     name: ClassVar[str] = "tags-chain"
     head_of_line: ClassVar[bool] = True
     seed: ClassVar[str] = "KOALA-C §IV-B (TAGS-chain)"
-    Params = TagsChainParams
+    Params: ClassVar[type[BaseModel]] = TagsChainParams
 
     def __init__(self, params: TagsChainParams | None = None) -> None:
         self.params = params or TagsChainParams()
@@ -106,17 +91,6 @@ class TagsChain(AllocationDefaults):
         return out
 
 
-class TagsSetsParams(BaseModel):
-    """Parameters of TAGS-sets."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    limits: tuple[float, ...] | None = Field(
-        None, description="runtime limits (s) of all sets but the last, overriding the environment's"
-    )
-
-    _one_limit = field_validator("limits", mode="before")(one_or_many)
-
-
 class TagsSets(AllocationDefaults):
     """TAGS-sets (KOALA-C §IV-C): decreasing sets of sites with increasing runtime limits.
 
@@ -131,7 +105,7 @@ class TagsSets(AllocationDefaults):
     name: ClassVar[str] = "tags-sets"
     seed: ClassVar[str] = "KOALA-C §IV-C (TAGS-sets)"
     uses_size_index: ClassVar[bool] = True
-    Params = TagsSetsParams
+    Params: ClassVar[type[BaseModel]] = TagsSetsParams
 
     def __init__(self, params: TagsSetsParams | None = None) -> None:
         self.params = params or TagsSetsParams()
