@@ -5,7 +5,9 @@ Sites are named by their index in the environment's `sites` tuple (the view give
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import MemberDescriptorType
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,36 @@ class StartJob:
     limit: float | None = None
     by: str = ""
     share: bool = False
+
+
+def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[object, object], None], ...] | None:
+    """The slot writers of frozen dataclass `cls`'s fields `names` (each a C-level `__set__`,
+    bypassing the frozen `__setattr__`), or None when the class is compiled (mypyc: its
+    attributes are native getters and its constructor is already fast)."""
+    descriptors = [cls.__dict__.get(n) for n in names]
+    if not all(isinstance(d, MemberDescriptorType) for d in descriptors):
+        return None
+    return tuple(d.__set__ for d in descriptors if isinstance(d, MemberDescriptorType))
+
+
+_START_SET = _slot_setters(StartJob, ("job_id", "site", "limit", "by", "share"))
+_new_object = object.__new__
+
+
+def start_job(job_id: int, site: int, limit: float | None, by: str) -> StartJob:
+    """`StartJob(job_id, site, limit, by=by)`, equal to it and as immutable, built without the
+    frozen dataclass's `__init__` (one `object.__setattr__` call a field): the policies' hot
+    path builds one a started job (docs/simulation.md, "Third pass")."""
+    if _START_SET is None:
+        return StartJob(job_id, site, limit, by)
+    d: StartJob = _new_object(StartJob)
+    a, b, c, e, f = _START_SET
+    a(d, job_id)
+    b(d, site)
+    c(d, limit)
+    e(d, by)
+    f(d, False)
+    return d
 
 
 @dataclass(frozen=True, slots=True)
