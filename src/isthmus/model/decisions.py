@@ -5,9 +5,9 @@ Sites are named by their index in the environment's `sites` tuple (the view give
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from types import MemberDescriptorType
+
+from isthmus.model.job import slot_setters
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,17 +28,7 @@ class StartJob:
     share: bool = False
 
 
-def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[object, object], None], ...] | None:
-    """The slot writers of frozen dataclass `cls`'s fields `names` (each a C-level `__set__`,
-    bypassing the frozen `__setattr__`), or None when the class is compiled (mypyc: its
-    attributes are native getters and its constructor is already fast)."""
-    descriptors = [cls.__dict__.get(n) for n in names]
-    if not all(isinstance(d, MemberDescriptorType) for d in descriptors):
-        return None
-    return tuple(d.__set__ for d in descriptors if isinstance(d, MemberDescriptorType))
-
-
-_START_SET = _slot_setters(StartJob, ("job_id", "site", "limit", "by", "share"))
+_START_SET = slot_setters(StartJob)
 _new_object = object.__new__
 
 

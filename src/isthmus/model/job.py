@@ -85,16 +85,17 @@ class Job:
         return self.size * self.runtime
 
 
-def _job_setters() -> tuple[Callable[[object, object], None], ...] | None:
-    """The slot writers of Job's fields in order (each a C-level `__set__`, bypassing the frozen
-    `__setattr__`), or None when Job is compiled (mypyc: native attributes, a fast constructor)."""
-    descriptors = [Job.__dict__.get(f.name) for f in fields(Job)]
+def slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...] | None:
+    """The slot writers of frozen dataclass `cls`'s fields, in order (each a C-level `__set__`,
+    bypassing the frozen `__setattr__`: one call a field, not `object.__setattr__`'s name
+    lookup), or None when the class is compiled (mypyc: native attributes, a fast constructor)."""
+    descriptors = [cls.__dict__.get(f.name) for f in fields(cls)]
     if not all(isinstance(d, MemberDescriptorType) for d in descriptors):
         return None
     return tuple(d.__set__ for d in descriptors if isinstance(d, MemberDescriptorType))
 
 
-_JOB_SET = _job_setters()
+_JOB_SET = slot_setters(Job)
 _new_object = object.__new__
 _HIGH = PriorityClass.HIGH
 _RIGID = JobKind.RIGID
