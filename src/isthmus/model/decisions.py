@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isthmus.model.job import slot_setters
+from isthmus.model.job import reduce_by_fields, slot_setters
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,10 @@ class StartJob:
     limit: float | None = None
     by: str = ""
     share: bool = False
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled as a constructor call (see `isthmus.model.job.reduce_by_fields`)."""
+        return reduce_by_fields(self)
 
 
 _START_SET = slot_setters(StartJob)

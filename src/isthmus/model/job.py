@@ -39,6 +39,14 @@ class JobKind(StrEnum):
     MALLEABLE = "malleable"
 
 
+def reduce_by_fields(obj: object) -> tuple[type, tuple[object, ...]]:
+    """`__reduce__` of a frozen dataclass: rebuilt by its constructor from its fields. A frozen
+    slot dataclass compiled by mypyc does not unpickle through the `__setstate__` the dataclass
+    decorator gives it (its writes meet the frozen `__setattr__`); the constructor works in both
+    builds (Dask sweeps pickle jobs)."""
+    return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
 class VmRequirements:
     """The VM a job needs, as in Cloud Scheduler's job attributes (cloud-scheduler seed, Appendix I).
@@ -53,6 +61,10 @@ class VmRequirements:
     memory_mb: int | None = None
     storage_gb: float | None = None
     network: str | None = None
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled as a constructor call (see `reduce_by_fields`)."""
+        return reduce_by_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,10 @@ class Job:
     def area(self) -> float:
         """Processor-seconds the job uses when it runs to completion once."""
         return self.size * self.runtime
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled as a constructor call (see `reduce_by_fields`)."""
+        return reduce_by_fields(self)
 
 
 def slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...] | None:
