@@ -261,7 +261,7 @@ class Engine:
         log = self.log
         if job.id in self.entries:
             raise ValueError(f"job {job.id} was already submitted")
-        log.add(now, _SUBMIT, job.id, -1, -1, job.size, -1, -1)
+        log.add(now, _SUBMIT, job.id, -1, job.size, -1, -1)
         return self._admit(job, now)
 
     def _admit(self, job: Job, now: float, chain: tuple[str, ...] = ()) -> JobEntry | None:
@@ -541,7 +541,7 @@ class Engine:
             self.ledger.stopped(job_id)
         if exit_code == 0:
             entry.state = JobState.COMPLETED
-            self.log.add(now, _END, job_id, entry.site, -1, 0, run, -1)
+            self.log.add(now, _END, job_id, entry.site, 0, run, -1)
             runtime = now - entry.started
             user = entry.job.user
             hist = self.history.get(user)
@@ -589,7 +589,7 @@ class Engine:
         self._stale.update(self._site_stages[site])  # free processors there: a head may fit
         if self.ledger.commits:
             self.ledger.stopped(entry.job.id)
-        self.log.add(now, _KILL, entry.job.id, site, -1, int(cause), run, -1)
+        self.log.add(now, _KILL, entry.job.id, site, int(cause), run, -1)
         if requeue:
             entry.restarts += 1
             if next_stage:
@@ -608,7 +608,7 @@ class Engine:
             entry.state = _QUEUED
             entry.queued_at = now
             self._enqueue(entry, entry.stage)
-            self.log.add(now, _REQUEUE, entry.job.id, -1, -1, entry.stage, run, -1)
+            self.log.add(now, _REQUEUE, entry.job.id, -1, entry.stage, run, -1)
         else:
             # the run's end: FAIL with the status of a process killed by SIGKILL; a FAIL right
             # after a KILL with cause TIMEOUT is the end of a job that timed out

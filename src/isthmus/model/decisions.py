@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from isthmus.model.job import reduce_by_fields, slot_setters
+
 
 @dataclass(frozen=True, slots=True)
 class StartJob:
@@ -24,6 +26,30 @@ class StartJob:
     limit: float | None = None
     by: str = ""
     share: bool = False
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled as a constructor call (see `isthmus.model.job.reduce_by_fields`)."""
+        return reduce_by_fields(self)
+
+
+_START_SET = slot_setters(StartJob)
+_new_object = object.__new__
+
+
+def start_job(job_id: int, site: int, limit: float | None, by: str) -> StartJob:
+    """`StartJob(job_id, site, limit, by=by)`, equal to it and as immutable, built without the
+    frozen dataclass's `__init__` (one `object.__setattr__` call a field): the policies' hot
+    path builds one a started job (docs/simulation.md, "Third pass")."""
+    if _START_SET is None:
+        return StartJob(job_id, site, limit, by)
+    d: StartJob = _new_object(StartJob)
+    a, b, c, e, f = _START_SET
+    a(d, job_id)
+    b(d, site)
+    c(d, limit)
+    e(d, by)
+    f(d, False)
+    return d
 
 
 @dataclass(frozen=True, slots=True)

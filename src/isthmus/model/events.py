@@ -14,6 +14,11 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 
 class EventKind(IntEnum):
@@ -95,10 +100,10 @@ class EventLog:
     reason a job was rejected (by job id); `notes` the reason of a DECISION or VM_FAILED event
     (by event index).
 
-    The columns that most events leave empty (slots, origin, task) are kept sparse while the
-    log grows (index -> value) and materialized as arrays by `columns()`: an event costs eight
-    appends, not eleven, on the simulator's hot path. A START event's slots are its size
-    (`value`) unless given.
+    The columns that most events leave empty (vm, slots, origin, task) are kept sparse while
+    the log grows (index -> value) and materialized as arrays by `columns()` (vm also by
+    `core_columns()`): an event costs seven appends, not eleven, on the simulator's hot path. A
+    START event's slots are its size (`value`) unless given.
     """
 
     __slots__ = (
@@ -134,7 +139,7 @@ class EventLog:
         self._origin = array("h")
         self._task = array("q")
         #: sparse columns while the log grows: name -> {event index: value}
-        self._sparse: dict[str, dict[int, int]] = {"slots": {}, "origin": {}, "task": {}}
+        self._sparse: dict[str, dict[int, int]] = {"vm": {}, "slots": {}, "origin": {}, "task": {}}
         self.reasons: dict[int, str] = {}
         self.notes: dict[int, str] = {}
         self.policies: list[str] = []
@@ -158,8 +163,10 @@ class EventLog:
     ) -> int:
         """Record one event; returns its index. `policy` and `origin` are interned indices
         (see `policy_index` and `origin_index`)."""
-        self.add(time, kind, job, site, vm, value, run, policy)
+        self.add(time, kind, job, site, value, run, policy)
         i = len(self._time) - 1
+        if vm != -1:
+            self._sparse["vm"][i] = vm
         if slots:
             self._sparse["slots"][i] = slots
         if origin >= 0:
@@ -168,45 +175,59 @@ class EventLog:
             self._sparse["task"][i] = task
         return i
 
-    def add(self, time: float, kind: int, job: int, site: int, vm: int, value: float, run: int, policy: int) -> None:
-        """`append` with every argument given and no slots, origin or task (the simulator's
-        hot path: arrivals, starts, ends, kills and requeues), returning nothing."""
+    def add(self, time: float, kind: int, job: int, site: int, value: float, run: int, policy: int) -> None:
+        """`append` with every argument given but the vm (-1), slots, origin and task (the
+        simulator's hot path: arrivals, starts, ends, kills and requeues), returning nothing."""
         self._time.append(time)
         self._kind.append(kind)
         self._job.append(job)
         self._site.append(site)
-        self._vm.append(vm)
         self._value.append(value)
         self._run.append(run)
         self._policy.append(policy)
 
     def _materialize(self) -> None:
-        """Bring the slots, origin and task arrays up to the log's length: -1 (slots: a START's
-        size, `value`, else 0) where the sparse columns hold nothing (vectorized: a run's log
-        holds hundreds of thousands of events)."""
+        """Bring the vm, slots, origin and task arrays up to the log's length: -1 (slots: a
+        START's size, `value`, else 0) where the sparse columns hold nothing (vectorized: a
+        run's log holds hundreds of thousands of events)."""
+        self._materialize_vm()
         n = len(self._time)
         start = len(self._slots)
         if start == n:
             return
         import numpy as np
 
-        sparse = self._sparse
         kind = np.frombuffer(self._kind, dtype=np.int8)[start:n].copy()  # copies: no buffer stays exported
         value = np.frombuffer(self._value, dtype=np.float64)[start:n].copy()
         slots = np.where(kind == int(EventKind.START), value, 0.0).astype(np.int64)  # int(): toward zero
-        origin = np.full(n - start, -1, dtype=np.int64)
-        task = np.full(n - start, -1, dtype=np.int64)
-        todo = (("slots", self._slots, slots), ("origin", self._origin, origin), ("task", self._task, task))
-        for name, column, out in todo:
-            d = sparse[name]
-            if d:
-                out[np.fromiter(d.keys(), np.int64, len(d)) - start] = np.fromiter(d.values(), np.int64, len(d))
-                d.clear()
-            dtype = np.dtype(column.typecode)  # the C type of the array's own typecode
-            info = np.iinfo(dtype)
-            if out.size and (out.min() < info.min or out.max() > info.max):
-                raise OverflowError(f"event log column {name}: a value does not fit {dtype}")
-            column.frombytes(out.astype(dtype).tobytes())
+        self._fill("slots", self._slots, slots, start)
+        self._fill("origin", self._origin, np.full(n - start, -1, dtype=np.int64), start)
+        self._fill("task", self._task, np.full(n - start, -1, dtype=np.int64), start)
+
+    def _materialize_vm(self) -> None:
+        """Bring the vm array up to the log's length (-1 where the sparse column holds nothing)."""
+        n = len(self._time)
+        start = len(self._vm)
+        if start == n:
+            return
+        import numpy as np
+
+        self._fill("vm", self._vm, np.full(n - start, -1, dtype=np.int64), start)
+
+    def _fill(self, name: str, column: array, out: NDArray[np.int64], start: int) -> None:  # type: ignore[type-arg]
+        """Append to `column` the events from index `start` on: `out` (an int64 NumPy array of
+        the defaults) with sparse column `name`'s values written in (the dict is emptied)."""
+        import numpy as np
+
+        d = self._sparse[name]
+        if d:
+            out[np.fromiter(d.keys(), np.int64, len(d)) - start] = np.fromiter(d.values(), np.int64, len(d))
+            d.clear()
+        dtype = np.dtype(column.typecode)  # the C type of the array's own typecode
+        info = np.iinfo(dtype)
+        if out.size and (out.min() < info.min or out.max() > info.max):
+            raise OverflowError(f"event log column {name}: a value does not fit {dtype}")
+        column.frombytes(out.astype(dtype).tobytes())
 
     def policy_index(self, name: str) -> int:
         """The interned index of policy `name` (-1 for an empty name)."""
@@ -268,8 +289,9 @@ class EventLog:
 
     def core_columns(self) -> dict[str, array]:  # type: ignore[type-arg]
         """The columns every event sets (time, kind, job, site, vm, value), zero-copy, without
-        materializing the sparse ones (slots, origin, task): what the metrics read, at no cost
-        in memory (materializing adds 14 bytes an event to the log for good)."""
+        materializing the sparse ones but vm (slots, origin, task): what the metrics read, at
+        no cost in memory (materializing those adds 14 bytes an event to the log for good)."""
+        self._materialize_vm()
         return {
             "time": self._time,
             "kind": self._kind,
@@ -304,4 +326,5 @@ class EventLog:
 
     def rows(self) -> list[tuple[float, int, int, int, int, float]]:
         """All events as (time, kind, job, site, vm, value) tuples (for comparing two logs exactly)."""
+        self._materialize_vm()
         return list(zip(self._time, self._kind, self._job, self._site, self._vm, self._value, strict=True))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
+from types import MemberDescriptorType
 
 
 class PriorityClass(IntEnum):
@@ -37,6 +39,14 @@ class JobKind(StrEnum):
     MALLEABLE = "malleable"
 
 
+def reduce_by_fields(obj: object) -> tuple[type, tuple[object, ...]]:
+    """`__reduce__` of a frozen dataclass: rebuilt by its constructor from its fields. A frozen
+    slot dataclass compiled by mypyc does not unpickle through the `__setstate__` the dataclass
+    decorator gives it (its writes meet the frozen `__setattr__`); the constructor works in both
+    builds (Dask sweeps pickle jobs)."""
+    return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
 class VmRequirements:
     """The VM a job needs, as in Cloud Scheduler's job attributes (cloud-scheduler seed, Appendix I).
@@ -51,6 +61,10 @@ class VmRequirements:
     memory_mb: int | None = None
     storage_gb: float | None = None
     network: str | None = None
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled as a constructor call (see `reduce_by_fields`)."""
+        return reduce_by_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +95,59 @@ class Job:
     def area(self) -> float:
         """Processor-seconds the job uses when it runs to completion once."""
         return self.size * self.runtime
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled as a constructor call (see `reduce_by_fields`)."""
+        return reduce_by_fields(self)
+
+
+def slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...] | None:
+    """The slot writers of frozen dataclass `cls`'s fields, in order (each a C-level `__set__`,
+    bypassing the frozen `__setattr__`: one call a field, not `object.__setattr__`'s name
+    lookup), or None when the class is compiled (mypyc: native attributes, a fast constructor)."""
+    descriptors = [cls.__dict__.get(f.name) for f in fields(cls)]
+    if not all(isinstance(d, MemberDescriptorType) for d in descriptors):
+        return None
+    return tuple(d.__set__ for d in descriptors if isinstance(d, MemberDescriptorType))
+
+
+_JOB_SET = slot_setters(Job)
+_new_object = object.__new__
+_HIGH = PriorityClass.HIGH
+_RIGID = JobKind.RIGID
+
+
+def rigid_job(
+    id: int,
+    submit: float,
+    size: int,
+    runtime: float,
+    requested_runtime: float | None,
+    user: str,
+    group: str,
+    requested_memory: float | None,
+) -> Job:
+    """`Job(id, submit, size, runtime, requested_runtime, user, group, requested_memory)` (a
+    rigid job of high priority, one task, no retry, no VM requirement), equal to it and as
+    immutable, built without the frozen dataclass's `__init__` (one `object.__setattr__` call a
+    field): a workload's table builds one per job (docs/simulation.md, "Third pass")."""
+    if _JOB_SET is None:
+        return Job(id, submit, size, runtime, requested_runtime, user, group, requested_memory)
+    j: Job = _new_object(Job)
+    s_id, s_submit, s_size, s_runtime, s_req, s_user, s_group, s_mem, s_prio, s_kind, s_tasks, s_retries, s_vm = (
+        _JOB_SET
+    )
+    s_id(j, id)
+    s_submit(j, submit)
+    s_size(j, size)
+    s_runtime(j, runtime)
+    s_req(j, requested_runtime)
+    s_user(j, user)
+    s_group(j, group)
+    s_mem(j, requested_memory)
+    s_prio(j, _HIGH)
+    s_kind(j, _RIGID)
+    s_tasks(j, 1)
+    s_retries(j, 0)
+    s_vm(j, None)
+    return j

@@ -18,7 +18,7 @@ from typing import overload
 import numpy as np
 from numpy.typing import NDArray
 
-from isthmus.model.job import Job, PriorityClass
+from isthmus.model.job import Job, rigid_job
 
 #: Jobs built together when the table is indexed (see JobTable).
 BLOCK = 1024
@@ -118,9 +118,8 @@ class JobTable(Sequence[Job]):
         """The jobs of positions `lo` to `hi` (exclusive), built from the columns."""
         c = self.cols
         name = self._name
-        high = PriorityClass.HIGH
         return [
-            Job(i, s, z, r, None if isnan(q) else q, name(u), name(g), None if isnan(m) else m, high)
+            rigid_job(i, s, z, r, None if isnan(q) else q, name(u), name(g), None if isnan(m) else m)
             for i, s, z, r, q, u, g, m in zip(
                 c.ids[lo:hi].tolist(),
                 c.submit[lo:hi].tolist(),

@@ -80,9 +80,7 @@ class StartKind:
             for vm_id, at in engine.ledger.started(engine, entry.job.id, d.site):
                 engine.schedule_billing(at, d.site, vm_id)
         log = engine.log
-        log.add(
-            now, _START, entry.job.id, d.site, -1, entry.job.size, entry.run, log.policy_index(d.by or engine.deciding)
-        )
+        log.add(now, _START, entry.job.id, d.site, entry.job.size, entry.run, log.policy_index(d.by or engine.deciding))
         if d.limit is not None and not backend.ends_by(entry, now + d.limit):
             engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
         if engine.enforce_walltime:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from mypy_extensions import mypyc_attr
 from pydantic import BaseModel
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.policies.api import AllocationDefaults, JobInfo, NoParams, RuntimeKey, View, runtime_order
@@ -197,7 +197,7 @@ def first_fit_in_order(
                 take(free, i, e.job.size, held)
             else:
                 free[i] -= e.job.size
-            out.append(StartJob(e.job.id, i, limit, by=name))
+            out.append(start_job(e.job.id, i, limit, name))
     return out
 
 
@@ -246,7 +246,7 @@ def list_schedule(
             else:
                 free[i] -= size
                 total -= size
-            out.append(StartJob(e.job.id, i, limit, by=name))
+            out.append(start_job(e.job.id, i, limit, name))
     return out
 
 

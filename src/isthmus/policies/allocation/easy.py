@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, first_fit_held, free_processors, take
 from isthmus.policies.api import JobInfo, View
 from isthmus.policies.prediction.wait import earliest_fit_on
@@ -58,7 +58,7 @@ class EasyBackfilling(SingleSetPolicy):
                 free[i] -= e.job.size
                 total -= e.job.size
             started.setdefault(i, []).append((now + e.estimated_runtime, e.job.size))
-            out.append(StartJob(e.job.id, i, by=self.name))
+            out.append(start_job(e.job.id, i, None, self.name))
         if head is None or (total <= 0 and not holds):
             return out
         # Reservation for the head: the site where it can start earliest. Processors held for
@@ -93,7 +93,7 @@ class EasyBackfilling(SingleSetPolicy):
                     extra -= size
                 free[i] -= size
                 total -= size
-                out.append(StartJob(e.job.id, i, by=self.name))
+                out.append(start_job(e.job.id, i, None, self.name))
                 break
         return out
 
@@ -125,6 +125,6 @@ def _backfill_held(
                     continue
                 extra -= size
             take(free, i, size, held)
-            out.append(StartJob(e.job.id, i, by=name))
+            out.append(start_job(e.job.id, i, None, name))
             break
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.policies.allocation.common import Placer, SingleSetPolicy, first_fit, free_processors, take
 from isthmus.policies.api import View
 
@@ -38,5 +38,5 @@ class StrictFcfs(SingleSetPolicy):
                 take(free, i, e.job.size, held)
             else:
                 free[i] -= e.job.size
-            out.append(StartJob(e.job.id, i, by=self.name))
+            out.append(start_job(e.job.id, i, None, self.name))
         return out
