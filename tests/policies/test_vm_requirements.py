@@ -14,7 +14,7 @@ from isthmus.model.events import EventKind
 from isthmus.model.status import StatusCode
 from isthmus.model.vmtypes import InstanceType, VmImage, cheapest_type, site_misfit
 from isthmus.sim.harness import Harness
-from isthmus.sim.runner import simulate
+from isthmus.sim.runner import SimulationResult, simulate
 
 SMALL = InstanceType("small", 1, 0.05, 2048, 20, "x86_64", "t3.small")
 BIG = InstanceType("big", 4, 0.20, 16384, 100, "x86_64", "m5.xlarge")
@@ -214,15 +214,9 @@ def test_the_dissertations_provisioning_policies_lease_the_cheapest_type_that_fi
     assert not result.unfinished
 
 
-@pytest.mark.parametrize(("interval", "start"), [(None, 440.0), (30.0, 510.0)])
-def test_a_release_at_the_maximum_is_followed_by_a_round_that_leases_for_the_waiting_job(
-    interval: float | None, start: float
-) -> None:
-    # One VM at most, images a and b, 20 s boot, idle VMs released after 300 s. Job 1 (image a)
-    # runs 20-120 on VM 0; job 2 (image b) arrives at 200 and cannot use it, nor lease (at the
-    # maximum). On-Demand releases VM 0 at 420 (event rounds; 450 with 30 s rounds) and must
-    # then lease an image-b VM: job 2 starts one boot later, 440 (480 + 30 = 510). Before, no
-    # round followed the release and the run ended at 420 with job 2 waiting.
+def two_images_at_the_maximum(provisioning: str, interval: float | None) -> SimulationResult:
+    """One cloud of at most one 1-core VM, images a and b, 20 s boot, idle VMs released after
+    300 s; job 1 (image a) at 0 for 100 s, job 2 (image b) at 200 for 100 s; FCFS."""
     site = Site(
         "cloud",
         kind=SiteKind.CLOUD,
@@ -234,7 +228,19 @@ def test_a_release_at_the_maximum_is_followed_by_a_round_that_leases_for_the_wai
     )
     env = Environment("typed", (site,), round_interval=interval)
     jobs = [vmjob(1, 0.0, 1, 100.0, image="a"), vmjob(2, 200.0, 1, 100.0, user="v", image="b")]
-    result = simulate(env, jobs, "fcfs", "on-demand", check_purity=True)
+    return simulate(env, jobs, "fcfs", provisioning, check_purity=True)
+
+
+@pytest.mark.parametrize(("interval", "start"), [(None, 440.0), (30.0, 510.0)])
+def test_a_release_at_the_maximum_is_followed_by_a_round_that_leases_for_the_waiting_job(
+    interval: float | None, start: float
+) -> None:
+    # One VM at most, images a and b, 20 s boot, idle VMs released after 300 s. Job 1 (image a)
+    # runs 20-120 on VM 0; job 2 (image b) arrives at 200 and cannot use it, nor lease (at the
+    # maximum). On-Demand releases VM 0 at 420 (event rounds; 450 with 30 s rounds) and must
+    # then lease an image-b VM: job 2 starts one boot later, 440 (480 + 30 = 510). Before, no
+    # round followed the release and the run ended at 420 with job 2 waiting.
+    result = two_images_at_the_maximum("on-demand", interval)
     assert start_of(result)[2][0] == start
     leases = [(e.time, e.vm) for e in result.log if e.kind is EventKind.VM_LEASE]
     assert leases == [(0.0, 0), (start - 20.0, 1) if interval is None else (start - 30.0, 1)]
@@ -263,18 +269,7 @@ def test_the_dissertation_policies_release_a_vm_no_queued_job_can_use_at_the_max
     # to the end of the run. Now the VM is released after its 300 s idle time (420; 450 with 30 s
     # rounds) and an image-b VM leased at once, up 20 s later: 440 (510). OD-G decides once per
     # 20 s period: its release at 420 is one decision, the lease the next one at 440, up at 460.
-    site = Site(
-        "cloud",
-        kind=SiteKind.CLOUD,
-        max_vms=1,
-        cores_per_node=1,
-        boot_time=20.0,
-        idle_release_time=300.0,
-        images=(VmImage("a"), VmImage("b")),
-    )
-    env = Environment("typed", (site,), round_interval=interval)
-    jobs = [vmjob(1, 0.0, 1, 100.0, image="a"), vmjob(2, 200.0, 1, 100.0, user="v", image="b")]
-    result = simulate(env, jobs, "fcfs", policy, check_purity=True)
+    result = two_images_at_the_maximum(policy, interval)
     assert not result.unfinished
     assert start_of(result)[2][0] == start
     releases = [e.time for e in result.log if e.kind is EventKind.VM_RELEASE]
