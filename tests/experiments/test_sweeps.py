@@ -295,13 +295,96 @@ def test_sweep_on_a_dask_scheduler_equals_the_serial_run(small_trace, reference,
     assert _lines(out / POINTS_FILE) == len(LIMITS)
 
 
-def test_workers_start_a_local_dask_cluster(small_trace, reference, tmp_path):
+def test_workers_run_local_processes_and_scheduler_local_a_local_dask_cluster(small_trace, reference, tmp_path):
+    args = ["experiment", "koala-c-sets", "-t", small_trace, "--limits", ",".join(map(str, LIMITS))]
+    pool = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "pool"), "--workers", "2"])
+    assert pool.exit_code == 0, pool.output
+    assert "in 2 local worker processes" in " ".join(pool.output.split())
+    assert _csv(tmp_path / "pool" / "koala-c-sets.csv") == _csv(reference.files["csv"])
     out = tmp_path / "local"
-    args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
-    result = CliRunner().invoke(app, [*args, "--workers", "2"])
+    result = CliRunner().invoke(app, [*args, "-o", str(out), "--scheduler", "local", "--workers", "2"])
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
     assert "on a local Dask cluster at tcp://127.0.0.1:" in said and "with 2 worker(s)" in said
     assert _csv(out / "koala-c-sets.csv") == _csv(reference.files["csv"])
-    both = CliRunner().invoke(app, [*args, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1", "--force"])
+    both = CliRunner().invoke(app, [*args, "-o", str(out), "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"])
     assert both.exit_code == 2 and "exclude each other" in both.output
+
+
+def test_the_local_dask_cluster_runs_without_the_profiler():
+    """The local cluster's workers get LOCAL_DASK_CONFIG (no stack sampling of the simulations)."""
+    import dask
+
+    from isthmus.experiments.cluster import dask_executor
+
+    with dask_executor(workers=1) as (_, info), distributed.Client(info.address) as client:
+        seen = client.run(lambda: dask.config.get("distributed.worker.profile.enabled"))
+    assert list(seen.values()) == [False]
+
+
+def _sleep_and_report(path: str) -> int:
+    """Write this process's id to `path`, then sleep far longer than any test."""
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(600)
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a terminated child not yet reaped is a zombie: not running
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_process_pool_left_by_an_error_stops_its_running_workers(tmp_path):
+    """Ctrl-C or a failed point must not wait for the points still running: their processes are
+    terminated, and the pool's exit is immediate."""
+    from isthmus.experiments.cluster import process_pool
+
+    marker = tmp_path / "pid"
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), process_pool(2) as (pool, info):
+        assert info.workers == 2
+        pool.submit(_sleep_and_report, str(marker))
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+    assert time.monotonic() - started < 60
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def test_ctrl_c_stops_a_sweep_on_local_processes_and_resume_finishes_it(small_trace, reference, tmp_path):
+    """SIGINT to the whole process group (what a terminal's Ctrl-C does): the command says how to
+    resume and exits 130 without tracebacks from its workers; --resume computes the rest."""
+    out = tmp_path / "sets"
+    args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from isthmus.cli.main import app; app()", *args, "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "200"},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while _lines(out / POINTS_FILE) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    said = " ".join((stdout + stderr).decode().split())
+    if proc.returncode == 0:
+        pytest.skip("the sweep finished before it could be interrupted")
+    assert proc.returncode == 130, said
+    assert "run the same command with --resume" in said and "Traceback" not in said
+    resumed = CliRunner().invoke(app, [*args, "-j", "2", "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert _csv(out / "koala-c-sets.csv") == _csv(reference.files["csv"])

@@ -17,11 +17,12 @@ from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn,
 from rich.text import Text
 
 from isthmus.cli.simulate_cmd import CANCELLED_HELP, fail
-from isthmus.experiments.cluster import dask_executor
+from isthmus.experiments.cluster import dask_executor, process_pool
 from isthmus.experiments.runner import PointFailedError, Sweep, SweepStatus, default_workers
 from isthmus.experiments.store import POINTS_FILE, PointStore
 from isthmus.workloads.conversion import CANCELLED_CHOICES, CANCELLED_MEANINGS, RUN_CANCELLED
 
+LOCAL_SCHEDULER = "local"  # --scheduler local: a Dask cluster started on this machine for the sweep
 SHARED_TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
 
 
@@ -116,14 +117,16 @@ def experiment_command(
         typer.Option(
             "--workers",
             "-j",
-            help="Simulations at a time: 1 runs in this process, N > 1 starts a local Dask cluster of N worker "
-            "processes (default: local cores).",
+            help="Simulations at a time: 1 runs in this process, N > 1 starts N local worker processes "
+            "(default: local cores); with --scheduler local, the local Dask cluster's workers.",
         ),
     ] = None,
     scheduler: Annotated[
         str | None,
         typer.Option(
-            "--scheduler", help="Run on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.1:8786."
+            "--scheduler",
+            help="Run on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.1:8786; "
+            "'local' starts a local Dask cluster (of --workers processes) for the sweep.",
         ),
     ] = None,
     resume: Annotated[
@@ -215,8 +218,12 @@ def experiment_command(
         if live_value is not None:
             raise fail(f"{option} does not apply to {name}: only koala-c-realworld runs live")
     run = spec.run
-    if scheduler is not None and workers is not None:
-        raise fail("--scheduler and --workers exclude each other: the cluster behind the scheduler has its own workers")
+    local_dask = scheduler == LOCAL_SCHEDULER
+    if scheduler is not None and not local_dask and workers is not None:
+        raise fail(
+            "--scheduler ADDRESS and --workers exclude each other: the cluster behind the scheduler has its own "
+            f"workers (--workers goes with --scheduler {LOCAL_SCHEDULER} only)"
+        )
     if workers is not None and workers < 1:
         raise fail(f"--workers must be at least 1, got {workers}")
     if resume and force:
@@ -274,13 +281,21 @@ def experiment_command(
         where = "in this process"
         if scheduler is not None or local > 1:
             try:
-                executor, info = stack.enter_context(
-                    dask_executor(scheduler=scheduler, workers=None if scheduler else local)
-                )
+                if scheduler is None:
+                    executor, info = stack.enter_context(process_pool(local))
+                else:
+                    executor, info = stack.enter_context(
+                        dask_executor(
+                            scheduler=None if local_dask else scheduler, workers=local if local_dask else None
+                        )
+                    )
             except (ValueError, OSError, RuntimeError) as exc:
                 raise fail(str(exc)) from None
-            kind = "local Dask cluster" if info.local else "Dask cluster"
-            where = f"on a {kind} at {info.address} with {info.workers} worker(s)"
+            if scheduler is None:
+                where = f"in {info.workers} local worker processes"
+            else:
+                kind = "local Dask cluster" if info.local else "Dask cluster"
+                where = f"on a {kind} at {info.address} with {info.workers} worker(s)"
             if info.workers == 0:
                 console.print("[yellow]note:[/] the scheduler has no workers yet; points wait until one connects")
         what = f"{len(paths)} trace(s)" if spec.traces is not None else "synthetic workloads"

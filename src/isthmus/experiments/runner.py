@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
@@ -270,8 +270,25 @@ def run_points(
                 raise PointFailedError(points[i], exc) from exc
             finished(i, row)
         return [r for r in rows if r is not None]
-    own = executor is None
-    pool: Executor = executor or ProcessPoolExecutor(max_workers=workers)
+    if executor is None:
+        from isthmus.experiments.cluster import process_pool
+
+        with process_pool(workers) as (pool, _):
+            _collect(pool, run, points, todo, weights, finished)
+    else:
+        _collect(executor, run, points, todo, weights, finished)
+    return [r for r in rows if r is not None]
+
+
+def _collect(
+    pool: Executor,
+    run: Callable[[Point], Mapping[str, Any]],
+    points: Sequence[Point],
+    todo: Sequence[int],
+    weights: Sequence[int],
+    finished: Callable[[int, Mapping[str, Any] | None], None],
+) -> None:
+    """Submit the points `todo` to `pool` and hand each row to `finished` as it comes back."""
     futures: dict[Future[Mapping[str, Any]], int] = {}
     try:
         # the heaviest points first (most jobs; stable for equal weights), so that the last
@@ -287,9 +304,6 @@ def run_points(
     finally:
         for fut in futures:  # on an error or Ctrl-C: points not yet started are not run
             fut.cancel()
-        if own:
-            pool.shutdown(cancel_futures=True)
-    return [r for r in rows if r is not None]
 
 
 @dataclass(frozen=True)
