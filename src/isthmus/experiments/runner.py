@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
 from isthmus.model.environment import PolicyChoice
@@ -24,6 +24,7 @@ from isthmus.workloads.conversion import RUN_CANCELLED
 
 if TYPE_CHECKING:
     from isthmus.experiments.store import PointStore
+    from isthmus.metrics.records import JobColumns
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,15 @@ class PreparedJobs:
 
     jobs: tuple[Job, ...]
     cancelled_dropped: int
+
+    @cached_property
+    def columns(self) -> JobColumns:
+        """The jobs as the metrics read them (by id, as a simulation's result holds them),
+        built once per process for every point on these jobs."""
+        from isthmus.metrics.records import JobColumns
+
+        by_id = {j.id: j for j in self.jobs}
+        return JobColumns.from_jobs(by_id.values(), by_id.keys())
 
 
 @lru_cache(maxsize=8)
@@ -123,7 +133,7 @@ SUMMARY_KEYS = (
 def evaluate(point: Point) -> dict[str, Any]:
     """Simulate one point and return its row: labels plus the summary figures."""
     from isthmus.config import load_environment
-    from isthmus.metrics.run import compute_run_metrics
+    from isthmus.metrics.run import summarize_run
     from isthmus.metrics.summary import short_long_breakdown
     from isthmus.sim.runner import simulate
 
@@ -133,14 +143,14 @@ def evaluate(point: Point) -> dict[str, Any]:
     alloc = PolicyChoice(point.allocation[0], dict(point.allocation[1]))
     prov = PolicyChoice(point.provisioning[0], dict(point.provisioning[1])) if point.provisioning else None
     result = simulate(env, jobs, alloc, prov)
-    metrics = compute_run_metrics(result.log, result.jobs, env, result.end_time)
+    records, summary = summarize_run(result.log, prepared.columns, env, result.end_time)
     row: dict[str, Any] = dict(point.labels)
-    row.update({k: metrics.summary.get(k) for k in SUMMARY_KEYS})
+    row.update({k: summary.get(k) for k in SUMMARY_KEYS})
     row["simulation_seconds"] = round(result.wall_seconds, 3)
     row["cancelled"] = point.cancelled
     row["cancelled_dropped"] = prepared.cancelled_dropped
     if point.short_threshold is not None:
-        parts = short_long_breakdown(metrics.records, point.short_threshold)
+        parts = short_long_breakdown(records, point.short_threshold)
         for part in ("short", "long"):
             for key in ("fraction", "wait_mean", "slowdown_mean"):
                 row[f"{part}_{key}"] = parts[part].get(key)

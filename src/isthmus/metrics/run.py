@@ -18,7 +18,7 @@ from isthmus.metrics.records import (
     records_in_chunks,
 )
 from isthmus.metrics.summary import FiguresBuilder, complete_summary, summarize, summarize_tables, write_summary
-from isthmus.metrics.tables import EventColumns, FloatArray, LeaseTable, RunTable, build_tables
+from isthmus.metrics.tables import EventColumns, FloatArray, LeaseTable, LogTables, RunTable, build_tables
 from isthmus.metrics.timeseries import RunTimeSeries, SampledSeries, compute_timeseries, sample_timeseries
 from isthmus.metrics.vm_shares import user_vm_metrics
 from isthmus.model.environment import Environment
@@ -65,9 +65,7 @@ def compute_run_metrics(
     # lower peak for 300k jobs)
     timeseries = compute_timeseries(tables, env)
     records = records_from_tables(tables, jobs, env, log.reasons)
-    summary = summarize(records, tables, env)
-    if (tables.events.kind == EventKind.VM_USER).any():  # VMs serving one user (vm-share)
-        summary.update(user_vm_metrics(log, tables, env.sites))
+    summary = _summary(log, records, tables, env)
     return RunMetrics(
         records=records,
         summary=summary,
@@ -76,6 +74,25 @@ def compute_run_metrics(
         leases=tables.leases,
         site_names=tuple(s.name for s in env.sites),
     )
+
+
+def summarize_run(
+    log: EventLog, jobs: Jobs, env: Environment, horizon: float | None = None
+) -> tuple[JobRecords, dict[str, Any]]:
+    """The per-job records and the summary of one run, as `compute_run_metrics` gives them,
+    without the time series (what a sweep point keeps: its summary figures)."""
+    tables = build_tables(log, jobs.keys(), len(env.sites), horizon)
+    records = records_from_tables(tables, jobs, env, log.reasons)
+    return records, _summary(log, records, tables, env)
+
+
+def _summary(log: EventLog, records: JobRecords, tables: LogTables, env: Environment) -> dict[str, Any]:
+    """The summary dict of a run from its records and tables (with the vm-share figures when
+    VMs served one user)."""
+    summary = summarize(records, tables, env)
+    if (tables.events.kind == EventKind.VM_USER).any():
+        summary.update(user_vm_metrics(log, tables, env.sites))
+    return summary
 
 
 def stream_run(
