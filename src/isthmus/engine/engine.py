@@ -214,6 +214,9 @@ class Engine:
         ]
         self._stale: set[int] = set()
         self._stale_all = True
+        # When such a policy is the only one deciding, a round is not even held after an event
+        # that leaves every queue's head blocked (`_request_round`): it would ask nobody.
+        self._quiet_rounds = self._head_of_line and len(self._deciders) == 1 and self._deciders[0] is allocation
 
     @property
     def now(self) -> float:
@@ -886,6 +889,8 @@ class Engine:
         self._request_round(t)
 
     def _request_round(self, t: float) -> None:
+        if self._quiet_rounds and t <= self.clock.now and self.federation is None and self._heads_blocked():
+            return  # the round would find every queue's head blocked (and clear `_stale` as this did)
         if self._per_event and t <= self.clock.now:
             self._round_due = True
             return
