@@ -44,6 +44,12 @@ LOCAL_DASK_CONFIG: dict[str, object] = {
 }
 
 
+def _check_workers(workers: int) -> None:
+    """ValueError unless `workers` (local worker processes to start) is at least 1."""
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+
+
 def _ignore_interrupt() -> None:
     """Worker initializer: Ctrl-C is handled once, by the submitting process, which stops the workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -68,8 +74,7 @@ def process_pool(workers: int) -> Iterator[tuple[Executor, ClusterInfo]]:
     exception (Ctrl-C, a failed point) the points not started are cancelled and the running
     ones abandoned: their processes are terminated rather than waited for.
     """
-    if workers < 1:
-        raise ValueError(f"--workers must be at least 1, got {workers}")
+    _check_workers(workers)
     pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt
     )
@@ -112,8 +117,7 @@ def dask_executor(
             raise OSError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     else:
         assert workers is not None
-        if workers < 1:
-            raise ValueError(f"--workers must be at least 1, got {workers}")
+        _check_workers(workers)
         dask: Any = importlib.import_module("dask")
         with dask.config.set(LOCAL_DASK_CONFIG):  # the nannies hand this config to their workers
             cluster = dd.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
+from isthmus.experiments.cluster import process_pool
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.job import Job
 from isthmus.workloads.conversion import RUN_CANCELLED
@@ -281,8 +282,6 @@ def run_points(
             finished(i, row)
         return [r for r in rows if r is not None]
     if executor is None:
-        from isthmus.experiments.cluster import process_pool
-
         with process_pool(workers) as (pool, _):
             _collect(pool, run, points, todo, weights, finished)
     else:
