@@ -100,16 +100,23 @@ def _job_pids(tag: str, job: int) -> list[int]:
     return out
 
 
+def _lines(ledger: Path) -> int:
+    """Lines written to `ledger` so far (0 before the first run wrote it)."""
+    return len(ledger.read_text().split()) if ledger.exists() else 0
+
+
 def test_a_run_dies_with_its_pilot_before_it_is_run_again(live: LiveServer, tmp_path: Path) -> None:
     c = live.client()
     ledger = tmp_path / "ledger"
     job = c.submit(**_ledger_job(ledger, 60))
     wait_state(c, job, ("running",))
+    # the run has written its line: killed any earlier, it would leave none and the rerun's would be the only one
+    wait_for(lambda: _lines(ledger) == 1, what="the first run's line")
     first = wait_for(lambda: _job_pids(live.tag, job), what="the job's processes")
     leader = min(first)
     pilot = _ppid(leader)
     os.kill(pilot, signal.SIGKILL)  # the pilot dies; its run's process group is its own
-    wait_for(lambda: len(ledger.read_text().split()) == 2, timeout=30, what="the rerun")
+    wait_for(lambda: _lines(ledger) == 2, timeout=30, what="the rerun")
     assert not any(Path(f"/proc/{p}").exists() and p in _job_pids(live.tag, job) for p in first), (
         "a process of the lost run outlived its pilot"
     )
