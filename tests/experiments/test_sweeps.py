@@ -388,3 +388,89 @@ def test_ctrl_c_stops_a_sweep_on_local_processes_and_resume_finishes_it(small_tr
     resumed = CliRunner().invoke(app, [*args, "-j", "2", "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert _csv(out / "koala-c-sets.csv") == _csv(reference.files["csv"])
+
+
+def _die_once(marker: str, value: int) -> int:
+    """Kill this worker process the first time (`marker` not yet written), else return `value`."""
+    if not os.path.exists(marker):
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+
+def test_a_worker_killed_from_outside_is_replaced_and_its_points_run_again(tmp_path):
+    """SIGKILL of a worker (the out-of-memory killer, an operator) breaks a ProcessPoolExecutor for
+    good; the sweep's pool starts new workers, runs the lost calls again and says so."""
+    from isthmus.experiments.cluster import RespawningPool
+
+    said: list[str] = []
+    pool = RespawningPool(2, notice=said.append)
+    try:
+        futures = [pool.submit(_die_once, str(tmp_path / "died"), k) for k in range(6)]
+        assert [f.result(timeout=120) for f in futures] == list(range(6))
+    finally:
+        pool.shutdown()
+    assert pool.breaks == 1 and len(said) == 1 and "a worker process died" in said[0], said
+
+
+def _always_die() -> int:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 0
+
+
+def test_workers_that_keep_dying_fail_the_call_after_the_allowed_restarts():
+    from isthmus.experiments.cluster import RespawningPool, WorkersDiedError
+
+    said: list[str] = []
+    pool = RespawningPool(1, allowed_breaks=2, notice=said.append)
+    try:
+        with pytest.raises(WorkersDiedError, match="died 3 times"):
+            pool.submit(_always_die).result(timeout=120)
+    finally:
+        pool.shutdown()
+    assert pool.breaks == 2 and len(said) == 2
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The spawned pool workers among the children of process `pid`."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (d / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"multiprocessing.spawn" in cmdline:
+            found.append(int(d.name))
+    return found
+
+
+def test_cli_sweep_survives_a_worker_killed_from_outside(small_trace, reference, tmp_path):
+    """`-j 2` with one worker SIGKILLed mid-sweep: the command says so, finishes, and its CSV is the serial run's."""
+    out = tmp_path / "sets"
+    args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from isthmus.cli.main import app; app()", *args, "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 60
+    while not (workers := _workers_of(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    killed = False
+    if workers:
+        try:
+            os.kill(workers[0], signal.SIGKILL)
+            killed = True
+        except ProcessLookupError:
+            pass
+    stdout, stderr = proc.communicate(timeout=300)
+    said = " ".join((stdout + stderr).decode().split())
+    assert proc.returncode == 0, said
+    if not killed:
+        pytest.skip("the sweep finished before a worker could be killed")
+    assert "a worker process died" in said and "restart 1 of at most 3" in said, said
+    assert _csv(out / "koala-c-sets.csv") == _csv(reference.files["csv"])

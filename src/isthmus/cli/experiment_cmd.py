@@ -282,7 +282,9 @@ def experiment_command(
         if scheduler is not None or local > 1:
             try:
                 if scheduler is None:
-                    executor, info = stack.enter_context(process_pool(local))
+                    executor, info = stack.enter_context(
+                        process_pool(local, notice=lambda m: console.print(f"[yellow]note:[/] {m}", highlight=False))
+                    )
                 else:
                     executor, info = stack.enter_context(
                         dask_executor(

@@ -17,8 +17,10 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import signal
-from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -66,23 +68,168 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
+class WorkersDiedError(RuntimeError):
+    """Worker processes died (killed from outside, out of memory) more often than a sweep allows."""
+
+
+#: how many times a pool's worker processes may die before its calls fail (Dask's default for a
+#: task whose worker dies, `distributed.scheduler.allowed-failures`, is 3 as well)
+ALLOWED_BREAKS = 3
+
+
+class _PointFuture(Future[Any]):
+    """The future `RespawningPool.submit` returns: it follows its call through pool restarts,
+    and cancelling it cancels the call in the current pool."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner: Future[Any] | None = None
+
+    def cancel(self) -> bool:
+        inner = self.inner
+        if inner is not None:
+            inner.cancel()
+        return super().cancel()
+
+
+class RespawningPool(Executor):
+    """`workers` spawned local processes whose death does not end the sweep.
+
+    When a worker process dies (SIGKILL from outside, the kernel's out-of-memory killer), a
+    `ProcessPoolExecutor` is broken for good: every call queued or running in it fails. Here a
+    new pool is started in its place and those calls are submitted to it again (a point is a
+    pure function of its inputs, so running it again gives the same row), and `notice` is told.
+    After `allowed_breaks` such restarts the calls still unfinished fail with `WorkersDiedError`.
+    """
+
+    def __init__(
+        self, workers: int, *, allowed_breaks: int = ALLOWED_BREAKS, notice: Callable[[str], None] | None = None
+    ) -> None:
+        self.workers = workers
+        self.allowed_breaks = allowed_breaks
+        self.breaks = 0
+        self.notice = notice
+        self._lock = threading.Lock()
+        self._pool = self._new_pool()
+        self._retired: list[ProcessPoolExecutor] = []
+        self._closed = False
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt
+        )
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Run `fn(*args, **kwargs)` in a worker process; a worker's death runs it again (see the class)."""
+        outer = _PointFuture()
+        self._send(outer, fn, args, kwargs)
+        return outer
+
+    def _send(self, outer: _PointFuture, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("cannot submit to a pool that was shut down")
+                pool = self._pool
+            try:
+                inner = pool.submit(fn, *args, **kwargs)
+                break
+            except BrokenProcessPool as exc:  # broken before its manager failed our calls
+                if not self._replace(pool):
+                    raise WorkersDiedError(self._gave_up(exc)) from None
+        outer.inner = inner
+
+        def relay(done: Future[Any]) -> None:
+            if outer.done():
+                return  # cancelled by the caller
+            if done.cancelled():
+                outer.cancel()
+                return
+            exc = done.exception()
+            if exc is None:
+                outer.set_result(done.result())
+            elif isinstance(exc, BrokenProcessPool) and self._replace(pool):
+                try:
+                    self._send(outer, fn, args, kwargs)
+                except RuntimeError as again:  # shut down meanwhile
+                    outer.set_exception(again)
+            elif isinstance(exc, BrokenProcessPool):
+                outer.set_exception(WorkersDiedError(self._gave_up(exc)))
+            else:
+                outer.set_exception(exc)
+
+        inner.add_done_callback(relay)
+
+    def _replace(self, broken: ProcessPoolExecutor) -> bool:
+        """Put a new pool in place of `broken` (once, whichever of its calls notices first);
+        False when no more restarts are allowed or the pool was shut down."""
+        with self._lock:
+            if self._closed:
+                return False
+            if self._pool is not broken:
+                return True  # already replaced for another call of the same pool
+            if self.breaks >= self.allowed_breaks:
+                return False
+            self.breaks += 1
+            # not shut down here: this runs in the broken pool's manager thread while it fails
+            # its calls; it stops its processes itself and is joined at the end (`_retired`)
+            self._retired.append(broken)
+            self._pool = self._new_pool()
+            n = self.breaks
+        if self.notice is not None:
+            self.notice(
+                f"a worker process died (killed from outside, or out of memory?); its points run again "
+                f"in new worker processes (restart {n} of at most {self.allowed_breaks})"
+            )
+        return True
+
+    def _gave_up(self, exc: BaseException) -> str:
+        return (
+            f"worker processes died {self.breaks + 1} times while points ran (killed from outside, or out "
+            f"of memory?); the last time: {exc}"
+        )
+
+    def terminate(self) -> None:
+        """Stop at once: terminate the worker processes (running points are abandoned) and run nothing more."""
+        with self._lock:
+            self._closed = True
+            pool = self._pool
+        _stop_workers(pool)
+        pool.shutdown(wait=True, cancel_futures=True)
+        self._join_retired()
+
+    def _join_retired(self) -> None:
+        for old in self._retired:
+            old.shutdown(wait=True)
+        self._retired.clear()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Shut the current pool down (after its work, with `wait`)."""
+        with self._lock:
+            self._closed = True
+            pool = self._pool
+        pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+        if wait:
+            self._join_retired()
+
+
 @contextmanager
-def process_pool(workers: int) -> Iterator[tuple[Executor, ClusterInfo]]:
+def process_pool(
+    workers: int, *, notice: Callable[[str], None] | None = None
+) -> Iterator[tuple[Executor, ClusterInfo]]:
     """`workers` local worker processes (spawned, so no lock or thread of this process is inherited).
 
+    A worker that dies is replaced and its points run again (`RespawningPool`; `notice` is told).
     On a normal exit the pool is shut down after its work; when the block is left by an
     exception (Ctrl-C, a failed point) the points not started are cancelled and the running
     ones abandoned: their processes are terminated rather than waited for.
     """
     _check_workers(workers)
-    pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt
-    )
+    pool = RespawningPool(workers, notice=notice)
     try:
         yield pool, ClusterInfo("local processes", workers, True)
     except BaseException:
-        _stop_workers(pool)
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.terminate()
         raise
     pool.shutdown(wait=True)
 
