@@ -19,9 +19,9 @@ import multiprocessing
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, InvalidStateError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,23 +140,25 @@ class RespawningPool(Executor):
         outer.inner = inner
 
         def relay(done: Future[Any]) -> None:
-            if outer.done():
-                return  # cancelled by the caller
-            if done.cancelled():
-                outer.cancel()
-                return
-            exc = done.exception()
-            if exc is None:
-                outer.set_result(done.result())
-            elif isinstance(exc, BrokenProcessPool) and self._replace(pool):
-                try:
-                    self._send(outer, fn, args, kwargs)
-                except RuntimeError as again:  # shut down meanwhile
-                    outer.set_exception(again)
-            elif isinstance(exc, BrokenProcessPool):
-                outer.set_exception(WorkersDiedError(self._gave_up(exc)))
-            else:
-                outer.set_exception(exc)
+            # (InvalidStateError: the caller cancelled `outer` meanwhile, e.g. at Ctrl-C)
+            with suppress(InvalidStateError):
+                if outer.done():
+                    return  # cancelled by the caller
+                if done.cancelled():
+                    outer.cancel()
+                    return
+                exc = done.exception()
+                if exc is None:
+                    outer.set_result(done.result())
+                elif isinstance(exc, BrokenProcessPool) and self._replace(pool):
+                    try:
+                        self._send(outer, fn, args, kwargs)
+                    except RuntimeError as again:  # shut down meanwhile, or no restart left
+                        outer.set_exception(again)
+                elif isinstance(exc, BrokenProcessPool):
+                    outer.set_exception(WorkersDiedError(self._gave_up(exc)))
+                else:
+                    outer.set_exception(exc)
 
         inner.add_done_callback(relay)
 
