@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 
 from isthmus import __version__
 from isthmus.cli.memory import end_startup_gc, start_program_gc
+from isthmus.numpy_threads import import_numpy_single_threaded
 
 if TYPE_CHECKING:  # typer carries its own copy of click
     from typer._click import Command, Context
@@ -101,6 +102,8 @@ class LazyGroup(TyperGroup):
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         """The command `cmd_name`, registering its module's commands on first use."""
         if cmd_name not in self.commands and cmd_name in COMMANDS:
+            if COMMANDS[cmd_name] != "live_cmd":
+                import_numpy_single_threaded()  # a computing command: NumPy's BLAS on one thread
             for name, command in load_commands(COMMANDS[cmd_name]).items():
                 self.commands.setdefault(name, command)
             end_startup_gc()  # the command's imports are done: the cyclic collector skips them

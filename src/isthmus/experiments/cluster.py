@@ -25,6 +25,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
+from isthmus.numpy_threads import import_numpy_single_threaded
+
 
 @dataclass(frozen=True)
 class ClusterInfo:
@@ -52,9 +54,11 @@ def _check_workers(workers: int) -> None:
         raise ValueError(f"--workers must be at least 1, got {workers}")
 
 
-def _ignore_interrupt() -> None:
-    """Worker initializer: Ctrl-C is handled once, by the submitting process, which stops the workers."""
+def _start_worker() -> None:
+    """Worker initializer: Ctrl-C is handled once, by the submitting process, which stops the
+    workers; NumPy is imported with its BLAS on one thread (isthmus.numpy_threads)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import_numpy_single_threaded()
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -116,7 +120,7 @@ class RespawningPool(Executor):
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker
         )
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
