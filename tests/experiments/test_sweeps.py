@@ -474,3 +474,56 @@ def test_cli_sweep_survives_a_worker_killed_from_outside(small_trace, reference,
         pytest.skip("the sweep finished before a worker could be killed")
     assert "a worker process died" in said and "restart 1 of at most 3" in said, said
     assert _csv(out / "koala-c-sets.csv") == _csv(reference.files["csv"])
+
+
+def test_ctrl_c_while_the_workers_start_is_no_traceback_of_theirs(small_trace, tmp_path):
+    """Ctrl-C reaches the whole process group, workers starting up included (importing, before
+    their initializer ignores it): they start with SIGINT blocked, so only the command speaks."""
+    out = tmp_path / "sets"
+    args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from isthmus.cli.main import app; app()", *args, "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "200"},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not _workers_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    said = (stdout + stderr).decode()
+    if proc.returncode == 0:
+        pytest.skip("the sweep finished before it could be interrupted")
+    assert proc.returncode == 130 and "Traceback" not in said and "KeyboardInterrupt" not in said, said
+
+
+def _sigint_blocked_here() -> bool:
+    return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _report_mask(queue: Any) -> None:
+    queue.put(_sigint_blocked_here())
+
+
+def test_workers_start_with_sigint_blocked_and_then_ignore_it():
+    import multiprocessing
+
+    from isthmus.experiments.cluster import _sigint_blocked, process_pool
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    with _sigint_blocked():
+        child = ctx.Process(target=_report_mask, args=(queue,))
+        child.start()
+    assert not _sigint_blocked_here()  # given back to this thread
+    assert queue.get(timeout=60) is True  # inherited through the spawn's exec
+    child.join(60)
+    with process_pool(1) as (pool, _):
+        assert pool.submit(_sigint_state).result(timeout=60) == (False, True)
+
+
+def _sigint_state() -> tuple[bool, bool]:
+    """(SIGINT blocked, SIGINT ignored) in this worker once its initializer ran."""
+    return _sigint_blocked_here(), signal.getsignal(signal.SIGINT) is signal.SIG_IGN

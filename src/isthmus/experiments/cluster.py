@@ -56,9 +56,28 @@ def _check_workers(workers: int) -> None:
 
 def _start_worker() -> None:
     """Worker initializer: Ctrl-C is handled once, by the submitting process, which stops the
-    workers; NumPy is imported with its BLAS on one thread (isthmus.numpy_threads)."""
+    workers (they start with SIGINT blocked, see `_sigint_blocked`; from here on it is ignored);
+    NumPy is imported with its BLAS on one thread (isthmus.numpy_threads)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     import_numpy_single_threaded()
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in the calling thread for the block: a worker process started meanwhile
+    inherits the mask through its exec, so a Ctrl-C during its start-up (the imports before
+    `_start_worker` runs) is not a KeyboardInterrupt traceback of its own. What multiprocessing's
+    resource tracker does for the same reason."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -136,7 +155,8 @@ class RespawningPool(Executor):
                     raise RuntimeError("cannot submit to a pool that was shut down")
                 pool = self._pool
             try:
-                inner = pool.submit(fn, *args, **kwargs)
+                with _sigint_blocked():  # a submission may start a worker process
+                    inner = pool.submit(fn, *args, **kwargs)
                 break
             except BrokenProcessPool as exc:  # broken before its manager failed our calls
                 if not self._replace(pool):
