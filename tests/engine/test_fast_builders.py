@@ -76,3 +76,36 @@ def test_built_objects_pickle_as_the_constructed(built: Callable[[], object], ma
     """Dask sweeps pickle jobs: a built one comes back equal to the constructor's (compiled too:
     a mypyc frozen slot dataclass does not unpickle by its decorator's `__setstate__`)."""
     assert pickle.loads(pickle.dumps(built())) == made()
+
+
+def test_a_thawed_twin_becomes_the_frozen_class_or_is_not_offered() -> None:
+    """The twin's instances take the frozen class (same slots, same layout); a class whose
+    layout a twin cannot share (no slots; a weak-reference slot, placed apart) gets no twin,
+    and its builder falls back to the constructor."""
+    from isthmus.model.job import thawed_twin
+
+    if thawed_twin(Job) is None:  # compiled build: its classes are native, not slot dataclasses
+        pytest.skip("no slot writers in this build")
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: str
+
+    @dataclasses.dataclass(frozen=True, slots=True, weakref_slot=True)
+    class WeakPoint:
+        x: int
+
+    @dataclasses.dataclass(frozen=True)
+    class Loose:
+        x: int
+
+    twin = thawed_twin(Point)
+    assert twin is not None
+    p = object.__new__(twin)
+    p.x, p.y = 1, "a"
+    p.__class__ = Point
+    assert p == Point(1, "a") and hash(p) == hash(Point(1, "a"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.x = 2
+    assert thawed_twin(WeakPoint) is None and thawed_twin(Loose) is None

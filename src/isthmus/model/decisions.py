@@ -6,8 +6,9 @@ Sites are named by their index in the environment's `sites` tuple (the view give
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from isthmus.model.job import reduce_by_fields, slot_setters
+from isthmus.model.job import reduce_by_fields, thawed_twin
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,24 +33,24 @@ class StartJob:
         return reduce_by_fields(self)
 
 
-_START_SET = slot_setters(StartJob)
+_START_TWIN = thawed_twin(StartJob)
 _new_object = object.__new__
 
 
 def start_job(job_id: int, site: int, limit: float | None, by: str) -> StartJob:
     """`StartJob(job_id, site, limit, by=by)`, equal to it and as immutable, built without the
-    frozen dataclass's `__init__` (one `object.__setattr__` call a field): the policies' hot
-    path builds one a started job (docs/simulation.md, "Third pass")."""
-    if _START_SET is None:
+    frozen dataclass's `__init__` (one `object.__setattr__` call a field) as a `thawed_twin`:
+    the policies' hot path builds one a started job (docs/simulation.md, "Third pass")."""
+    if _START_TWIN is None:
         return StartJob(job_id, site, limit, by)
-    d: StartJob = _new_object(StartJob)
-    a, b, c, e, f = _START_SET
-    a(d, job_id)
-    b(d, site)
-    c(d, limit)
-    e(d, by)
-    f(d, False)
-    return d
+    d: Any = _new_object(_START_TWIN)
+    d.job_id = job_id
+    d.site = site
+    d.limit = limit
+    d.by = by
+    d.share = False
+    d.__class__ = StartJob
+    return d  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
