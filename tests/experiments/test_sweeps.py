@@ -413,6 +413,20 @@ def test_a_worker_killed_from_outside_is_replaced_and_its_points_run_again(tmp_p
     assert pool.breaks == 1 and len(said) == 1 and "a worker process died" in said[0], said
 
 
+def test_a_failing_notice_does_not_stop_the_calls(tmp_path):
+    from isthmus.experiments.cluster import RespawningPool
+
+    def broken_notice(message: str) -> None:
+        raise OSError("the terminal is gone")
+
+    pool = RespawningPool(1, notice=broken_notice)
+    try:
+        assert pool.submit(_die_once, str(tmp_path / "died"), 7).result(timeout=120) == 7
+    finally:
+        pool.shutdown()
+    assert pool.breaks == 1
+
+
 def _always_die() -> int:
     os.kill(os.getpid(), signal.SIGKILL)
     return 0

@@ -164,8 +164,7 @@ class RespawningPool(Executor):
         outer.inner = inner
 
         def relay(done: Future[Any]) -> None:
-            # (InvalidStateError: the caller cancelled `outer` meanwhile, e.g. at Ctrl-C)
-            with suppress(InvalidStateError):
+            try:
                 if outer.done():
                     return  # cancelled by the caller
                 if done.cancelled():
@@ -175,14 +174,17 @@ class RespawningPool(Executor):
                 if exc is None:
                     outer.set_result(done.result())
                 elif isinstance(exc, BrokenProcessPool) and self._replace(pool):
-                    try:
-                        self._send(outer, fn, args, kwargs)
-                    except RuntimeError as again:  # shut down meanwhile, or no restart left
-                        outer.set_exception(again)
+                    self._send(outer, fn, args, kwargs)
                 elif isinstance(exc, BrokenProcessPool):
                     outer.set_exception(WorkersDiedError(self._gave_up(exc)))
                 else:
                     outer.set_exception(exc)
+            except InvalidStateError:
+                pass  # the caller cancelled `outer` meanwhile (Ctrl-C)
+            except Exception as failed:  # shut down meanwhile, no restart left, no new pool, ...
+                # never leave the caller waiting on a future that nothing would complete
+                with suppress(InvalidStateError):
+                    outer.set_exception(failed)
 
         inner.add_done_callback(relay)
 
@@ -203,10 +205,11 @@ class RespawningPool(Executor):
             self._pool = self._new_pool()
             n = self.breaks
         if self.notice is not None:
-            self.notice(
-                f"a worker process died (killed from outside, or out of memory?); its points run again "
-                f"in new worker processes (restart {n} of at most {self.allowed_breaks})"
-            )
+            with suppress(Exception):  # saying it must not stop the sweep
+                self.notice(
+                    f"a worker process died (killed from outside, or out of memory?); its points run again "
+                    f"in new worker processes (restart {n} of at most {self.allowed_breaks})"
+                )
         return True
 
     def _gave_up(self, exc: BaseException) -> str:
