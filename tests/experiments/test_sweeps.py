@@ -363,10 +363,9 @@ def test_a_process_pool_left_by_an_error_stops_its_running_workers(tmp_path):
     assert not _alive(pid)
 
 
-def test_ctrl_c_stops_a_sweep_on_local_processes_and_resume_finishes_it(small_trace, reference, tmp_path):
-    """SIGINT to the whole process group (what a terminal's Ctrl-C does): the command says how to
-    resume and exits 130 without tracebacks from its workers; --resume computes the rest."""
-    out = tmp_path / "sets"
+def _sweep_cli(small_trace: str, out: Path) -> tuple[list[str], subprocess.Popen[bytes]]:
+    """koala-c-sets over LIMITS on two local workers as a program of its own process group (a
+    terminal's Ctrl-C reaches the whole group); returns its arguments (without -j) and the process."""
     args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
     proc = subprocess.Popen(
         [sys.executable, "-c", "from isthmus.cli.main import app; app()", *args, "-j", "2"],
@@ -375,6 +374,14 @@ def test_ctrl_c_stops_a_sweep_on_local_processes_and_resume_finishes_it(small_tr
         env={**os.environ, "COLUMNS": "200"},
         start_new_session=True,
     )
+    return args, proc
+
+
+def test_ctrl_c_stops_a_sweep_on_local_processes_and_resume_finishes_it(small_trace, reference, tmp_path):
+    """SIGINT to the whole process group (what a terminal's Ctrl-C does): the command says how to
+    resume and exits 130 without tracebacks from its workers; --resume computes the rest."""
+    out = tmp_path / "sets"
+    args, proc = _sweep_cli(small_trace, out)
     deadline = time.monotonic() + 60
     while _lines(out / POINTS_FILE) < 1 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -464,13 +471,7 @@ def _workers_of(pid: int) -> list[int]:
 def test_cli_sweep_survives_a_worker_killed_from_outside(small_trace, reference, tmp_path):
     """`-j 2` with one worker SIGKILLed mid-sweep: the command says so, finishes, and its CSV is the serial run's."""
     out = tmp_path / "sets"
-    args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from isthmus.cli.main import app; app()", *args, "-j", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    _, proc = _sweep_cli(small_trace, out)
     deadline = time.monotonic() + 60
     while not (workers := _workers_of(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -494,14 +495,7 @@ def test_ctrl_c_while_the_workers_start_is_no_traceback_of_theirs(small_trace, t
     """Ctrl-C reaches the whole process group, workers starting up included (importing, before
     their initializer ignores it): they start with SIGINT blocked, so only the command speaks."""
     out = tmp_path / "sets"
-    args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from isthmus.cli.main import app; app()", *args, "-j", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "200"},
-        start_new_session=True,
-    )
+    _, proc = _sweep_cli(small_trace, out)
     deadline = time.monotonic() + 60
     while not _workers_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
