@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
 from types import MemberDescriptorType
@@ -102,16 +101,6 @@ class Job:
         return reduce_by_fields(self)
 
 
-def slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...] | None:
-    """The slot writers of frozen dataclass `cls`'s fields, in order (each a C-level `__set__`,
-    bypassing the frozen `__setattr__`), or None when the class is compiled (mypyc: native
-    attributes, a fast constructor)."""
-    descriptors = [cls.__dict__.get(f.name) for f in fields(cls)]
-    if not all(isinstance(d, MemberDescriptorType) for d in descriptors):
-        return None
-    return tuple(d.__set__ for d in descriptors if isinstance(d, MemberDescriptorType))
-
-
 def thawed_twin(cls: type) -> type | None:
     """A plain class with the slots of frozen slot dataclass `cls`, for building its instances
     fast: make a twin, assign its slots as plain attributes (one store a field, where the
@@ -122,8 +111,8 @@ def thawed_twin(cls: type) -> type | None:
     each is dropped at once (docs/simulation.md, stop 32). None when `cls` is
     compiled (mypyc: a native class with a fast constructor of its own) or the two layouts
     cannot swap classes."""
-    if slot_setters(cls) is None:
-        return None
+    if not all(isinstance(cls.__dict__.get(f.name), MemberDescriptorType) for f in fields(cls)):
+        return None  # compiled: native attributes, no slot descriptors
     twin = type(f"_Thawed{cls.__name__}", (), {"__slots__": tuple(cls.__dict__["__slots__"])})
     probe: Any = object.__new__(twin)
     try:
