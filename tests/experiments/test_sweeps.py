@@ -535,3 +535,50 @@ def test_workers_start_with_sigint_blocked_and_then_ignore_it():
 def _sigint_state() -> tuple[bool, bool]:
     """(SIGINT blocked, SIGINT ignored) in this worker once its initializer ran."""
     return _sigint_blocked_here(), signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_a_ctrl_c_while_a_submission_starts_a_worker_is_raised_after_it():
+    """The KeyboardInterrupt of a Ctrl-C that arrives while a worker is being started is raised
+    once the start is over, never inside it (it cut the worker's start-up data, which printed
+    the worker's `EOFError` traceback); the handler in place before is back afterwards."""
+    from isthmus.experiments.cluster import _sigint_deferred
+
+    before = signal.getsignal(signal.SIGINT)
+    reached_the_end = False
+    with pytest.raises(KeyboardInterrupt), _sigint_deferred():
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):  # bytecodes enough for Python to have run a handler
+            pass
+        reached_the_end = True
+    assert reached_the_end
+    assert signal.getsignal(signal.SIGINT) is before
+    with _sigint_deferred():
+        pass  # nothing caught, nothing raised
+
+
+def test_a_ctrl_c_while_pools_start_their_workers_prints_no_worker_traceback(tmp_path):
+    """One Ctrl-C per pool, sent a little later each time (0 to 15 ms) while the pool starts its
+    workers: the caller sees each KeyboardInterrupt, and no worker prints a traceback (before the
+    fix, about a third of the pools had a worker print `EOFError: Ran out of input`)."""
+    script = tmp_path / "submit.py"
+    script.write_text(
+        "import os, signal, threading, time\n"
+        "from isthmus.experiments.cluster import process_pool\n"
+        "def ctrl_c(delay):\n"
+        "    time.sleep(delay)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "if __name__ == '__main__':\n"
+        "    for i in range(30):\n"
+        "        try:\n"
+        "            with process_pool(2) as (pool, _):\n"
+        "                threading.Thread(target=ctrl_c, args=(i * 0.0005,), daemon=True).start()\n"
+        "                while True:\n"
+        "                    pool.submit(abs, -1)\n"
+        "        except KeyboardInterrupt:\n"
+        "            print('interrupted', flush=True)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120, start_new_session=True
+    )
+    assert proc.stdout.split() == ["interrupted"] * 30, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr

@@ -80,6 +80,29 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """A Ctrl-C during the block raises its KeyboardInterrupt only when the block ends.
+
+    Blocking SIGINT in this thread (`_sigint_blocked`) does not keep Python from raising the
+    KeyboardInterrupt here: the kernel hands the signal to another thread of the process (the
+    progress bar's, the pool's manager), whose C handler flags it for the main thread. Raised in
+    the middle of starting a worker, that interrupt cut the start-up data the worker was reading
+    from its pipe, and the worker printed an `EOFError: Ran out of input` traceback. Outside the
+    main thread (where handlers cannot be set) the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield  # (None: a handler not set from Python, which could not be put back)
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        signal.raise_signal(signal.SIGINT)  # now handled as it would have been
+
+
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """Terminate the pool's worker processes (points running in them are abandoned)."""
     stop = getattr(pool, "terminate_workers", None)  # Python >= 3.14
@@ -155,7 +178,9 @@ class RespawningPool(Executor):
                     raise RuntimeError("cannot submit to a pool that was shut down")
                 pool = self._pool
             try:
-                with _sigint_blocked():  # a submission may start a worker process
+                # a submission may start a worker process, which must neither inherit an
+                # unblocked SIGINT nor be cut off while it reads its start-up data
+                with _sigint_deferred(), _sigint_blocked():
                     inner = pool.submit(fn, *args, **kwargs)
                 break
             except BrokenProcessPool as exc:  # broken before its manager failed our calls
