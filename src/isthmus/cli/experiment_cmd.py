@@ -181,6 +181,15 @@ def experiment_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every simulation's row and the files as JSON.")
     ] = False,
+    check: Annotated[
+        Path | None,
+        typer.Option(
+            "--check",
+            help="Check a results directory written before (e.g. docs/experiments/NAME) instead of writing one: "
+            "simulate the lightest point of each trace again, with the same options, and compare its row with "
+            "DIR/NAME.csv; exit 1 on a difference.",
+        ),
+    ] = None,
 ) -> None:
     """Run a seed's experiment and write CSV, PNG figures and a Markdown summary beside the seed's findings.
 
@@ -267,6 +276,22 @@ def experiment_command(
         kwargs["seeds"] = tuple(range(seeds))
     if week is not None and week < 0:
         raise fail(f"--week must be >= 0, got {week}")
+    if check is not None:
+        _check(
+            name,
+            check,
+            paths,
+            kwargs,
+            {
+                "--out": out,
+                "--workers": workers,
+                "--scheduler": scheduler,
+                "--resume": resume or None,
+                "--force": force or None,
+                "--json": as_json or None,
+            },
+        )
+        return
     out_dir = out or Path("out/experiments") / name
     console = Console(stderr=as_json)
     try:
@@ -416,3 +441,37 @@ def _realworld(
 def register(app: typer.Typer) -> None:
     """Add `experiment` to the main command."""
     app.command("experiment")(experiment_command)
+
+
+def _check(
+    name: str, directory: Path, paths: list[str], options: dict[str, object], excluded: dict[str, object]
+) -> None:
+    """`--check DIR`: recheck DIR/NAME.csv (isthmus.experiments.recheck) and print the verdict."""
+    from isthmus.experiments.recheck import recheck
+
+    for flag, value in excluded.items():
+        if value is not None:
+            raise fail(f"{flag} does not apply with --check: it writes nothing and runs its sample in this process")
+    published = directory / f"{name}.csv"
+    if not published.is_file():
+        raise fail(f"--check: no {published} (the CSV `isthmus experiment {name} -o {directory}` writes)")
+    console = Console(soft_wrap=True)  # a difference on one line, whatever the terminal's width
+    console.print(f"[bold]{name}[/]: checking {published} on the lightest point of each trace", highlight=False)
+    try:
+        result = recheck(name, published, traces=paths, options=options)
+    except (ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
+    for labels in result.sampled:
+        console.print("  simulated " + ", ".join(f"{k}={v}" for k, v in labels), highlight=False)
+    if result.differences:
+        for d in result.differences:
+            console.print(f"  [red]differs:[/] {d}", highlight=False)
+        console.print(
+            f"[red]{published} is not what this version computes[/]: regenerate it with "
+            f"`isthmus experiment {name} -o {directory}` (and the options it was made with)",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+    console.print(
+        f"[green]agrees[/]: {len(result.sampled)} simulation(s), {result.compared} values, all equal", highlight=False
+    )

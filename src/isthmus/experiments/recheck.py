@@ -1,0 +1,184 @@
+"""Whether this version still computes an experiment's published rows.
+
+A results directory (docs/experiments/NAME, or one a colleague sent) holds the CSV an
+`isthmus experiment NAME` run wrote. `recheck` runs the same experiment again but simulates
+only a sample of its points (the lightest ones of each trace: fewest jobs), stops before the
+experiment's tables and figures, and compares each sampled row with the CSV row of the same
+labels, column by column (`simulation_seconds`, a wall time, excepted; columns the CSV does not
+have are not compared). A difference means the directory was written by a version that
+computes otherwise (or with other options): regenerate it with the command its summary gives.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from isthmus.experiments.runner import Point, Sweep, point_jobs, run_points
+
+#: columns that measure this machine, not the simulated system
+UNCOMPARED = frozenset({"simulation_seconds"})
+
+
+class _SampleTaken(BaseException):  # not an error: no `except Exception` of an experiment takes it
+    """Raised by `SamplingSweep.run` to stop the experiment once its sample is simulated."""
+
+    def __init__(self, points: list[Point], rows: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(points)} sampled point(s)")
+        self.points = points
+        self.rows = rows
+
+
+@dataclass(frozen=True)
+class SamplingSweep(Sweep):
+    """A sweep that simulates only the `sample` lightest points of each trace (the points'
+    `trace` label; points without one form one group) of the first set of points an experiment
+    runs (lightest by the experiment's own weight, else by number of jobs; ties in the
+    experiment's order), in this process, and then stops the experiment (`recheck` catches it).
+    An experiment that runs several sets of points (koala-cs-unobtrusive's parts) is checked on
+    its first."""
+
+    sample: int = 1
+
+    def run(self, experiment: str, points: Sequence[Point]) -> list[dict[str, Any]]:
+        """Simulate the sample; never returns (raises `_SampleTaken` with the rows)."""
+        weigh = self.weigh_point or point_jobs
+        order = sorted(range(len(points)), key=lambda i: (weigh(points[i]), i))
+        per_trace: dict[object, int] = {}
+        chosen = []
+        for i in order:
+            trace = dict(points[i].labels).get("trace")  # None: synthetic workloads, one group
+            taken = per_trace.get(trace, 0)
+            if taken < self.sample:
+                per_trace[trace] = taken + 1
+                chosen.append(points[i])
+        rows = run_points(
+            chosen,
+            workers=1,
+            evaluate_point=self.evaluate_point,
+            weigh_point=self.weigh_point,
+            experiment=experiment,
+        )
+        raise _SampleTaken(chosen, rows)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One value of a sampled row that differs from the published one (`published` None: the
+    CSV has no row with these labels at all, `column` then empty)."""
+
+    labels: tuple[tuple[str, Any], ...]
+    column: str
+    published: str | None
+    computed: Any
+
+    def __str__(self) -> str:
+        where = ", ".join(f"{k}={v}" for k, v in self.labels)
+        if self.published is None:
+            return f"no published row with {where}"
+        return f"{where}: {self.column} published {self.published}, computed {self.computed}"
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """The sampled points' labels, every difference found (none: the sample agrees) and how
+    many values were compared (labels excepted)."""
+
+    sampled: list[tuple[tuple[str, Any], ...]]
+    differences: list[Difference]
+    compared: int
+
+
+def same_value(published: str, computed: Any) -> bool:
+    """Whether a CSV cell holds `computed` as `csv` wrote it (numbers to 1e-9 relative, so that
+    a float summed in another order still agrees; empty cells are None)."""
+    if computed is None:
+        return published == ""
+    if published == str(computed):
+        return True
+    if isinstance(computed, bool) or not isinstance(computed, int | float):
+        return False
+    try:
+        value = float(published)
+    except ValueError:
+        return False
+    if math.isnan(value) and math.isnan(computed):
+        return True
+    return math.isclose(value, computed, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def compare_rows(
+    labels: tuple[tuple[str, Any], ...], computed: Mapping[str, Any], published: Sequence[Mapping[str, str]]
+) -> tuple[list[Difference], int]:
+    """The differences between a computed row and the published row with the same labels, and
+    how many values were compared. ValueError when the published rows have no column for a label (rows that aggregate
+    several simulations, or another experiment's CSV)."""
+    missing = [k for k, _ in labels if published and k not in published[0]]
+    if missing:
+        raise ValueError(
+            f"the published CSV has no column {', '.join(missing)}: its rows are not one simulation each "
+            "(another experiment's CSV?)"
+        )
+    matching = [row for row in published if all(same_value(row.get(k, ""), v) for k, v in labels)]
+    if not matching:
+        return [Difference(labels, "", None, None)], 0
+    row = matching[0]
+    label_keys = {k for k, _ in labels}
+    columns = [c for c in computed if c in row and c not in UNCOMPARED and c not in label_keys]
+    differences = [Difference(labels, c, row[c], computed[c]) for c in columns if not same_value(row[c], computed[c])]
+    return differences, len(columns)
+
+
+def read_published(path: Path) -> list[dict[str, str]]:
+    """The rows of a published experiment CSV."""
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def recheck(
+    name: str,
+    published: Path,
+    *,
+    sample: int = 1,
+    traces: Sequence[str] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Recheck:
+    """Run experiment `name` (of `isthmus.experiments.catalog`) on its sample of points and
+    compare the rows with the CSV `published`. `traces`: the trace files of an experiment that
+    reads traces (the CLI's default: the seed's own, `spec.traces`); `options`: the experiment's
+    keyword options (the CLI's defaults otherwise). ValueError for an unknown experiment or no
+    traces."""
+    import tempfile
+
+    from isthmus.experiments.catalog import EXPERIMENTS
+    from isthmus.workloads.conversion import RUN_CANCELLED
+
+    spec = EXPERIMENTS.get(name)
+    if spec is None:
+        raise ValueError(f"unknown experiment {name!r}; valid: {', '.join(EXPERIMENTS)}")
+    if spec.traces is not None and not traces:
+        raise ValueError(
+            f"{name} reads traces: give the trace files its CSV was computed from ({', '.join(spec.traces)})"
+        )
+    options = dict(options or {})
+    if "cancelled" in spec.options:
+        options.setdefault("cancelled", RUN_CANCELLED)
+    rows = read_published(published)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            spec.run(list(traces or []), Path(tmp), sweep=SamplingSweep(sample=sample), **options)
+        except _SampleTaken as done:
+            sampled = done
+        else:
+            raise RuntimeError(f"experiment {name} ran no points")
+    differences: list[Difference] = []
+    compared = 0
+    for point, row in zip(sampled.points, sampled.rows, strict=True):
+        found, n = compare_rows(point.labels, row, rows)
+        differences += found
+        compared += n
+    return Recheck([p.labels for p in sampled.points], differences, compared)
