@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
 from isthmus.policies.allocation.common import all_sites, first_fit, free_processors
 from isthmus.policies.api import AllocationDefaults, View
@@ -60,7 +60,7 @@ class FcbfQWait(AllocationDefaults):
                 continue
             if blocked_head is None or view.now - blocked_head.queued_at <= self.params.threshold:
                 free[i] -= e.job.size
-                out.append(StartJob(e.job.id, i, by=self.name))
+                out.append(start_job(e.job.id, i, None, self.name))
             if not any(free[j] for j in order):
                 break
         return out

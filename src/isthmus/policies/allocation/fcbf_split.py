@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
 from isthmus.policies.allocation.common import all_sites, first_fit, free_processors
 from isthmus.policies.api import AllocationDefaults, View
@@ -64,10 +64,10 @@ class FcbfSplit(AllocationDefaults):
                     k = first_fit(others, order, rest.job.size)
                     if k >= 0:
                         others[k] -= rest.job.size
-                        out.append(StartJob(rest.job.id, k, by=self.name))
+                        out.append(start_job(rest.job.id, k, None, self.name))
                     if not any(others[j] > 0 for j in order):
                         break
                 break
             free[i] -= e.job.size
-            out.append(StartJob(e.job.id, i, by=self.name))
+            out.append(start_job(e.job.id, i, None, self.name))
         return out

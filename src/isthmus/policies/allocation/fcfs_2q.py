@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.policies.allocation.common import first_fit, free_processors
@@ -100,5 +100,5 @@ class Fcfs2Q(AllocationDefaults):
                 if i < 0:
                     break
                 free[i] -= e.job.size
-                out.append(StartJob(e.job.id, i, by=self.name))
+                out.append(start_job(e.job.id, i, None, self.name))
         return out

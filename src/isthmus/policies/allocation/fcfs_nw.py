@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, StartJob, start_job
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, free_processors
 from isthmus.policies.api import View
 
@@ -42,7 +42,7 @@ class FcfsNoWait(SingleSetPolicy):
             i = first_fit(free, order, size)
             if i >= 0:
                 free[i] -= size
-                out.append(StartJob(e.job.id, i, by=self.name))
+                out.append(start_job(e.job.id, i, None, self.name))
                 continue
             shared = next((k for k in order if view.cloud(k) is not None and sites[k].online >= size), -1)
             if shared < 0:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, ReserveVms, StartJob
+from isthmus.model.decisions import Decision, ReserveVms, start_job
 from isthmus.policies.allocation.common import SingleSetPolicy
 from isthmus.policies.api import View
 
@@ -46,7 +46,7 @@ class FcfsReserve(SingleSetPolicy):
                     free[i] -= size - own
                     break
             if chosen >= 0:
-                out.append(StartJob(job_id, chosen, by=self.name))
+                out.append(start_job(job_id, chosen, None, self.name))
                 continue
             for i in order:
                 cloud = view.cloud(i)

@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
 from isthmus.policies.allocation.common import (
     all_sites,
@@ -133,7 +133,7 @@ class HighestSlowdownFirst(AllocationDefaults):
                     continue
                 break
             free[i] -= size
-            out.append(StartJob(job_id, i, by=self.name))
+            out.append(start_job(job_id, i, None, self.name))
         return out
 
 

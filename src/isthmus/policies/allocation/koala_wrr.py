@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from isthmus.model.decisions import AbortJob, Decision, StartJob, WakeUp
+from isthmus.model.decisions import AbortJob, Decision, WakeUp, start_job
 from isthmus.model.environment import Environment
 from isthmus.model.job import PriorityClass
 from isthmus.policies.allocation.common import all_sites
@@ -110,7 +110,7 @@ class KoalaWrr(AllocationDefaults):
                 size = e.job.size
                 site = max((i for i in order if free[i] >= size), key=lambda i: free[i], default=-1)
                 if site >= 0:
-                    out.append(StartJob(jid, site, by=self.name))
+                    out.append(start_job(jid, site, None, self.name))
                     free[site] -= size
                     gone.add(jid)
                     continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.policies.allocation.common import SingleSetPolicy, free_processors, queue_fitting
 from isthmus.policies.api import NoParams, View
 
@@ -39,6 +39,6 @@ class RoundRobin(SingleSetPolicy):
                 if free[i] >= size:
                     free[i] -= size
                     self._next = (pos + 1) % n
-                    out.append(StartJob(e.job.id, i, by=self.name))
+                    out.append(start_job(e.job.id, i, None, self.name))
                     break
         return out

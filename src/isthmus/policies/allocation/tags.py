@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from isthmus.model.decisions import Decision, StartJob
+from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.policies.allocation.common import first_fit_in_order, free_processors
@@ -87,7 +87,7 @@ class TagsChain(AllocationDefaults):
                 if room < job.size:
                     break
                 room -= job.size
-                out.append(StartJob(job.id, site, limit, by=name))
+                out.append(start_job(job.id, site, limit, name))
         return out
 
 
