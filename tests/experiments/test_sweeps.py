@@ -554,6 +554,10 @@ def test_a_ctrl_c_while_a_submission_starts_a_worker_is_raised_after_it():
     assert signal.getsignal(signal.SIGINT) is before
     with _sigint_deferred():
         pass  # nothing caught, nothing raised
+    with pytest.raises(KeyboardInterrupt) as interrupted, _sigint_deferred():
+        signal.raise_signal(signal.SIGINT)
+        raise OSError("the block failed after the Ctrl-C")
+    assert isinstance(interrupted.value.__context__, OSError)  # not lost behind the block's error
 
 
 def test_a_ctrl_c_while_pools_start_their_workers_prints_no_worker_traceback(tmp_path):

@@ -99,8 +99,8 @@ def _sigint_deferred() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if caught:
-        signal.raise_signal(signal.SIGINT)  # now handled as it would have been
+        if caught:  # now handled as it would have been (over an error of the block: Ctrl-C wins)
+            signal.raise_signal(signal.SIGINT)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
