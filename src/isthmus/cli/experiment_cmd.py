@@ -461,6 +461,8 @@ def _check(
         result = recheck(name, published, traces=paths, options=options)
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
+    if not result.sampled:
+        raise fail(f"--check: {name} has no simulation to run with these options; nothing was compared")
     for labels in result.sampled:
         console.print("  simulated " + ", ".join(f"{k}={v}" for k, v in labels), highlight=False)
     if result.differences:
