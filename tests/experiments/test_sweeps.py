@@ -364,11 +364,12 @@ def test_a_process_pool_left_by_an_error_stops_its_running_workers(tmp_path):
 
 
 def _sweep_cli(small_trace: str, out: Path) -> tuple[list[str], subprocess.Popen[bytes]]:
-    """koala-c-sets over LIMITS on two local workers as a program of its own process group (a
-    terminal's Ctrl-C reaches the whole group); returns its arguments (without -j) and the process."""
+    """koala-c-sets over LIMITS on two local workers, started as the installed `isthmus` command
+    starts (`isthmus.cli.run`), as a program of its own process group (a terminal's Ctrl-C
+    reaches the whole group); returns its arguments (without -j) and the process."""
     args = ["experiment", "koala-c-sets", "-t", small_trace, "-o", str(out), "--limits", ",".join(map(str, LIMITS))]
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from isthmus.cli.main import app; app()", *args, "-j", "2"],
+        [sys.executable, "-c", "from isthmus.cli import run; run()", *args, "-j", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "COLUMNS": "200"},

@@ -150,12 +150,11 @@ def recheck(
     """Run experiment `name` (of `isthmus.experiments.catalog`) on its sample of points and
     compare the rows with the CSV `published`. `traces`: the trace files of an experiment that
     reads traces (the CLI's default: the seed's own, `spec.traces`); `options`: the experiment's
-    keyword options (the CLI's defaults otherwise). ValueError for an unknown experiment or no
-    traces."""
+    keyword options (otherwise the experiment's own defaults, which are the CLI's). ValueError
+    for an unknown experiment or no traces."""
     import tempfile
 
     from isthmus.experiments.catalog import EXPERIMENTS
-    from isthmus.workloads.conversion import RUN_CANCELLED
 
     spec = EXPERIMENTS.get(name)
     if spec is None:
@@ -164,13 +163,10 @@ def recheck(
         raise ValueError(
             f"{name} reads traces: give the trace files its CSV was computed from ({', '.join(spec.traces)})"
         )
-    options = dict(options or {})
-    if "cancelled" in spec.options:
-        options.setdefault("cancelled", RUN_CANCELLED)
     rows = read_published(published)
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            spec.run(list(traces or []), Path(tmp), sweep=SamplingSweep(sample=sample), **options)
+            spec.run(list(traces or []), Path(tmp), sweep=SamplingSweep(sample=sample), **(options or {}))
         except _SampleTaken as done:
             sampled = done
         else:
