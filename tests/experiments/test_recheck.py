@@ -6,11 +6,11 @@ import csv
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from isthmus.cli.main import app
 from isthmus.experiments.catalog import EXPERIMENTS
-from isthmus.experiments.recheck import Difference, compare_rows, recheck, same_value
+from isthmus.experiments.recheck import Difference, compare_rows, read_published, recheck, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "experiments"
@@ -70,7 +70,7 @@ def test_the_published_results_are_what_this_version_computes(name):
     assert not result.differences, "\n".join(map(str, result.differences))
 
 
-def _ibm_check(directory: Path) -> object:
+def _ibm_check(directory: Path) -> Result:
     return CliRunner().invoke(app, ["experiment", "ibm-cloud", "-t", str(CTC), "--check", str(directory)])
 
 
@@ -100,3 +100,16 @@ def test_check_refuses_what_it_cannot_do(tmp_path):
     (tmp_path / "koala-c-sets.csv").write_text("trace,wait_mean\nKTH-SP2,1\n")
     other = runner.invoke(app, ["experiment", "koala-c-sets", "--check", str(tmp_path)])
     assert other.exit_code != 0 and "no column limit_min" in other.output
+    assert "koala-c-sets.csv" in other.output.replace("\n", "")
+
+
+def test_a_published_file_that_is_not_csv_text_is_named(tmp_path):
+    published = tmp_path / "ibm-cloud.csv"
+    published.write_bytes(b"trace,config\n\xff\xfe bad\n")
+    with pytest.raises(ValueError, match=r"ibm-cloud.csv: not UTF-8 text"):
+        read_published(published)
+    published.write_text('trace,config\n"A,1\n')  # a quote never closed
+    with pytest.raises(ValueError, match=r"ibm-cloud.csv:\d+: not a CSV row"):
+        read_published(published)
+    result = CliRunner().invoke(app, ["experiment", "ibm-cloud", "-t", str(CTC), "--check", str(tmp_path)])
+    assert result.exit_code != 0 and "not a CSV row" in result.output and "Traceback" not in result.output

@@ -134,9 +134,16 @@ def compare_rows(
 
 
 def read_published(path: Path) -> list[dict[str, str]]:
-    """The rows of a published experiment CSV."""
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+    """The rows of a published experiment CSV; ValueError naming the file (and the line) when
+    it is not CSV text."""
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f, strict=True)  # what `write_csv` writes is strict CSV
+        try:
+            return list(reader)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except csv.Error as exc:
+            raise ValueError(f"{path}:{reader.line_num}: not a CSV row ({exc})") from None
 
 
 def recheck(
@@ -174,7 +181,10 @@ def recheck(
     differences: list[Difference] = []
     compared = 0
     for point, row in zip(sampled.points, sampled.rows, strict=True):
-        found, n = compare_rows(point.labels, row, rows)
+        try:
+            found, n = compare_rows(point.labels, row, rows)
+        except ValueError as exc:
+            raise ValueError(f"{published}: {exc}") from None
         differences += found
         compared += n
     return Recheck([p.labels for p in sampled.points], differences, compared)
