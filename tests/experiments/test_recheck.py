@@ -113,3 +113,41 @@ def test_a_published_file_that_is_not_csv_text_is_named(tmp_path):
         read_published(published)
     result = CliRunner().invoke(app, ["experiment", "ibm-cloud", "-t", str(CTC), "--check", str(tmp_path)])
     assert result.exit_code != 0 and "not a CSV row" in result.output and "Traceback" not in result.output
+
+
+def test_every_part_of_an_experiment_is_sampled_and_a_tampered_later_part_fails(tmp_path):
+    """koala-cs-unobtrusive's delay rows come after its probes in one sweep: both parts are
+    simulated, and a changed delay value is found."""
+    name = "koala-cs-unobtrusive"
+    published = DOCS / name / f"{name}.csv"
+    result = recheck(name, published)
+    parts = [dict(labels)["part"] for labels in result.sampled]
+    assert sorted(parts) == ["delay", "probe"]
+    assert not result.differences and not result.unpublished
+    rows = list(csv.DictReader(published.open()))
+    (sampled_delay,) = [dict(labels) for labels in result.sampled if dict(labels)["part"] == "delay"]
+    row = next(r for r in rows if r["part"] == "delay" and all(same_value(r[k], v) for k, v in sampled_delay.items()))
+    row["delay_mean"] = str(float(row["delay_mean"]) + 1.0)
+    tampered = tmp_path / f"{name}.csv"
+    with tampered.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    (d,) = recheck(name, tampered).differences
+    assert d.column == "delay_mean" and dict(d.labels)["part"] == "delay"
+
+
+def test_columns_the_published_csv_lacks_are_named_not_compared(tmp_path):
+    rows = list(csv.DictReader((DOCS / "ibm-cloud" / "ibm-cloud.csv").open()))
+    for r in rows:
+        del r["delay_mean"]
+    with (tmp_path / "ibm-cloud.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    older = _ibm_check(tmp_path)
+    assert older.exit_code == 0, older.output
+    out = " ".join(older.output.split())
+    assert "not in ibm-cloud.csv, not compared (written by a version with fewer columns): delay_mean" in out
+    assert "agrees" in out
+    assert "not compared" not in _ibm_check(DOCS / "ibm-cloud").output

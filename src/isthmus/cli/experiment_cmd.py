@@ -456,7 +456,9 @@ def _check(
     if not published.is_file():
         raise fail(f"--check: no {published} (the CSV `isthmus experiment {name} -o {directory}` writes)")
     console = Console(soft_wrap=True)  # a difference on one line, whatever the terminal's width
-    console.print(f"[bold]{name}[/]: checking {published} on the lightest point of each trace", highlight=False)
+    console.print(
+        f"[bold]{name}[/]: checking {published} on the lightest point of each trace and part", highlight=False
+    )
     try:
         result = recheck(name, published, traces=paths, options=options)
     except (ValueError, OSError) as exc:
@@ -465,6 +467,12 @@ def _check(
         raise fail(f"--check: {name} has no simulation to run with these options; nothing was compared")
     for labels in result.sampled:
         console.print("  simulated " + ", ".join(f"{k}={v}" for k, v in labels), highlight=False)
+    if result.unpublished:
+        console.print(
+            f"  not in {published.name}, not compared (written by a version with fewer columns): "
+            + ", ".join(result.unpublished),
+            highlight=False,
+        )
     if result.differences:
         for d in result.differences:
             console.print(f"  [red]differs:[/] {d}", highlight=False)

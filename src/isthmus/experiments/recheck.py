@@ -2,11 +2,12 @@
 
 A results directory (docs/experiments/NAME, or one a colleague sent) holds the CSV an
 `isthmus experiment NAME` run wrote. `recheck` runs the same experiment again but simulates
-only a sample of its points (the lightest ones of each trace: fewest jobs), stops before the
-experiment's tables and figures, and compares each sampled row with the CSV row of the same
-labels, column by column (`simulation_seconds`, a wall time, excepted; columns the CSV does not
-have are not compared). A difference means the directory was written by a version that
-computes otherwise (or with other options): regenerate it with the command its summary gives.
+only a sample of its points (the lightest ones of each trace and each part: fewest jobs), stops
+before the experiment's tables and figures, and compares each sampled row with the CSV row of
+the same labels, column by column (`simulation_seconds`, a wall time, excepted; columns the CSV
+does not have, written by an older version, are named and not compared). A difference means
+the directory was written by a version that computes otherwise (or with other options):
+regenerate it with the command its summary gives.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from isthmus.experiments.runner import Point, Sweep, point_jobs, run_points
 
 #: columns that measure this machine, not the simulated system
 UNCOMPARED = frozenset({"simulation_seconds"})
+#: the labels whose values make separate groups of points, each sampled on its own: the trace
+#: simulated and the part of an experiment whose points measure different things
+#: (koala-cs-unobtrusive's probes and delays, villegas-forwarding's chapters)
+GROUP_LABELS = ("trace", "part")
 
 
 class _SampleTaken(BaseException):  # not an error: no `except Exception` of an experiment takes it
@@ -35,12 +40,11 @@ class _SampleTaken(BaseException):  # not an error: no `except Exception` of an 
 
 @dataclass(frozen=True)
 class SamplingSweep(Sweep):
-    """A sweep that simulates only the `sample` lightest points of each trace (the points'
-    `trace` label; points without one form one group) of the first set of points an experiment
-    runs (lightest by the experiment's own weight, else by number of jobs; ties in the
-    experiment's order), in this process, and then stops the experiment (`recheck` catches it).
-    An experiment that runs several sets of points (koala-cs-unobtrusive's parts) is checked on
-    its first."""
+    """A sweep that simulates only the `sample` lightest points of each group of the points an
+    experiment runs (a group: the points with the same `GROUP_LABELS` values, a label a point
+    lacks counting as one value; lightest by the experiment's own weight, else by number of
+    jobs; ties in the experiment's order), in this process, and then stops the experiment
+    (`recheck` catches it)."""
 
     sample: int = 1
 
@@ -48,13 +52,14 @@ class SamplingSweep(Sweep):
         """Simulate the sample; never returns (raises `_SampleTaken` with the rows)."""
         weigh = self.weigh_point or point_jobs
         order = sorted(range(len(points)), key=lambda i: (weigh(points[i]), i))
-        per_trace: dict[object, int] = {}
+        per_group: dict[tuple[object, ...], int] = {}
         chosen = []
         for i in order:
-            trace = dict(points[i].labels).get("trace")  # None: synthetic workloads, one group
-            taken = per_trace.get(trace, 0)
+            labels = dict(points[i].labels)
+            group = tuple(labels.get(k) for k in GROUP_LABELS)
+            taken = per_group.get(group, 0)
             if taken < self.sample:
-                per_trace[trace] = taken + 1
+                per_group[group] = taken + 1
                 chosen.append(points[i])
         rows = run_points(
             chosen,
@@ -85,12 +90,14 @@ class Difference:
 
 @dataclass(frozen=True)
 class Recheck:
-    """The sampled points' labels, every difference found (none: the sample agrees) and how
-    many values were compared (labels excepted)."""
+    """The sampled points' labels, every difference found (none: the sample agrees), how
+    many values were compared (labels excepted) and the computed columns the published CSV
+    lacks (not compared: a version that wrote fewer columns made it)."""
 
     sampled: list[tuple[tuple[str, Any], ...]]
     differences: list[Difference]
     compared: int
+    unpublished: tuple[str, ...] = ()
 
 
 def same_value(published: str, computed: Any) -> bool:
@@ -109,6 +116,12 @@ def same_value(published: str, computed: Any) -> bool:
     if math.isnan(value) and math.isnan(computed):
         return True
     return math.isclose(value, computed, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _cell(value: Any) -> bool:
+    """Whether a row's value is one the experiment's CSV can hold (a list, such as
+    koala-cs-unobtrusive's chunk start times for its figure, never goes to the CSV)."""
+    return value is None or isinstance(value, str | int | float)
 
 
 def compare_rows(
@@ -180,11 +193,17 @@ def recheck(
             raise RuntimeError(f"experiment {name} ran no points")
     differences: list[Difference] = []
     compared = 0
+    header = set(rows[0]) if rows else set()
+    unpublished: dict[str, None] = {}  # in the order the rows have them
     for point, row in zip(sampled.points, sampled.rows, strict=True):
+        if rows:
+            unpublished.update(
+                (c, None) for c, v in row.items() if c not in header and c not in UNCOMPARED and _cell(v)
+            )
         try:
             found, n = compare_rows(point.labels, row, rows)
         except ValueError as exc:
             raise ValueError(f"{published}: {exc}") from None
         differences += found
         compared += n
-    return Recheck([p.labels for p in sampled.points], differences, compared)
+    return Recheck([p.labels for p in sampled.points], differences, compared, tuple(unpublished))
