@@ -16,6 +16,7 @@ import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Number
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ def same_value(published: str, computed: Any) -> bool:
 def _cell(value: Any) -> bool:
     """Whether a row's value is one the experiment's CSV can hold (a list, such as
     koala-cs-unobtrusive's chunk start times for its figure, never goes to the CSV)."""
-    return value is None or isinstance(value, str | int | float)
+    return value is None or isinstance(value, str | Number)
 
 
 def compare_rows(
