@@ -70,6 +70,13 @@ def test_the_published_results_are_what_this_version_computes(name):
     assert not result.differences, "\n".join(map(str, result.differences))
 
 
+def _write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def _ibm_check(directory: Path) -> Result:
     return CliRunner().invoke(app, ["experiment", "ibm-cloud", "-t", str(CTC), "--check", str(directory)])
 
@@ -78,11 +85,7 @@ def test_check_of_a_tampered_results_directory_fails_naming_the_value(tmp_path):
     rows = list(csv.DictReader((DOCS / "ibm-cloud" / "ibm-cloud.csv").open()))
     lightest = next(r for r in rows if r["config"] == "450")
     lightest["delay_mean"] = str(float(lightest["delay_mean"]) + 1.0)
-    (tmp_path / "ibm-cloud.csv").write_text("")
-    with (tmp_path / "ibm-cloud.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _write_rows(tmp_path / "ibm-cloud.csv", rows)
     bad = _ibm_check(tmp_path)
     assert bad.exit_code == 1, bad.output
     assert "differs:" in bad.output and "delay_mean published" in bad.output
@@ -129,10 +132,7 @@ def test_every_part_of_an_experiment_is_sampled_and_a_tampered_later_part_fails(
     row = next(r for r in rows if r["part"] == "delay" and all(same_value(r[k], v) for k, v in sampled_delay.items()))
     row["delay_mean"] = str(float(row["delay_mean"]) + 1.0)
     tampered = tmp_path / f"{name}.csv"
-    with tampered.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _write_rows(tampered, rows)
     (d,) = recheck(name, tampered).differences
     assert d.column == "delay_mean" and dict(d.labels)["part"] == "delay"
 
@@ -141,10 +141,7 @@ def test_columns_the_published_csv_lacks_are_named_not_compared(tmp_path):
     rows = list(csv.DictReader((DOCS / "ibm-cloud" / "ibm-cloud.csv").open()))
     for r in rows:
         del r["delay_mean"]
-    with (tmp_path / "ibm-cloud.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _write_rows(tmp_path / "ibm-cloud.csv", rows)
     older = _ibm_check(tmp_path)
     assert older.exit_code == 0, older.output
     out = " ".join(older.output.split())
