@@ -1,7 +1,7 @@
 """Simulator speed and memory against the peer simulators (../shared/peers/README.md).
 
 Run: `.venv/bin/python benchmarks/bench_sim.py` (add `--quick` to skip the growth series, the
-full-LCG section and the koala-c-limits sample; `--only N` runs section N alone; `--repeat R`
+full-LCG section, the koala-c-limits sample and EASY's long queue; `--only N` runs section N alone; `--repeat R`
 the runs of section 6's comparison, default 5).
 Each case runs in a fresh child process so that its peak memory (max RSS of the whole
 process, as /usr/bin/time -v reports for the peers) is its own.
@@ -41,18 +41,34 @@ def child(case: dict[str, object]) -> dict[str, object]:
         jobs = [j for j in jobs if j.size <= int(case["max_size"])]  # type: ignore[call-overload]
     t_read = time.perf_counter() - t0
     env = single_cluster(int(case["cluster"])) if case.get("cluster") else load_environment(str(case["env"]))  # type: ignore[call-overload]
-    t1 = time.perf_counter()
+    if "scan_queue_max" in case:  # section 8: EASY's plain scan of the queue, forced
+        from isthmus.policies.allocation import easy
+
+        easy.SCAN_QUEUE_MAX = int(case["scan_queue_max"])  # type: ignore[call-overload]
+    t1, c1 = time.perf_counter(), time.process_time()
     result = simulate(env, jobs, str(case["policy"]), "none" if case.get("cluster") else None)
-    t_sim = time.perf_counter() - t1
+    t_sim, c_sim = time.perf_counter() - t1, time.process_time() - c1
     import resource
 
+    import numpy as np
+
+    from isthmus.model.events import EventKind
+
+    cols = result.log.columns()
+    kind, at = np.asarray(cols["kind"]), np.asarray(cols["time"])
+    waited = float(at[kind == int(EventKind.START)].sum() - at[kind == int(EventKind.SUBMIT)].sum())
+    span = float(np.max(at) - np.min(at)) if at.size else 0.0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
         "jobs": len(jobs),
         "read_s": t_read,
         "sim_s": t_sim,
+        "sim_cpu_s": c_sim,
         "unfinished": len(result.unfinished),
         "rss_mb": rss_mb,
+        # Little's law: the time-averaged number of queued jobs (every job started once)
+        "mean_queue": waited / span if span else 0.0,
+        "wait_sum": waited,
     }
 
 
@@ -182,7 +198,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="skip the growth series and the full LCG trace")
-    ap.add_argument("--only", type=int, choices=range(1, 8), help="run only this section")
+    ap.add_argument("--only", type=int, choices=range(1, 9), help="run only this section")
     ap.add_argument(
         "--repeat",
         type=int,
@@ -199,7 +215,7 @@ def main() -> None:
         raise SystemExit(f"peer workloads not found at {PEERS}")
 
     def want(section: int) -> bool:
-        return args.only == section if args.only else not (args.quick and section in (3, 4, 7))
+        return args.only == section if args.only else not (args.quick and section in (3, 4, 7, 8))
 
     if want(1):
         section_peers()
@@ -217,6 +233,8 @@ def main() -> None:
         section_bare_loop(max(1, args.repeat))
     if want(7):
         section_limits()
+    if want(8) and ctc.exists():
+        section_long_queue(ctc)
 
 
 def section_peers() -> None:
@@ -323,6 +341,27 @@ def section_round() -> None:
             f"{round_s / bare:.1f}x a bare scan of the queue, {bare * 1000:.1f} ms), "
             f"{f['started']} jobs started of {f['fits']} that fit"
         )
+
+
+def section_long_queue(ctc: Path) -> None:
+    """8. EASY with a long queue: the CTC-SP2 trace (a 430-node machine's load) on one cluster of
+    128 processors, so that thousands of jobs wait at once. The simulation step (CPU) of EASY
+    through the queue's indexes, of EASY with its plain scan of the whole queue forced (the
+    engine before the indexes; same decisions, checked by the total wait), and of FCFS, whose
+    rounds look at the queue's head only, on the same jobs."""
+    print("\n8. EASY with a long queue: CTC-SP2 on one 128-processor cluster (simulation step, CPU)")
+    case = {"workload": str(ctc), "cluster": 128, "max_size": 128}
+    indexed = run_case({**case, "policy": "easy"})
+    scanned = run_case({**case, "policy": "easy", "scan_queue_max": 10**9})
+    fcfs = run_case({**case, "policy": "fcfs"})
+    if indexed["wait_sum"] != scanned["wait_sum"]:
+        raise SystemExit(f"EASY indexed and scanned differ: total wait {indexed['wait_sum']} and {scanned['wait_sum']}")
+    ix, sc, fc = (float(f["sim_cpu_s"]) for f in (indexed, scanned, fcfs))  # type: ignore[arg-type]
+    print(
+        f"{indexed['jobs']} jobs, {float(indexed['mean_queue']):,.0f} queued on average (Little's law): "  # type: ignore[arg-type]
+        f"EASY {ix:.2f} s through the indexes, {sc:.2f} s scanning the whole queue "
+        f"({sc / ix:.1f}x; same schedule), FCFS {fc:.2f} s (EASY {ix / fc:.1f}x FCFS)"
+    )
 
 
 def timed_process(argv: list[str]) -> tuple[float, float, float, str]:

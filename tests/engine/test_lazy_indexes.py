@@ -90,3 +90,33 @@ def test_a_site_builds_its_running_index_only_when_read() -> None:
     assert backend._ends == [(8.0, 2), (20.0, 1)]
     clock.run()
     assert backend._ends == []
+
+
+def test_the_queue_indexes_are_built_from_the_queue_on_first_read_and_kept_from_then_on() -> None:
+    """EASY declares the size and estimate indexes but reads them only once its queue grows
+    long: until then the engine keeps none; the first read builds them from the queue as it is
+    (queue order, sequences in that order), and later arrivals and starts keep them."""
+    from isthmus.sim.harness import Harness
+
+    h = Harness(clusters(4), "easy", "none")
+    engine = h.engine
+    engine.submit(job(1, 0, 4, 100, req=100))
+    engine.run_round()  # job 1 runs: the 4 processors are taken
+    for jid, size, req in [(2, 2, 50.0), (3, 1, 500.0), (4, 2, 10.0), (5, 1, 5.0)]:
+        engine.submit(job(jid, 0, size, req, req=req))
+    assert engine.buckets == [{}] and engine.sorted_buckets == [{}] and not engine.size_index
+    by_size = engine.view.queue_by_size(0)
+    assert {size: list(bucket) for size, bucket in by_size.items()} == {2: [2, 4], 1: [3, 5]}
+    seqs = [e.seq for e in engine.view.queue(0)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 4
+    by_estimate = engine.view.queue_by_runtime(0)
+    assert [e.job.id for e in by_estimate[2]] == [4, 2] and [e.job.id for e in by_estimate[1]] == [5, 3]
+    # up to a runtime, in queue order
+    assert [jid for _, _, jid in by_estimate[1].upto(500.0)] == [3, 5]
+    assert [jid for _, _, jid in by_estimate[2].upto(49.0)] == [4]
+    engine.submit(job(6, 0, 2, 20, req=20))
+    assert list(engine.view.queue_by_size(0)[2]) == [2, 4, 6]
+    assert [e.job.id for e in engine.view.queue_by_runtime(0)[2]] == [4, 6, 2]
+    engine.dequeue(engine.entries[4])
+    assert list(engine.view.queue_by_size(0)[2]) == [2, 6]
+    assert [e.job.id for e in engine.view.queue_by_runtime(0)[2]] == [6, 2]

@@ -152,20 +152,20 @@ class Engine:
         self.queues: list[OrderedDict[int, JobEntry]] = [OrderedDict() for _ in self.stage_sites]
         # The same queues split by job size (size -> jobs in queue order), so that policies can
         # visit only the jobs that fit in the processors left (queue_by_size in the view). Kept
-        # only for allocation policies that declare they read it: it costs the others time.
-        self.size_index: bool = allocation.uses_size_index
+        # only for allocation policies that declare they read it (it costs the others time), and
+        # from its first read on (`indexes`): EASY reads it only once its queue grows long.
+        self.index_declared: bool = allocation.uses_size_index
+        self.size_index = False  # kept now
         self.buckets: list[dict[int, OrderedDict[int, JobEntry]]] = [{} for _ in self.stage_sites]
         # size -> (runtime key, seq, job id) sorted, per stage: kept for policies that declare `runtime_index`
         self.runtime_key = allocation.runtime_index
-        if self.runtime_key is not None and not self.size_index:
+        if self.runtime_key is not None and not self.index_declared:
             raise ValueError(f"policy {allocation.name!r} declares runtime_index without uses_size_index")
         self.sorted_buckets: list[dict[int, list[tuple[float, int, int]] | SortedList]] = [{} for _ in self.stage_sites]
         # the queues as NumPy columns, for policies that declare `uses_queue_columns` (HSDF)
         self.columns: list[QueueColumns] | None = None
-        if allocation.uses_queue_columns:
-            if not self.size_index:
-                raise ValueError(f"policy {allocation.name!r} declares uses_queue_columns without uses_size_index")
-            self.columns = [QueueColumns() for _ in self.stage_sites]
+        if allocation.uses_queue_columns and not self.index_declared:
+            raise ValueError(f"policy {allocation.name!r} declares uses_queue_columns without uses_size_index")
         self._seq = 0
         self.entries: dict[int, JobEntry] = {}
         self.history: dict[str, deque[float]] = {}
@@ -324,8 +324,27 @@ class Engine:
         queue[job_id] = entry
         if len(queue) == 1:  # a new head
             self._stale.add(stage)
-        if not self.size_index:
+        if self.size_index:
+            self._index(entry, stage)
+
+    def indexes(self) -> None:
+        """Build the queue indexes the allocation policy declares (size buckets, their runtime
+        order, NumPy columns) from the queues as they are, on their first read; they are kept
+        from then on. ValueError when the policy declares none."""
+        if self.size_index:
             return
+        if not self.index_declared:
+            raise ValueError(f"policy {self.allocation.name!r} declares no queue index (uses_size_index)")
+        self.size_index = True
+        if self.allocation.uses_queue_columns:
+            self.columns = [QueueColumns() for _ in self.stage_sites]
+        for stage, queue in enumerate(self.queues):
+            for entry in queue.values():
+                self._index(entry, stage)
+
+    def _index(self, entry: JobEntry, stage: int) -> None:
+        """Give `entry`, the last job of queue `stage`, its queue sequence and its place in the indexes."""
+        job_id = entry.job.id
         self._seq += 1
         entry.seq = self._seq
         bucket = self.buckets[stage].get(entry.job.size)
@@ -1111,6 +1130,8 @@ class Engine:
 
     def fingerprint(self) -> tuple[object, ...]:
         """Everything a policy could change if it broke its contract (for the purity check)."""
+        if self.index_declared:
+            self.indexes()  # built now rather than by the policy's first read while it decides
         return (
             tuple(tuple(q) for q in self.queues),
             tuple(tuple(b) for stage in self.buckets for b in stage.values()),

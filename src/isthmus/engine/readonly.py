@@ -8,7 +8,10 @@ isinstance(x, Sequence)), so this module stays pure Python.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, overload
 
@@ -60,12 +63,15 @@ class BucketsView(Mapping[int, Mapping[int, "JobEntry"]]):
         return len(self._d)
 
 
+_BY_SEQ = itemgetter(1)
+
+
 class SortedGroup(Iterable["JobEntry"]):
     """One size group of the runtime index, iterated in order (read-only)."""
 
     __slots__ = ("_entries", "_items")
 
-    def __init__(self, items: Iterable[tuple[float, int, int]], entries: Mapping[int, JobEntry]) -> None:
+    def __init__(self, items: list[tuple[float, int, int]] | SortedList, entries: Mapping[int, JobEntry]) -> None:
         self._items = items
         self._entries = entries
 
@@ -73,8 +79,19 @@ class SortedGroup(Iterable["JobEntry"]):
         entries = self._entries
         return (entries[item[2]] for item in self._items)
 
+    def upto(self, limit: float) -> list[tuple[float, int, int]]:
+        """(runtime, queue sequence, job id) of the jobs whose runtime is at most `limit` (a NaN
+        runtime counts as infinite), in queue order: found by bisection and sorted without
+        visiting the group's longer jobs."""
+        items = self._items
+        bound = (limit, math.inf, math.inf)
+        cut = items.bisect_right(bound) if isinstance(items, SortedList) else bisect.bisect_right(items, bound)
+        head = list(items[:cut])
+        head.sort(key=_BY_SEQ)
+        return head
 
-class SortedBucketsView(Mapping[int, Iterable["JobEntry"]]):
+
+class SortedBucketsView(Mapping[int, SortedGroup]):
     """size -> jobs of that size in runtime order, read-only."""
 
     __slots__ = ("_d", "_entries")
@@ -85,7 +102,7 @@ class SortedBucketsView(Mapping[int, Iterable["JobEntry"]]):
         self._d = d
         self._entries = entries
 
-    def __getitem__(self, size: int) -> Iterable[JobEntry]:
+    def __getitem__(self, size: int) -> SortedGroup:
         return SortedGroup(self._d[size], self._entries)
 
     def __iter__(self) -> Iterator[int]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
 from isthmus.engine.peering import PeerState, resource_data
-from isthmus.engine.readonly import BucketsView, ReadOnlyList, SortedBucketsView
+from isthmus.engine.readonly import BucketsView, ReadOnlyList, SortedBucketsView, SortedGroup
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData
 from isthmus.model.site import Site
@@ -330,44 +330,56 @@ class EngineView:
     def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobEntry]]:
         """Jobs waiting in queue `stage` grouped by size: size -> {job id: entry} in queue order.
 
-        Kept only for an allocation policy that declares `uses_size_index = True`.
+        Kept only for an allocation policy that declares `uses_size_index = True`, from its
+        first read on.
         """
-        if not self._e.size_index:
-            raise RuntimeError(
-                f"policy {self._e.allocation.name!r} reads queue_by_size but does not declare uses_size_index = True"
-            )
-        return BucketsView(self._e.buckets[stage])
+        e = self._e
+        if not e.size_index:
+            if not e.index_declared:
+                raise RuntimeError(
+                    f"policy {e.allocation.name!r} reads queue_by_size but does not declare uses_size_index = True"
+                )
+            e.indexes()
+        return BucketsView(e.buckets[stage])
 
-    def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobEntry]]:
+    def queue_by_runtime(self, stage: int = 0) -> Mapping[int, SortedGroup]:
         """Jobs waiting in queue `stage` grouped by size, each group shortest runtime first (then
-        queue order): the allocation policy's `runtime_index` says whether by prediction or actual runtime.
+        queue order): the allocation policy's `runtime_index` says whether by prediction, actual runtime or estimate.
         A size whose jobs have all left maps to an empty group.
         """
-        if self._e.runtime_key is None:
+        e = self._e
+        if e.runtime_key is None:
             raise RuntimeError(
-                f"policy {self._e.allocation.name!r} reads queue_by_runtime but does not declare runtime_index"
+                f"policy {e.allocation.name!r} reads queue_by_runtime but does not declare runtime_index"
             )
-        return SortedBucketsView(self._e.sorted_buckets[stage], self._e.entries)
+        e.indexes()
+        return SortedBucketsView(e.sorted_buckets[stage], e.entries)
 
     def queue_columns(self, stage: int = 0) -> QueueColumnsView:
         """Jobs waiting in queue `stage` as read-only NumPy columns (rows in no particular order;
         `seq` gives queue order), for policies that declare `uses_queue_columns`."""
-        columns = self._e.columns
-        if columns is None:
+        e = self._e
+        if not e.allocation.uses_queue_columns:
             raise RuntimeError(
-                f"policy {self._e.allocation.name!r} reads queue_columns but does not declare uses_queue_columns"
+                f"policy {e.allocation.name!r} reads queue_columns but does not declare uses_queue_columns"
             )
+        e.indexes()
+        columns = e.columns
+        assert columns is not None
         return columns[stage].view()
 
     def queue_heads(self, stage: int = 0) -> QueueHeadsView | None:
         """Jobs waiting in queue `stage` as groups of equal (size, predicted runtime), one row per
         group with its head, or None while queue order is not queued_at order (a restored job);
         for policies that declare `uses_queue_columns`."""
-        columns = self._e.columns
-        if columns is None:
+        e = self._e
+        if not e.allocation.uses_queue_columns:
             raise RuntimeError(
-                f"policy {self._e.allocation.name!r} reads queue_heads but does not declare uses_queue_columns"
+                f"policy {e.allocation.name!r} reads queue_heads but does not declare uses_queue_columns"
             )
+        e.indexes()
+        columns = e.columns
+        assert columns is not None
         return columns[stage].heads.view()
 
     @property

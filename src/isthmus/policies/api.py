@@ -17,7 +17,7 @@ no engine code.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, NamedTuple, Protocol
 
@@ -34,8 +34,9 @@ from isthmus.model.peers import PeerRole, ResourceData
 from isthmus.model.site import Site
 
 #: What the engine's runtime index orders queued jobs by: the arrival-time prediction (what a
-#: live system knows) or the actual runtime (simulation only).
-RuntimeKey = Literal["predicted", "runtime"]
+#: live system knows), the actual runtime (simulation only) or the estimate a backfilling
+#: scheduler goes by (the requested runtime, else the prediction).
+RuntimeKey = Literal["predicted", "runtime", "estimate"]
 
 
 class NoParams(BaseModel):
@@ -72,6 +73,19 @@ class JobInfo(Protocol):
     @property
     def alloc(self) -> tuple[tuple[int, int], ...]:
         """(VM id, processors) of each VM a job running on a cloud occupies; empty otherwise."""
+        ...
+
+
+class SortedRuntimes(Protocol):
+    """One size group of the runtime index (`View.queue_by_runtime`), read-only."""
+
+    def __iter__(self) -> Iterator[JobInfo]:
+        """The group's jobs, shortest runtime first (then queue order)."""
+        ...
+
+    def upto(self, limit: float) -> list[tuple[float, int, int]]:
+        """(runtime, queue sequence, job id) of the group's jobs whose runtime is at most
+        `limit`, in queue order, without visiting the longer ones."""
         ...
 
 
@@ -281,9 +295,15 @@ class BagsInfo(Protocol):
 
 
 def runtime_order(entry: JobInfo, key: RuntimeKey) -> tuple[float, int]:
-    """Where a queued job sorts in the runtime index: (its predicted or actual runtime, its queue
-    sequence); a NaN runtime sorts last."""
-    value = entry.predicted if key == "predicted" else entry.job.runtime
+    """Where a queued job sorts in the runtime index: (its predicted runtime, its actual runtime or
+    its estimate, what a backfilling scheduler may assume: `JobInfo.estimated_runtime`; then its
+    queue sequence); a NaN runtime sorts last."""
+    if key == "predicted":
+        value = entry.predicted
+    elif key == "estimate":
+        value = entry.estimated_runtime
+    else:
+        value = entry.job.runtime
     return (math.inf if math.isnan(value) else value, entry.seq)
 
 
@@ -308,7 +328,7 @@ class View(Protocol):
     def queued(self) -> int: ...
     def queue(self, stage: int = 0) -> Collection[JobInfo]: ...
     def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobInfo]]: ...
-    def queue_by_runtime(self, stage: int = 0) -> Mapping[int, Iterable[JobInfo]]: ...
+    def queue_by_runtime(self, stage: int = 0) -> Mapping[int, SortedRuntimes]: ...
     def queue_columns(self, stage: int = 0) -> QueueColumnsView: ...
     def queue_heads(self, stage: int = 0) -> QueueHeadsView | None: ...
     def stage_sites(self, stage: int) -> Sequence[int]: ...
@@ -358,7 +378,7 @@ class AllocationPolicy(Protocol):
     Besides `decide`, it tells the engine the structure it needs: the sites each queue may use
     (`stage_sites`), where arriving and killed jobs go (`arrival_stage`, `next_stage`), which
     indexes it reads (`uses_size_index`; `runtime_index`: the size buckets also ordered by the
-    jobs' predicted or actual runtime; `uses_queue_columns`: the queues as NumPy columns),
+    jobs' predicted or actual runtime or their estimate; `uses_queue_columns`: the queues as NumPy columns),
     whether it needs runtime predictions (`uses_prediction`) or the real runtimes a live system
     cannot know (`needs_true_runtimes`), and whether it serves each queue strictly in order
     (`head_of_line`: the engine then asks it only when some queue's head may fit).

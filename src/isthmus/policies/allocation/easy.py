@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision, start_job
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, first_fit_held, free_processors, take
-from isthmus.policies.api import JobInfo, View
+from isthmus.policies.api import JobInfo, RuntimeKey, SortedRuntimes, View
 from isthmus.policies.prediction.wait import earliest_fit_on
+
+#: A queue of at most this many jobs is backfilled by a plain scan (cheaper than merging its size
+#: buckets); a longer one through the size and estimate indexes, which the engine keeps from
+#: their first read on (a queue that never grows this long costs nothing to index).
+SCAN_QUEUE_MAX = 500
 
 
 class EasyBackfilling(SingleSetPolicy):
@@ -27,10 +34,16 @@ class EasyBackfilling(SingleSetPolicy):
     that job's alone: it may start on them (in order, or as a backfill under the same rules),
     no other job may. For the head's reservation they count as free (a hold never delays the
     head): a held job that would delay the head is not started, and the engine ends its hold.
+
+    A round's cost does not grow with the queue: behind the head, only the jobs that may start
+    are visited (`_backfill_indexed`, through the queue's size buckets and, per size, its jobs in
+    order of estimate), with the decisions of a scan of the whole queue.
     """
 
     name: ClassVar[str] = "easy"
     backfills_behind_reservation: ClassVar[bool] = True
+    uses_size_index: ClassVar[bool] = True
+    runtime_index: ClassVar[RuntimeKey | None] = "estimate"
     seed: ClassVar[str] = "IBM meta-schedulers seed §3.1 (LoadLeveler backfill; Lifka 1995)"
 
     def decide(self, view: View) -> Iterable[Decision]:
@@ -77,6 +90,8 @@ class EasyBackfilling(SingleSetPolicy):
                 res_site, res_time, extra = i, t, x
         if holds:
             return out + _backfill_held(queue, order, free, holds, now, res_site, res_time, extra, self.name)
+        if len(view.queue(0)) > SCAN_QUEUE_MAX:
+            return out + _backfill_indexed(view, head.seq, order, free, now, res_site, res_time, extra, self.name)
         for e in queue:
             if total <= 0:
                 break
@@ -127,4 +142,115 @@ def _backfill_held(
             take(free, i, size, held)
             out.append(start_job(e.job.id, i, None, name))
             break
+    return out
+
+
+def _limits(free: list[int], order: Sequence[int], res_site: int, extra: int) -> tuple[int, int]:
+    """The largest job that may start now whatever its estimate (on a site other than the
+    reservation's, or within the processors left over at the shadow time), and the largest that
+    may start at all (it fits on some site)."""
+    other = 0
+    for i in order:
+        if i != res_site and free[i] > other:
+            other = free[i]
+    at_res = free[res_site] if res_site >= 0 else 0
+    return max(other, min(at_res, extra)), max(other, at_res)
+
+
+def _ending_by(group: SortedRuntimes, bucket: Mapping[int, JobInfo], after: int, limit: float) -> Iterator[JobInfo]:
+    """The jobs of one size queued after sequence `after` whose estimate is at most `limit`, in
+    queue order (`group`: that size in order of estimate; `bucket`: the same jobs by id)."""
+    found = group.upto(limit)
+    for k in range(bisect.bisect_right(found, after, key=_seq_of), len(found)):
+        yield bucket[found[k][2]]
+
+
+def _seq_of(item: tuple[float, int, int]) -> int:
+    return item[1]
+
+
+# how `_backfill_indexed` visits a size: each job, in queue order; only the jobs that end by the
+# shadow time, in queue order; or those, not listed yet (the key a lower bound: the size's first job)
+_ANY, _SHORT, _PENDING = 0, 1, 2
+
+
+def _backfill_indexed(
+    view: View,
+    head_seq: int,
+    order: Sequence[int],
+    free: list[int],
+    now: float,
+    res_site: int,
+    res_time: float,
+    extra: int,
+    name: str,
+) -> list[Decision]:
+    """EASY's backfilling behind the head (queue sequence `head_seq`) with the decisions of a scan
+    of the whole queue, visiting only the jobs that may start.
+
+    A job that the scan would visit and not start changes nothing, so leaving it out keeps every
+    decision. Free processors and the left-over ones (`extra`) only decrease in a round, so once
+    a job is larger than every site's free processors, no later job of its size starts; once it
+    is larger than what it may take whatever its estimate (`_limits`), only the jobs of its size
+    that end by the shadow time may start. The size buckets are merged in queue order: those
+    small enough job by job, the others through their jobs in order of estimate, as far as those
+    ending by the shadow time (the engine's runtime index, `runtime_index = "estimate"`), listed
+    only when the merge reaches them. The rules are the scan's, applied to each job visited.
+    """
+    out: list[Decision] = []
+    anyrt, fits = _limits(free, order, res_site, extra)
+    if fits <= 0:
+        return out
+    # the estimates that may end by the shadow time: `now + estimate <= res_time` decides each
+    # job visited; this bound, loosened past rounding, only chooses which to visit
+    span = res_time - now
+    limit = span + 1e-9 * (abs(res_time) + abs(now) + 1.0) if span < math.inf else math.inf
+    by_estimate = view.queue_by_runtime(0)
+    by_size = view.queue_by_size(0)
+    heap: list[tuple[int, int, int, JobInfo | None, Iterator[JobInfo] | None]] = []
+    for size in by_size:
+        if size > fits:
+            continue
+        bucket = by_size[size]
+        if size <= anyrt:
+            jobs = iter(bucket.values())
+            for e in jobs:  # past the head and the jobs started before it this round
+                if e.seq > head_seq:
+                    heap.append((e.seq, size, _ANY, e, jobs))
+                    break
+        else:
+            heap.append((next(iter(bucket.values())).seq, size, _PENDING, None, None))
+    heapq.heapify(heap)
+    while heap:
+        seq, size, how, entry, following = heap[0]
+        if size > fits:
+            heapq.heappop(heap)  # none of this size fits anywhere any more
+            continue
+        if how == _PENDING or (how == _ANY and size > anyrt):
+            # from here on, a job of this size starts only if it ends by the shadow time
+            rest = _ending_by(by_estimate[size], by_size[size], head_seq if how == _PENDING else seq - 1, limit)
+            first = next(rest, None)
+            if first is None:
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (first.seq, size, _SHORT, first, rest))
+            continue
+        assert entry is not None and following is not None
+        ends_in_time = now + entry.estimated_runtime <= res_time
+        for i in order:
+            if free[i] < size:
+                continue
+            if i == res_site and not ends_in_time:
+                if size > extra:
+                    continue
+                extra -= size
+            free[i] -= size
+            out.append(start_job(entry.job.id, i, None, name))
+            anyrt, fits = _limits(free, order, res_site, extra)
+            break
+        nxt = next(following, None)
+        if nxt is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (nxt.seq, size, how, nxt, following))
     return out
