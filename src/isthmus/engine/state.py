@@ -38,7 +38,8 @@ class JobEntry:
 
     `stage` is the queue the job waits in (0 unless a TAGS policy moved it on after a kill
     at a runtime limit). `run` counts the runs started (a restarted job has several);
-    `restarts` counts the killed ones. `seq` orders jobs by when they entered their queue (kept with the size index).
+    `restarts` counts the killed ones. `seq` orders jobs by when they entered their queue
+    (given with the size index, from its first read on: 0 before).
     `predicted` is the runtime predicted at arrival
     (KOALA-C §III-B), filled in when the allocation policy uses predictions. `chain` and `failed`
     are the forwarding history (Villegas §4.2.1, IBM seed §3.2).

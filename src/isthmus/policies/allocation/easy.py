@@ -91,7 +91,7 @@ class EasyBackfilling(SingleSetPolicy):
         if holds:
             return out + _backfill_held(queue, order, free, holds, now, res_site, res_time, extra, self.name)
         if len(view.queue(0)) > SCAN_QUEUE_MAX:
-            return out + _backfill_indexed(view, head.seq, order, free, now, res_site, res_time, extra, self.name)
+            return out + _backfill_indexed(view, head, order, free, now, res_site, res_time, extra, self.name)
         for e in queue:
             if total <= 0:
                 break
@@ -176,7 +176,7 @@ _ANY, _SHORT, _PENDING = 0, 1, 2
 
 def _backfill_indexed(
     view: View,
-    head_seq: int,
+    head: JobInfo,
     order: Sequence[int],
     free: list[int],
     now: float,
@@ -185,8 +185,8 @@ def _backfill_indexed(
     extra: int,
     name: str,
 ) -> list[Decision]:
-    """EASY's backfilling behind the head (queue sequence `head_seq`) with the decisions of a scan
-    of the whole queue, visiting only the jobs that may start.
+    """EASY's backfilling behind `head` with the decisions of a scan of the whole queue, visiting
+    only the jobs that may start.
 
     A job that the scan would visit and not start changes nothing, so leaving it out keeps every
     decision. Free processors and the left-over ones (`extra`) only decrease in a round, so once
@@ -207,6 +207,7 @@ def _backfill_indexed(
     limit = span + 1e-9 * (abs(res_time) + abs(now) + 1.0) if span < math.inf else math.inf
     by_estimate = view.queue_by_runtime(0)
     by_size = view.queue_by_size(0)
+    head_seq = head.seq  # read after the indexes: their first read gives the queue its sequence
     heap: list[tuple[int, int, int, JobInfo | None, Iterator[JobInfo] | None]] = []
     for size in by_size:
         if size > fits:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
-from isthmus.policies.allocation.common import all_sites, first_fit, free_processors
+from isthmus.policies.allocation.common import all_sites, first_fit, free_processors, queue_fitting
 from isthmus.policies.api import AllocationDefaults, View
 
 
@@ -39,6 +39,8 @@ class FcbfSplit(AllocationDefaults):
     name: ClassVar[str] = "fcbf-split"
     seed: ClassVar[str] = "Villegas dissertation §7.3.1 (FCBF-Split)"
     Params = FcbfSplitParams
+    # the jobs behind the head are found through the size index: only those that fit are visited
+    uses_size_index: ClassVar[bool] = True
 
     def __init__(self, params: FcbfSplitParams | None = None) -> None:
         self.params = params or FcbfSplitParams()
@@ -52,21 +54,22 @@ class FcbfSplit(AllocationDefaults):
         order = view.stage_sites(0)
         free = free_processors(view)
         out: list[Decision] = []
-        queue = iter(view.queue(0))
-        for e in queue:
+        ahead: set[int] = set()  # the jobs started in order before the head, and the head
+        for e in view.queue(0):
+            ahead.add(e.job.id)
             i = first_fit(free, order, e.job.size)
             if i < 0:
                 # the head does not fit: the others get what the head's share leaves
                 others = list(free)
                 for j in order:
                     others[j] = free[j] - math.ceil(free[j] * self.params.head_share)
-                for rest in queue:
+                for rest in queue_fitting(view, 0, others):  # in queue order, those that fit when reached
+                    if rest.job.id in ahead:
+                        continue
                     k = first_fit(others, order, rest.job.size)
                     if k >= 0:
                         others[k] -= rest.job.size
                         out.append(start_job(rest.job.id, k, None, self.name))
-                    if not any(others[j] > 0 for j in order):
-                        break
                 break
             free[i] -= e.job.size
             out.append(start_job(e.job.id, i, None, self.name))
