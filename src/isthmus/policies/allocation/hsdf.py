@@ -129,9 +129,9 @@ class HighestSlowdownFirst(AllocationDefaults):
         for job_id, size in ranked:
             i = first_fit(free, order, size)
             if i < 0:
-                if not can_change:
+                if not can_change and any(free[j] > 0 for j in order):
                     continue
-                break
+                break  # or nothing is free any more: no job behind can start either
             free[i] -= size
             out.append(start_job(job_id, i, None, self.name))
         return out
