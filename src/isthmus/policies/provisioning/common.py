@@ -120,9 +120,17 @@ def queue_demand(view: View, clouds: Mapping[int, CloudInfo]) -> Demand:
         demand.lease[i] = deficit
         free[i] += (c.booting + deficit) * c.site.cores_per_node
     claimed = [0] * len(free)
+    # the VMs each cloud may still lease: its maximum less those it has and those planned
+    room = {i: c.site.max_vms - c.leased - demand.lease[i] for i, c in clouds.items()}
     for stage in range(view.stages):
         order = view.stage_sites(stage)
-        for e in view.queue(stage):
+        grow = [i for i in order if i in clouds]
+        queue = view.queue(stage)
+        looked = 0  # jobs of this queue looked at
+        for e in queue:
+            if not any(free[i] > 0 for i in order) and not any(room[i] > 0 for i in grow):
+                break  # no free processor and no cloud that may grow: none of the rest is placed
+            looked += 1
             size = e.job.size
             placed = False
             for i in order:
@@ -133,20 +141,19 @@ def queue_demand(view: View, clouds: Mapping[int, CloudInfo]) -> Demand:
                     break
             if placed:
                 continue
-            for i in order:
-                cl = clouds.get(i)
-                if cl is None:
-                    continue
-                cores = cl.site.cores_per_node
+            for i in grow:
+                cores = clouds[i].site.cores_per_node
                 vms = math.ceil((size - free[i]) / cores)
-                if cl.leased + demand.lease[i] + vms <= cl.site.max_vms:
+                if vms <= room[i]:
                     demand.lease[i] += vms
+                    room[i] -= vms
                     claimed[i] += free[i]
                     free[i] += vms * cores - size
                     placed = True
                     break
             if not placed:
                 demand.unplaced += 1
+        demand.unplaced += len(queue) - looked
     for i, c in clouds.items():
         demand.claimed_vms[i] = math.ceil(min(claimed[i], ready_free[i]) / c.site.cores_per_node)
     return demand

@@ -82,10 +82,6 @@ class ThresholdProvisioning:
         self.observe(view)
         if not clouds:
             return out
-        total = 0.0
-        for stage in range(view.stages):
-            for e in view.queue(stage):
-                total += self.quantity(view, e)
         demand = queue_demand(view, clouds)
         target = self._target(view, clouds)
         wake = math.inf
@@ -94,6 +90,8 @@ class ThresholdProvisioning:
         if target is not None and not allowance.take(target, 1):
             target = None  # the budget pays for no more VMs there
         threshold = self.params.factor * self._boots.mean(target) if target is not None else math.inf
+        # with no cloud to lease on (or no budget) the threshold is infinite and the total unused
+        total = self._total(view, threshold) if threshold < math.inf else 0.0
         if total > threshold and target is not None:
             out.extend(demand.lease_decisions(target, 1, self.name))
             leased_on.add(target.index)
@@ -120,6 +118,17 @@ class ThresholdProvisioning:
         if wake < math.inf:
             out.append(WakeUp(wake, by=self.name))
         return out
+
+    def _total(self, view: View, threshold: float) -> float:
+        """The queue's quantity, added up in queue order until it passes `threshold` (the
+        quantities are never negative nor NaN: the rest could not bring it back under)."""
+        total = 0.0
+        for stage in range(view.stages):
+            for e in view.queue(stage):
+                total += self.quantity(view, e)
+                if total > threshold:
+                    return total
+        return total
 
     def _target(self, view: View, clouds: dict[int, CloudInfo]) -> CloudInfo | None:
         """The cloud a lease goes to: the first cloud of the first queue below its maximum."""
