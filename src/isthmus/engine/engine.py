@@ -167,6 +167,11 @@ class Engine:
         if allocation.uses_queue_columns and not self.index_declared:
             raise ValueError(f"policy {allocation.name!r} declares uses_queue_columns without uses_size_index")
         self._seq = 0
+        # VMs leased at the clock's current instant (`lease_churn`): leasing far more than the
+        # clouds hold without time passing is a lease and release cycle that never ends
+        self._lease_instant = -math.inf
+        self._leases_now = 0
+        self._lease_churn_limit = 10 * sum(s.max_vms for s in env.sites if s.is_cloud) + 100
         self.entries: dict[int, JobEntry] = {}
         self.history: dict[str, deque[float]] = {}
         self.runtime_sum = 0.0
@@ -582,6 +587,24 @@ class Engine:
             self.notify_origin(entry)
         if self._round_at > now or self._per_event:  # `_round_soon`, inline: once per end
             self._request_round(now)
+
+    def lease_churn(self, count: int, policy: str) -> None:
+        """Count `count` VMs leased now; ValueError once the VMs leased at this one instant pass
+        ten times what the clouds hold (and 100): VMs that boot and are released in no time (boot
+        and idle release times of 0) let a provisioning policy lease and release them forever
+        while the clock stands still."""
+        now = self.clock.now
+        if now != self._lease_instant:
+            self._lease_instant, self._leases_now = now, 0
+        self._leases_now += count
+        if self._leases_now > self._lease_churn_limit:
+            instant = [b.name for b in self.clouds if b.site.boot_time == 0 and b.site.idle_release_time == 0]
+            why = f" (boot and idle release times of 0 on {', '.join(instant)})" if instant else ""
+            raise ValueError(
+                f"at time {now} {policy or 'a policy'} has leased {self._leases_now} VMs without the clock "
+                f"moving on, as many released at once{why}: the simulation cannot advance; give the clouds "
+                "a boot time or an idle release time above 0"
+            )
 
     def schedule_walltime(self, entry: JobEntry, started: float) -> None:
         """With `enforce_walltime`, schedule the end of the current run of `entry` at its job's

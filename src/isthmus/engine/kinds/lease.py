@@ -81,6 +81,7 @@ class LeaseKind:
         The VM_LEASE event's value is the instance type's index (0, the default type, for a
         site with one type); a VM serving one user is followed by VM_USER naming the user."""
         backend, vm_type, image, users, cap = ctx
+        engine.lease_churn(len(users), d.by or engine.deciding)
         now = engine.clock.now
         price = backend.site.type_price_per_increment(vm_type) if backend.site.is_paid else 0.0
         log = engine.log
