@@ -65,6 +65,7 @@ class JobInfo(Protocol):
         """The job's place in queue order (for policies that declare `uses_size_index`, once an
         index of the queue has been read; 0 before)."""
         ...
+
     @property
     def predicted(self) -> float: ...
     @property

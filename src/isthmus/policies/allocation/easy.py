@@ -98,19 +98,30 @@ class EasyBackfilling(SingleSetPolicy):
             size = e.job.size
             if size > total:
                 continue
-            ends_in_time = now + e.estimated_runtime <= res_time
-            for i in order:
-                if free[i] < size:
-                    continue
-                if i == res_site and not ends_in_time:
-                    if size > extra:
-                        continue
-                    extra -= size
-                free[i] -= size
+            i, extra = _backfill_site(free, order, size, now + e.estimated_runtime <= res_time, res_site, extra)
+            if i >= 0:
                 total -= size
                 out.append(start_job(e.job.id, i, None, self.name))
-                break
         return out
+
+
+def _backfill_site(
+    free: list[int], order: Sequence[int], size: int, ends_in_time: bool, res_site: int, extra: int
+) -> tuple[int, int]:
+    """EASY's rule for one job behind the head: the first site of `order` with `size` free
+    processors where it does not delay the reservation (on the reservation's site, it ends by the
+    shadow time or fits in the `extra` processors left over then), taken from `free`; and the
+    extra processors left. -1 when there is none."""
+    for i in order:
+        if free[i] < size:
+            continue
+        if i == res_site and not ends_in_time:
+            if size > extra:
+                continue
+            extra -= size
+        free[i] -= size
+        return i, extra
+    return -1, extra
 
 
 def _backfill_held(
@@ -237,18 +248,10 @@ def _backfill_indexed(
                 heapq.heapreplace(heap, (first.seq, size, _SHORT, first, rest))
             continue
         assert entry is not None and following is not None
-        ends_in_time = now + entry.estimated_runtime <= res_time
-        for i in order:
-            if free[i] < size:
-                continue
-            if i == res_site and not ends_in_time:
-                if size > extra:
-                    continue
-                extra -= size
-            free[i] -= size
+        i, extra = _backfill_site(free, order, size, now + entry.estimated_runtime <= res_time, res_site, extra)
+        if i >= 0:
             out.append(start_job(entry.job.id, i, None, name))
             anyrt, fits = _limits(free, order, res_site, extra)
-            break
         nxt = next(following, None)
         if nxt is None:
             heapq.heappop(heap)
