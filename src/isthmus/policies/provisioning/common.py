@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
@@ -127,8 +127,9 @@ def queue_demand(view: View, clouds: Mapping[int, CloudInfo]) -> Demand:
         grow = [i for i in order if i in clouds]
         queue = view.queue(stage)
         looked = 0  # jobs of this queue looked at
+        full = _full(free, order, room, grow)
         for e in queue:
-            if not any(free[i] > 0 for i in order) and not any(room[i] > 0 for i in grow):
+            if full:
                 break  # no free processor and no cloud that may grow: none of the rest is placed
             looked += 1
             size = e.job.size
@@ -139,24 +140,31 @@ def queue_demand(view: View, clouds: Mapping[int, CloudInfo]) -> Demand:
                     claimed[i] += size
                     placed = True
                     break
-            if placed:
-                continue
-            for i in grow:
-                cores = clouds[i].site.cores_per_node
-                vms = math.ceil((size - free[i]) / cores)
-                if vms <= room[i]:
-                    demand.lease[i] += vms
-                    room[i] -= vms
-                    claimed[i] += free[i]
-                    free[i] += vms * cores - size
-                    placed = True
-                    break
             if not placed:
+                for i in grow:
+                    cores = clouds[i].site.cores_per_node
+                    vms = math.ceil((size - free[i]) / cores)
+                    if vms <= room[i]:
+                        demand.lease[i] += vms
+                        room[i] -= vms
+                        claimed[i] += free[i]
+                        free[i] += vms * cores - size
+                        placed = True
+                        break
+            if placed:
+                full = _full(free, order, room, grow)  # only a placement changes it
+            else:
                 demand.unplaced += 1
         demand.unplaced += len(queue) - looked
     for i, c in clouds.items():
         demand.claimed_vms[i] = math.ceil(min(claimed[i], ready_free[i]) / c.site.cores_per_node)
     return demand
+
+
+def _full(free: list[int], order: Sequence[int], room: Mapping[int, int], grow: Sequence[int]) -> bool:
+    """No site of `order` has a free processor and no cloud of `grow` may lease another VM: no
+    job can be placed on paper any more."""
+    return not any(free[i] > 0 for i in order) and not any(room[i] > 0 for i in grow)
 
 
 def _typed_demand(view: View, clouds: Mapping[int, CloudInfo]) -> Demand:
