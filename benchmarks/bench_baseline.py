@@ -1,7 +1,7 @@
 """Simulation speed of this tree against an older isthmus tree, measured in the same run.
 
-Issue 9 asks that reshaping the core keep `bench_sim.py`'s figures within 10% of the engine
-before the reshape. This runs the same cases with both trees' source (PYTHONPATH), each case in
+A change to the core should keep `bench_sim.py`'s figures within 10% of the tree before it.
+This runs the same cases with both trees' source (PYTHONPATH), each case in
 a fresh child process, the two trees alternating (A B A B ...) so that the machine's load drifts
 over both alike, and prints median simulation times and their ratio: wall time, and the child's CPU time (on a loaded
 machine wall time stretches with the other processes; CPU time much less).
