@@ -24,7 +24,7 @@ TRACES = SHARED / "traces"
 
 # Whole-process figures measured for the fastest Python peer (pyss) on this kind of machine.
 PYSS = {"fcfs": {"jobs_s": 13_300, "rss_mb": 307}, "easy": {"jobs_s": 4_100, "rss_mb": 316}}
-# The issue's stated bar (pyss "about 7,700 jobs/s FCFS and 4,200 jobs/s EASY here").
+# The stated bar for the peers (pyss "about 7,700 jobs/s FCFS and 4,200 jobs/s EASY here").
 ISSUE_BAR = {"fcfs": 7_700, "easy": 4_200}
 
 
