@@ -1,4 +1,4 @@
-"""The main command loads a sub-command's module only when that command runs (issue 11: start-up
+"""The main command loads a sub-command's module only when that command runs (start-up
 time and memory count in the whole `isthmus simulate` command)."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _loaded(modules: set[str], name: str) -> bool:
 
 
 def test_simulate_of_a_trace_on_one_cluster_imports_only_what_it_uses(tmp_path: Path) -> None:
-    """Issue 11: the whole command's start-up counts. A trace on `--cluster P` loads neither
+    """The whole command's start-up counts. A trace on `--cluster P` loads neither
     the environment schema nor the generators (nor any module in UNNEEDED_FOR_A_TRACE); with
     the default plots it loads matplotlib's Figure and Agg canvas, still not pyplot."""
     trace = tmp_path / "t.swf"

@@ -559,7 +559,7 @@ def test_finite_number_check_for_inf() -> None:
 
 
 def test_tags_structure_is_checked_when_the_file_is_read(tmp_path: Path) -> None:
-    """Issue: for TAGS-sets each set must be a proper subset of the previous one (file named)."""
+    """For TAGS-sets each set must be a proper subset of the previous one (file named)."""
     doc = base()
     names = [s["name"] for s in doc["sites"]]
     doc["sets"] = [

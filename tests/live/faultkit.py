@@ -1,5 +1,5 @@
 """Fault injection against a real manager: one campaign, run short by the suite and long by
-scripts/fault_campaign.py (issue 10, item 6).
+scripts/fault_campaign.py.
 
 A campaign starts a manager (a real process, real pilots, a real database), submits a workload
 of jobs that each append their run number to a ledger file, and injects faults at random while

@@ -1,4 +1,4 @@
-"""A bounded fault-injection campaign in the suite (issue 10, item 6): the manager killed and
+"""A bounded fault-injection campaign in the suite: the manager killed and
 paused, pilots killed, the database refusing writes and output spools removed while a
 workload runs; then every job is checked (see faultkit). scripts/fault_campaign.py runs the
 same campaign longer."""

@@ -1,4 +1,4 @@
-"""What a job can reach (issue 10, item 3): a pilot accepts reports only on the runs it was
+"""What a job can reach: a pilot accepts reports only on the runs it was
 given, and a job cannot read its pilot's token from the pilot's environment."""
 
 from __future__ import annotations

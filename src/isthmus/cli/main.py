@@ -2,7 +2,7 @@
 
 Sub-commands are loaded on first use: `isthmus simulate` imports the simulator, metrics and
 records, not the HTTP client, the live manager or the experiments (start-up time and memory
-count in the whole command, issue 11). `COMMANDS` names the module that registers each
+count in the whole command). `COMMANDS` names the module that registers each
 sub-command; `isthmus --help` loads them all to list them.
 """
 

@@ -40,7 +40,7 @@ _new_object = object.__new__
 def start_job(job_id: int, site: int, limit: float | None, by: str) -> StartJob:
     """`StartJob(job_id, site, limit, by=by)`, equal to it and as immutable, built without the
     frozen dataclass's `__init__` (one `object.__setattr__` call a field) as a `thawed_twin`:
-    the policies' hot path builds one a started job (docs/simulation.md, "Third pass")."""
+    the policies' hot path builds one a started job (docs/simulation.md, "Fast builders")."""
     if _START_TWIN is None:
         return StartJob(job_id, site, limit, by)
     d: Any = _new_object(_START_TWIN)
