@@ -188,8 +188,10 @@ class ProviderCloud(WorkerThread, LocalCloud):
         if isinstance(outcome, SiteError):
             self._refused(outcome)
             if vm is not None and vm.state is VmState.BOOTING:
-                with self.ctx.external():
+                with self.ctx.external():  # `_discard` counts it as an error VM (its node is booting)
                     self.ctx.engine.vm_failed(self.index, vm_id, f"lease refused: {outcome}")
+            else:
+                self.error_vms += 1
             return
         self._backoff = 0.0
         self.instance_of[vm_id] = outcome.provider_id
@@ -208,7 +210,6 @@ class ProviderCloud(WorkerThread, LocalCloud):
         log.info("site %s: VM %s is instance %s", self.name, key, outcome.provider_id)
 
     def _refused(self, err: SiteError) -> None:
-        self.error_vms += 1
         self.last_error = str(err)
         if isinstance(err, CapacityError | QuotaError):
             self._backoff = min(BACKOFF_MAX, self._backoff * 2 if self._backoff else BACKOFF_FIRST)
