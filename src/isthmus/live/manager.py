@@ -1,9 +1,12 @@
 """The live manager: daemon wiring and lifecycle around the engine on a wall clock.
 
 `Manager` builds the engine with the local site backends, owns the real-time clock that drives
-it (`isthmus.engine.clock.RealtimeClock`), the database, and three parts, each in its own
-module: `Intake` (submissions, group commit, cancellations), `PilotHub` (the pilot protocol and
-liveness) and the `Projector` (events to rows); `recover()` rebuilds the state at start.
+it (`isthmus.engine.clock.RealtimeClock`), the database, and the roles, each in its own module:
+`Intake` (submissions, group commit, cancellations), `PilotHub` (the pilot protocol and
+liveness), `BagRunner` (bags' launchers), the sites behind external systems and the
+`Projector` (events to rows); `recover()` rebuilds the state at start. The roles receive the
+`LiveContext` (isthmus.live.context), never the manager: the manager wires them and runs the
+lifecycle (start, the clock's loop, stop).
 Everything - API handlers, the clock's loop, pilot messages - runs on one asyncio event loop
 thread, so the engine needs no locks.
 

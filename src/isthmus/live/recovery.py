@@ -31,7 +31,7 @@ _VM_STATES = {"booting": VmState.BOOTING, "ready": VmState.READY, "releasing": V
 
 
 def recover(ctx: LiveContext) -> None:
-    """Bring `m`'s engine, pilots and VMs back to what the database recorded."""
+    """Bring the engine, pilots and VMs of `ctx` back to what the database recorded."""
     engine, hub, store = ctx.engine, ctx.hub, ctx.store
     hub.recovering = True
     now = ctx.clock.now
