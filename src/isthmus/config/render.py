@@ -15,13 +15,16 @@ from isthmus.config.errors import Problem, format_path, show_value
 from isthmus.config.models import (
     NAME_RULE,
     EnvironmentSpec,
+    Family,
     FederationSpec,
     ImageSpec,
     InstanceTypeSpec,
     Loc,
+    LrmSpec,
     PeerSpec,
     PoliciesSpec,
     PolicySpec,
+    ProviderSpec,
     SiteSetSpec,
     SiteSpec,
     suggest_key,
@@ -76,10 +79,36 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
     return model
 
 
-def _is_int_field(loc: Loc) -> bool:
+def _driver_model(model: type[BaseModel], loc: Loc, data: Any) -> type[BaseModel] | None:
+    """The options model of the driver the table at `loc` names (an ``lrm`` or ``provider``)."""
+    family: Family | None = "batch" if model is LrmSpec else "cloud" if model is ProviderSpec else None
+    for part in loc:
+        data = _child(data, part)
+    driver = data.get("driver") if isinstance(data, Mapping) else None
+    if family is None or not isinstance(driver, str):
+        return None
+    from isthmus.backends import registry
+
+    try:
+        return registry.get(family, driver).options_model()
+    except KeyError:
+        return None
+
+
+def _child(node: Any, part: str | int) -> Any:
+    if isinstance(node, Mapping):
+        return node.get(part)
+    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        return node[part]
+    return None
+
+
+def _is_int_field(loc: Loc, data: Any) -> bool:
     if not loc or not isinstance(loc[-1], str):
         return False
     model = _model_at(loc[:-1])
+    if model is not None and loc[-1] not in model.model_fields:
+        model = _driver_model(model, loc[:-1], data)
     if model is None or loc[-1] not in model.model_fields:
         return False
     annotation = model.model_fields[loc[-1]].annotation
@@ -99,7 +128,7 @@ _COMPARE = {
 _COMPLETE = frozenset({"unknown_key", "driver_name"})
 
 
-def _describe_pydantic_error(err: Mapping[str, Any]) -> str:
+def _describe_pydantic_error(err: Mapping[str, Any], data: Any) -> str:
     kind = err["type"]
     loc: Loc = tuple(err["loc"])
     value = err.get("input")
@@ -117,7 +146,7 @@ def _describe_pydantic_error(err: Mapping[str, Any]) -> str:
         limit = (err.get("ctx") or {}).get(ctx_key)
         if isinstance(limit, float) and limit.is_integer():
             limit = int(limit)
-        what = "an integer" if _is_int_field(loc) else "a number"
+        what = "an integer" if _is_int_field(loc, data) else "a number"
         return f"expected {what} {op} {limit}{got}"
     if kind == "string_pattern_mismatch":
         key = loc[-1] if loc else None
@@ -150,11 +179,11 @@ def _describe_pydantic_error(err: Mapping[str, Any]) -> str:
     return msg + got
 
 
-def pydantic_problems(exc: ValidationError) -> list[tuple[Loc, str]]:
-    """Each error of `exc` as (key path, message in plain words)."""
+def pydantic_problems(exc: ValidationError, data: Any) -> list[tuple[Loc, str]]:
+    """Each error of `exc` (validating the document `data`) as (key path, message in plain words)."""
     out: list[tuple[Loc, str]] = []
     for err in exc.errors(include_url=False):
-        out.append((tuple(err["loc"]), _describe_pydantic_error(err)))
+        out.append((tuple(err["loc"]), _describe_pydantic_error(err, data)))
     return out
 
 

@@ -75,7 +75,7 @@ def validate_document(
     try:
         spec = EnvironmentSpec.model_validate(data)
     except ValidationError as exc:
-        found.extend(pydantic_problems(exc))
+        found.extend(pydantic_problems(exc, data))
     found.extend(check(Parts.of_spec(spec) if spec is not None else Parts.of_document(data), checker))
     if found or spec is None:
         raise ConfigError(file, to_problems(found, data, line_of))
