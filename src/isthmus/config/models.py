@@ -33,6 +33,7 @@ __all__ = [
     "NAME_RULE",
     "BudgetSpec",
     "EnvironmentSpec",
+    "Family",
     "FederationSpec",
     "ImageSpec",
     "InstanceTypeSpec",
@@ -44,6 +45,7 @@ __all__ = [
     "ProviderSpec",
     "SiteSetSpec",
     "SiteSpec",
+    "Spec",
     "suggest_key",
 ]
 
