@@ -219,3 +219,14 @@ def test_a_drivers_options_dump_back_to_an_equal_environment(tiny_driver: str) -
     assert lrm.driver_options == TinyOptions(spool="/s", depth=3)
     for fmt in ("toml", "yaml"):
         assert environment_from_text(dump_environment(env, fmt), fmt) == env  # type: ignore[arg-type]
+
+
+def test_a_driver_whose_module_does_not_import_is_named_at_the_driver_key() -> None:
+    registry.register(Driver("batch", "gone", "no_such_module_anywhere:open", "no_such_module_anywhere:Options"))
+    try:
+        err = _lrm_error('driver = "gone"')
+    finally:
+        registry.unregister("batch", "gone")
+    assert err.path == "sites[0].lrm.driver"
+    assert "driver 'gone' is registered but its options model cannot be loaded" in err.message
+    assert "no_such_module_anywhere" in err.message

@@ -146,9 +146,15 @@ def _with_driver_options(model: type[BaseModel], family: Family, data: Any, hand
             driver = registry.get(family, name)
         except KeyError as exc:
             errors.append(_custom("driver_name", str(exc.args[0]), ("driver",), name))
+    options_model: type[BaseModel] | None = None
     if driver is not None:
+        try:
+            options_model = driver.options_model()
+        except Exception as exc:  # an outside driver whose module does not import
+            message = f"driver {name!r} is registered but its options model cannot be loaded: {exc}"
+            errors.append(_custom("driver_name", message, ("driver",), name))
+    if options_model is not None:
         assert isinstance(name, str)
-        options_model = driver.options_model()
         mine = set(options_model.model_fields)
         others = _other_drivers_keys(family, name) if set(own) - mine else {}
         foreign = sorted(k for k in own if k not in mine and k in others)
