@@ -155,14 +155,14 @@ def check(parts: Parts, check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
     valid_sites = [(i, s) for i, s in enumerate(sites or []) if s is not None]
     for i, site in valid_sites:
         out.extend(_site_problems(("sites", i), site))
-    out.extend(_duplicates("sites", "site name", [(i, s.name) for i, s in valid_sites]))
+    out.extend(_repeated_names("sites", "site name", [(i, s.name) for i, s in valid_sites]))
     # references to sites are checked once every site is valid (a broken one still has a name)
     complete = sites is not None and all(s is not None and "name" not in s.invalid_keys for s in sites)
     names = [s.name for _, s in valid_sites] if complete else None
     clouds = {s.name for _, s in valid_sites if s.kind == "cloud"}
 
     budgets = [(j, b) for j, b in enumerate(parts.budgets) if b is not None]
-    out.extend(_duplicates("budgets", "budget name", [(j, b.name) for j, b in budgets]))
+    out.extend(_repeated_names("budgets", "budget name", [(j, b.name) for j, b in budgets]))
     if names is not None:
         for j, budget in budgets:
             for k, s in enumerate(budget.sites):
@@ -171,7 +171,7 @@ def check(parts: Parts, check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
                     out.append((("budgets", j, "sites", k), f"{s!r} is {what}; a budget covers cloud sites"))
 
     sets = [(j, st) for j, st in enumerate(parts.sets) if st is not None]
-    out.extend(_duplicates("sets", "set name", [(j, st.name) for j, st in sets]))
+    out.extend(_repeated_names("sets", "set name", [(j, st.name) for j, st in sets]))
     for j, site_set in sets:
         out.extend(_set_problems(j, site_set, names))
 
@@ -181,7 +181,7 @@ def check(parts: Parts, check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
             out.append(
                 (("peers", j, "name"), f"{peer.name!r} is this manager's own name: a manager is not its own peer")
             )
-    out.extend(_duplicates("peers", "peer name", [(j, p.name) for j, p in peers]))
+    out.extend(_repeated_names("peers", "peer name", [(j, p.name) for j, p in peers]))
 
     if parts.policies is not None:
         for family in ("allocation", "provisioning", "fairshare", "selection"):
@@ -192,7 +192,7 @@ def check(parts: Parts, check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
     return out
 
 
-def _duplicates(key: str, label: str, named: Sequence[tuple[int, str | None]]) -> list[tuple[Loc, str]]:
+def _repeated_names(key: str, label: str, named: Sequence[tuple[int, str | None]]) -> list[tuple[Loc, str]]:
     out: list[tuple[Loc, str]] = []
     first: dict[str, int] = {}
     for i, name in named:
@@ -297,7 +297,7 @@ def _vm_offer_problems(at: Loc, site: SiteSpec, given: set[str]) -> list[tuple[L
         if not items:
             out.append(((*at, key), f"an empty list; give at least one {label} or leave {key} out"))
         named = [(j, item.name) for j, item in enumerate(items)]
-        out.extend(((*at, *loc), message) for loc, message in _duplicates(key, label, named))
+        out.extend(((*at, *loc), message) for loc, message in _repeated_names(key, label, named))
     types = site.instance_types
     if types:
         for key in ("cores_per_node", "price_per_hour"):
