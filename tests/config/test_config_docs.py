@@ -61,4 +61,5 @@ def test_the_example_of_docs_clouds_is_valid() -> None:
     assert with_budget.budgets[0].name == "aws-daily" and with_budget.budgets[0].period == "day"
     env = environment_from_text(example, "toml", file="docs/clouds.md")
     p = env.site("aws").provider
-    assert p is not None and (p.driver, p.instance_type, p.extra) == ("ec2", "t3.small", (("ex_keyname", "ops"),))
+    assert p is not None and (p.driver, p.instance_type) == ("ec2", "t3.small")
+    assert p.driver_options.extra == {"ex_keyname": "ops"}

@@ -328,34 +328,3 @@ def _parse_key(key: str) -> tuple[int, int]:
     """(job, run) of a key `j<job>r<run>`; (-1, -1) for anything else."""
     job, sep, run = key.removeprefix("j").partition("r")
     return (int(job), int(run)) if sep and job.isdigit() and run.isdigit() else (-1, -1)
-
-
-def batch_system(site: Site) -> Callable[[str], BatchSystem]:
-    """How to connect to the batch system of `site` as a given manager id."""
-    lrm = site.lrm
-    assert lrm is not None
-    if lrm.driver == "slurm":
-        from isthmus.backends.slurm import SlurmBatch
-
-        return lambda manager_id: SlurmBatch(
-            site.name,
-            manager_id,
-            partition=lrm.partition,
-            account=lrm.account,
-            qos=lrm.qos,
-            extra_options=lrm.options,
-            slurm_conf=lrm.config,
-            timeout=lrm.command_timeout,
-        )
-    if lrm.driver == "gridengine":
-        from isthmus.backends.gridengine import GridEngineBatch
-
-        return lambda manager_id: GridEngineBatch(
-            site.name,
-            manager_id,
-            queue=lrm.queue,
-            parallel_environment=lrm.parallel_environment or "smp",
-            extra_options=lrm.options,
-            timeout=lrm.command_timeout,
-        )
-    raise ValueError(f"site {site.name}: unknown batch system driver {lrm.driver!r}")

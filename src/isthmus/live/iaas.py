@@ -334,12 +334,3 @@ class ProviderCloud(WorkerThread, LocalCloud):
             if stray:
                 log.warning("site %s: terminating instance(s) no live VM claims: %s", self.name, stray)
                 self.worker.call(self.cloud.release, stray, done=lambda r: None)
-
-
-def provider_for(site: Site) -> Callable[[str], CloudProvider]:
-    """How to connect to the provider of cloud site `site` as a given manager id."""
-    from isthmus.backends.libcloud_provider import LibcloudProvider
-
-    settings = site.provider
-    assert settings is not None
-    return lambda manager_id: LibcloudProvider(site.name, manager_id, settings)

@@ -33,15 +33,16 @@ from typing import Any
 from sqlalchemy import select
 
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, kill_group, pilot_alive, still_pilot
+from isthmus.backends.registry import batch_system, cloud_provider
 from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.bags import BagSettings
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.bag_tasks import BagRunner
-from isthmus.live.batch import BatchCluster, batch_system
+from isthmus.live.batch import BatchCluster
 from isthmus.live.context import DEFAULT_ESTIMATE, LiveContext, ManagerConfig, PeerHooks
 from isthmus.live.errors import PersistError, RequestError
-from isthmus.live.iaas import ProviderCloud, provider_for
+from isthmus.live.iaas import ProviderCloud
 from isthmus.live.intake import Intake
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.pilots import Node, PilotHub
@@ -131,7 +132,7 @@ class Manager:
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
             if site.is_cloud and site.provider is not None:
-                cloud = ProviderCloud(i, site, provider_for(site), self.ctx)
+                cloud = ProviderCloud(i, site, cloud_provider(site), self.ctx)
                 backends.append(cloud)
                 self.hub.launchers[i] = cloud
             elif site.is_cloud:
