@@ -36,6 +36,7 @@ from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, k
 from isthmus.backends.registry import batch_system, cloud_provider
 from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.bags import BagSettings
+from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.bag_tasks import BagRunner
@@ -47,9 +48,7 @@ from isthmus.live.intake import Intake
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
-from isthmus.model.environment import PolicyChoice
 from isthmus.model.status import Status
-from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.store import tables as db
 from isthmus.store.projector import Projector
 from isthmus.store.tokens import hash_token, new_token
@@ -121,14 +120,6 @@ class Manager:
 
     def _build_engine(self) -> Engine:
         env = self.env
-        others: dict[str, PolicyChoice] = {}
-        if env.fairshare is not None:
-            others["fairshare"] = env.fairshare
-        if env.selection is not None and env.peers:
-            others["selection"] = env.selection
-        policies = build_policies(
-            env.allocation, env.provisioning, DEFAULT_PREDICTOR, others or None, true_runtimes_known=False
-        )
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
             if site.is_cloud and site.provider is not None:
@@ -150,12 +141,13 @@ class Manager:
                     self.hub.nodes[key] = Node(key, i, site.cores_per_node)
         interval = env.round_interval if self.config.round_interval == "env" else self.config.round_interval
         assert interval is None or isinstance(interval, (int, float))
-        return Engine(
+        return build_engine(
             env,
-            policies,
-            self.clock,
-            lambda _schedule: backends,
-            round_interval=float(interval) if interval else None,
+            PolicyChoices.of(env, selection=env.selection if env.peers else None),
+            clock=self.clock,
+            backends=lambda _schedule: backends,
+            true_runtimes_known=False,
+            round_interval=interval,
             budget=self.config.budget,
             enforce_walltime=self.config.enforce_walltime,
         )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from isthmus.backends.local import pid_is_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend, VmState
 from isthmus.engine.budgets import merge_charged, restore_vm_users
+from isthmus.engine.history import HistoryReplay
 from isthmus.live.pilots import Node
 from isthmus.model.states import JobState
 
@@ -90,6 +91,8 @@ def recover(ctx: LiveContext) -> None:
     elsewhere = ctx.federation.held_elsewhere() if ctx.federation is not None else set()
     active = [r for r in store.active_jobs() if r["id"] not in elsewhere]
     engine.bags.reserve_slot_ids(store.max_bag_slot() + 1)
+    # the runtime predictors' history: each job is restored with what had completed when it arrived
+    history = HistoryReplay.from_log(engine, store.event_log(), {j[0]: j[1] for j in store.job_owners()})
     for row in active:
         job_id = row["id"]
         ctx.intake.specs[job_id] = row["spec"]
@@ -97,12 +100,14 @@ def recover(ctx: LiveContext) -> None:
         if row["spec"].get("kind") == "bag":
             restore_bag(ctx, row)
             continue
+        history.before_arrival(job_id)
         engine.restore(
             ctx.intake.job_of(job_id, row["user"], row["spec"], row["submit_time"]),
             stage=row["stage"] or 0,
             run=row["run"],
             restarts=row["restarts"],
         )
+    history.finish()
     started = (JobState.STARTING.value, JobState.RUNNING.value)
     running = sorted(
         (r for r in active if r["state"] in started and r["spec"].get("kind") != "bag"),
