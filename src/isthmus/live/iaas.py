@@ -337,6 +337,18 @@ class ProviderCloud(WorkerThread, LocalCloud):
             self.worker.call(self.cloud.release, stray, done=lambda r: None)
         self.m.after()
 
+    def describe(self) -> dict[str, object]:
+        """The cloud's figures (`CloudBackend.describe`) and its provider: driver, VMs that
+        failed to boot or were refused, the last error, and whether it leases now ("ok") or why not."""
+        d = super().describe()
+        d["provider"] = {
+            "driver": self.settings.driver,
+            "error_vms": self.error_vms,
+            "last_error": self.last_error,
+            "leasing": self.lease_refusal(time.time()) or "ok",
+        }
+        return d
+
 
 def provider_for(site: Site) -> Callable[[str], CloudProvider]:
     """How to connect to the provider of cloud site `site` as a given manager id."""
