@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from conftest import PEER_SECRET, Api
+from serverkit import PEER_SECRET, Api
 
 #: A value for each path parameter of the API (the request must reach authentication only).
 PATH_VALUES = {"job_id": "1", "task": "0", "name": "x", "token_id": "abcd"}

@@ -3,7 +3,7 @@ the method checks every router's paths share (405 listing the methods a path has
 
 from __future__ import annotations
 
-from conftest import MAX_BATCH, Api
+from serverkit import MAX_BATCH, Api
 
 
 def test_the_jobs_router_creates_and_lists_each_users_jobs(api: Api) -> None:

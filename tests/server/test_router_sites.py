@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from serverkit import Api, manager_for
 
-from conftest import Api, manager_for
 from isthmus.server.app import create_app
 from isthmus.server.auth import hash_token, new_token
 
