@@ -172,3 +172,26 @@ def test_the_program_freezes_its_start_up_objects_a_test_runner_does_not(tmp_pat
     result = CliRunner().invoke(main.app, argv)
     assert result.exit_code == 0, result.output
     assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
+def test_a_live_command_loads_only_its_own_module() -> None:
+    """The live commands are one module a resource: `isthmus vms` loads the sites module (and
+    what the live commands share), not the jobs', the server's or the manager."""
+    code = (
+        "import sys\n"
+        "from isthmus.cli import main\n"
+        "main.load_commands(main.COMMANDS['vms'])\n"
+        "print(*sorted(m for m in sys.modules if m.startswith(('isthmus.cli.live.', 'isthmus.server'))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["isthmus.cli.live.common", "isthmus.cli.live.sites"], proc.stdout
+
+
+def test_the_live_entry_point_has_every_live_command() -> None:
+    """`python -m isthmus.cli.live_entry` registers exactly the live commands of the main command."""
+    from isthmus.cli.live import register
+
+    sub = typer.Typer()
+    register(sub)
+    names = {name for name, module in main.COMMANDS.items() if module.startswith("live.")}
+    assert set(typer.main.get_group(sub).commands) == names

@@ -2,7 +2,7 @@
 
 A live manager with ``[[peers]]`` in its environment file talks to each peer by the protocol of
 the Villegas dissertation (ch. 4, Table 4.1; messages in `isthmus.federation.protocol`, routes
-in `isthmus.server.peer_routes`). The selection policies that forward jobs are the very objects
+in `isthmus.server.routers.peers`). The selection policies that forward jobs are the very objects
 the simulator runs (`isthmus.federation.simulated`); only how messages travel differs.
 
 Network I/O never runs inside a scheduling round: the engine's calls (`send`, `send_back`,

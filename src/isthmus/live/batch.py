@@ -323,6 +323,20 @@ class BatchCluster(WorkerThread, SiteBackend):
         self.ctx.hub.lost_reasons[(job, run)] = why
         self.ctx.engine.lost(job, run)
 
+    def describe(self) -> dict[str, object]:
+        """The site's figures (`SiteBackend.describe`) and its batch system: driver, mode, the
+        processors kept free for local users and those local users' jobs wait for (last poll)."""
+        d = super().describe()
+        lrm = self.site.lrm
+        assert lrm is not None
+        d["lrm"] = {
+            "driver": lrm.driver,
+            "mode": lrm.mode,
+            "keep_free": lrm.keep_free,
+            "waiting_local": self.waiting_local,
+        }
+        return d
+
 
 def _parse_key(key: str) -> tuple[int, int]:
     """(job, run) of a key `j<job>r<run>`; (-1, -1) for anything else."""

@@ -334,3 +334,15 @@ class ProviderCloud(WorkerThread, LocalCloud):
             if stray:
                 log.warning("site %s: terminating instance(s) no live VM claims: %s", self.name, stray)
                 self.worker.call(self.cloud.release, stray, done=lambda r: None)
+
+    def describe(self) -> dict[str, object]:
+        """The cloud's figures (`CloudBackend.describe`) and its provider: driver, VMs that
+        failed to boot or were refused, the last error, and whether it leases now ("ok") or why not."""
+        d = super().describe()
+        d["provider"] = {
+            "driver": self.settings.driver,
+            "error_vms": self.error_vms,
+            "last_error": self.last_error,
+            "leasing": self.lease_refusal(time.time()) or "ok",
+        }
+        return d

@@ -500,6 +500,20 @@ class PilotJobs(WorkerThread, LocalCluster):
         """At a stop that ends jobs: cancel every pilot job of this manager (blocking)."""
         cancel_quietly(self.batch, list(self.job_of.values()), self.name)
 
+    def describe(self) -> dict[str, object]:
+        """The site's figures (`SiteBackend.describe`), its batch system (driver, mode, the
+        processors kept free for local users and those local users' jobs wait for at the last
+        poll) and its pilots by state."""
+        d = super().describe()
+        d["lrm"] = {
+            "driver": self.lrm.driver,
+            "mode": self.lrm.mode,
+            "keep_free": self.lrm.keep_free,
+            "waiting_local": self.waiting_local,
+        }
+        d["pilots"] = self.pilot_counts()
+        return d
+
 
 def token_path(state_dir: Path, key: str) -> Path:
     """Where the token of the pilot of node `key` waits for it."""
