@@ -99,11 +99,12 @@ def test_every_decision_class_of_the_model_has_a_kind_found_by_scanning() -> Non
 
 
 def test_no_module_of_the_engine_package_imports_the_engine_class_at_run_time() -> None:
-    """Parts and kinds reach the engine through `isthmus.engine.ops`, not the engine module."""
+    """Parts and kinds reach the engine through `isthmus.engine.ops`, not the engine module
+    (build.py, which assembles an engine, is the one module above it)."""
     root = Path(isthmus.engine.__file__).parent
     offenders = []
     for path in root.rglob("*.py"):
-        if path.name == "engine.py" and path.parent == root:
+        if path.name in ("engine.py", "build.py") and path.parent == root:
             continue
         tree = ast.parse(path.read_text())
         typing_only = {
