@@ -32,6 +32,7 @@ from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
 from isthmus.engine.state import JobEntry, JobState
 from isthmus.live.errors import RequestError
 from isthmus.live.jobfiles import run_files
+from isthmus.live.lost_runs import kill_lost_run, poison_reason
 from isthmus.store import tables as db
 from isthmus.store.projector import RunRecord
 from isthmus.store.tokens import hash_token, new_token
@@ -574,10 +575,19 @@ class PilotHub:
                 conn.execute(db.INSERT_HISTORY, history)
 
     def lose(self, a: Assignment, why: str) -> None:
-        """The run of `a` was lost (its pilot died or forgot it): kill it as LOST and requeue it."""
+        """The run of `a` was lost (its pilot died or forgot it): kill its processes, then kill it
+        as LOST and requeue it, or fail its job when it lost too many runs (isthmus.live.lost_runs)."""
         entry = self.m.engine.entries.get(a.job)
         if entry is None or entry.state is not JobState.RUNNING or entry.run != a.run:
             self.assign.pop(a.job, None)
+            kill_lost_run(self.m.spool, a.job, a.run, a.pid)
+            return
+        kill_lost_run(self.m.spool, a.job, a.run, a.pid)  # before its rerun can start
+        poison = poison_reason(self.m.store, a.job, self.m.config.max_lost_runs, why)
+        if poison is not None:
+            log.warning("job %s run %s lost: %s; the job fails: %s", a.job, a.run, why, poison)
+            self.ended[(a.job, a.run)] = {"error": poison}
+            self.m.engine.job_ended(a.job, a.run, 1)
             return
         log.warning("job %s run %s lost: %s", a.job, a.run, why)
         self.lost_reasons[(a.job, a.run)] = why

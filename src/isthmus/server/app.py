@@ -44,7 +44,7 @@ from isthmus.live.bag_tasks import progress
 from isthmus.live.batch import BatchCluster
 from isthmus.live.forecast import run_forecast, snapshot, what_if_environment
 from isthmus.live.iaas import ProviderCloud
-from isthmus.live.jobfiles import run_files
+from isthmus.live.jobfiles import OutputUnreadable, read_run_output
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.manager import Manager, PersistError, RequestError
 from isthmus.live.pool_view import pool_timeseries, queue_rows, site_costs
@@ -409,9 +409,10 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
                 [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
             ) from None
         specs = [r.model_dump(exclude_none=True) for r in reqs]
-        for spec in specs:
+        for i, spec in enumerate(specs):
             manager.check_size(int(spec["size"]))
             manager.check_vm(p.user, spec)
+            manager.intake.check_outputs(spec, manager.intake.next_job_id + i)
         ids = [manager.submit(p.user, spec) for spec in specs]
         await manager.committed()
         return [SubmitResponse(id=i) for i in ids]
@@ -491,19 +492,13 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         r = row["run"] if run is None else run
         if r < 1:
             return PlainTextResponse("", headers={"X-Offset": str(offset)})
-        stdout, stderr, _custom = run_files(row["spec"], job_id, row["spool"], r)
-        path = Path(stdout if stream == "stdout" else stderr)
-        if not path.is_file():  # a user's file that could not be opened: the spool has the reason
-            spooled = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
-            if not spooled.is_file() and not (r == row["run"] and row["state"] == "starting"):
-                # the run has begun, so its file was made: someone removed it
-                raise HTTPException(410, f"the {stream} of run {r} is gone: {path} was removed")
-            path = spooled
-        data = b""
-        if path.is_file():
-            with open(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(16 * 1024 * 1024)
+        starting = r == row["run"] and row["state"] == "starting"
+        try:  # a user's file that could not be opened: the spool has the reason
+            data = read_run_output(
+                row["spec"], job_id, row["spool"], r, stream=stream, offset=offset, starting=starting
+            )
+        except OutputUnreadable as exc:
+            raise HTTPException(exc.status, str(exc)) from None
         return PlainTextResponse(
             data.decode("utf-8", "replace"), headers={"X-Offset": str(offset + len(data)), "X-Run": str(r)}
         )
