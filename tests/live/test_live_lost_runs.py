@@ -106,7 +106,9 @@ def test_a_job_that_takes_its_pilot_down_fails_after_three_lost_runs(tmp_path: P
     server = _server(tmp_path, tag)
     try:
         with server.client() as c:
-            pill = c.submit(command="sh", args=["-c", "kill -9 $PPID; sleep 30"])
+            # its parent is the wrapper that records its exit status; the wrapper's parent, the pilot
+            pilot = "$(cut -d' ' -f4 /proc/$PPID/stat)"
+            pill = c.submit(command="sh", args=["-c", f"kill -9 {pilot}; sleep 30"])
             job = wait_state(c, pill, ("failed", "completed"), timeout=90)
             assert job["state"] == "failed", job
             lost = [h for h in job["history"] if h["state"] == "killed" and "lost" in h["detail"]]

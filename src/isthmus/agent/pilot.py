@@ -53,6 +53,7 @@ from isthmus.agent.fresh import FreshEntries
 from isthmus.agent.jobenv import default_environment, job_environment
 from isthmus.agent.outputs import open_output
 from isthmus.agent.reaper import Reaper
+from isthmus.agent.runexit import check_startable, wrapped
 
 EXIT_OK = 0
 LOST_GRACE = 0.5
@@ -497,6 +498,10 @@ class Pilot:
                 raise LaunchError(f"cannot write the job script {script}: {exc}", 126) from exc
             shebang = cmd["script"].startswith("#!")
             argv = [script, *cmd.get("args", [])] if shebang else ["/bin/sh", script, *cmd.get("args", [])]
+        cwd = cmd.get("cwd") or spool
+        if "\x00" in "".join(argv):
+            raise ValueError("embedded null byte")
+        check_startable(argv[0], cwd, env.get("PATH", ""))  # fails here, as starting it directly would
         append = bool(cmd.get("append"))
         t0 = time.monotonic()
         try:
@@ -510,8 +515,8 @@ class Pilot:
             raise LaunchError(f"cannot open the error file {stderr}: {exc.strerror or exc}", 1) from exc
         try:
             return subprocess.Popen(
-                argv,
-                cwd=cmd.get("cwd") or spool,
+                wrapped(argv, spool, int(cmd["run"])),  # records its exit status (isthmus.agent.runexit)
+                cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

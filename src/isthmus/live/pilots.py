@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import delete, insert, select, update
 
 from isthmus.agent.fresh import remove_pools
+from isthmus.agent.runexit import recorded_exit
 from isthmus.backends.local import Slot, kill_group, kill_run, spawn_pilot, still_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend, Vm, VmState
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
@@ -583,6 +584,12 @@ class PilotHub:
             kill_lost_run(self.m.spool, a.job, a.run, a.pid)
             return
         kill_lost_run(self.m.spool, a.job, a.run, a.pid)  # before its rerun can start
+        code = recorded_exit(str(self.m.spool / str(a.job)), a.run)
+        if code is not None:  # it ended while nobody heard: that end counts, its body is not run again
+            log.warning("job %s run %s ended (%s) while its pilot was gone (%s): counted", a.job, a.run, code, why)
+            self.ended[(a.job, a.run)] = {"exit_code": code}
+            self.m.engine.job_ended(a.job, a.run, code)
+            return
         poison = poison_reason(self.m.store, a.job, self.m.config.max_lost_runs, why)
         if poison is not None:
             log.warning("job %s run %s lost: %s; the job fails: %s", a.job, a.run, why, poison)
