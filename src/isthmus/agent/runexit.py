@@ -15,8 +15,9 @@ import errno
 import os
 import shutil
 
-WRAPPER = 'f=$1; shift; "$@"; s=$?; echo "$s" > "$f.tmp" && mv -f "$f.tmp" "$f"; exit "$s"'
-"""The wrapper's script: ``sh -c WRAPPER isthmus-run EXIT_FILE COMMAND ARGS...``."""
+WRAPPER = 'f=$1; shift; "$@"; s=$?; { echo "$s" > "$f.tmp" && mv -f "$f.tmp" "$f"; } 2>/dev/null; exit "$s"'
+"""The wrapper's script: ``sh -c WRAPPER isthmus-run EXIT_FILE COMMAND ARGS...`` (a spool removed
+meanwhile only loses the record: nothing is written to the job's error file)."""
 
 
 def exit_file(job_spool: str, run: int) -> str:
