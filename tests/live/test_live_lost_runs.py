@@ -2,7 +2,8 @@
 
 * A pilot SIGKILLed 0-50 ms before (or after) its manager is SIGKILLed leaves its runs alive in
   their own sessions; after the restart they are recorded lost, killed and requeued, on a local
-  cluster and on an EC2 cloud (a local EC2-compatible server whose VMs boot pilots). Each job's
+  cluster, on an EC2 cloud (a local EC2-compatible server whose VMs boot pilots) and on Slurm
+  pilots (with a test Slurm). Each job's
   body appends a line to a ledger when it starts and when it ends: every job's body ends exactly
   once (no run completes beside its rerun), and no run is left alive.
 * A run that ends while its pilot and its manager are dead recorded its exit status: after the
@@ -64,6 +65,23 @@ provisioning = "on-demand"
 """
 
 
+SLURM_PILOTS = """
+name = "lost-slurm"
+round_interval = "event"
+[[sites]]
+name = "fs1"
+nodes = 1
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+config = "{conf}"
+poll_interval = 0.3
+[policies]
+allocation = "ff"
+provisioning = "none"
+"""
+
+
 def _server(tmp_path: Path, tag: str, text: str = ENV) -> LiveServer:
     env = tmp_path / "env.toml"
     env.write_text(text)
@@ -95,7 +113,12 @@ def _job_processes(tag: str) -> list[int]:
 
 @pytest.mark.parametrize(
     ("site", "order"),
-    [("local", "pilot-then-manager"), ("local", "manager-then-pilot"), ("ec2", "pilot-then-manager")],
+    [
+        ("local", "pilot-then-manager"),
+        ("local", "manager-then-pilot"),
+        ("ec2", "pilot-then-manager"),
+        ("slurm-pilots", "manager-then-pilot"),
+    ],
 )
 def test_runs_of_a_pilot_dead_with_its_manager_execute_once(
     site: str, order: str, tmp_path: Path, tag: str, request: pytest.FixtureRequest
@@ -109,11 +132,13 @@ def test_runs_of_a_pilot_dead_with_its_manager_execute_once(
         player = VmPlayer(endpoint, tmp_path / "vms", tag).__enter__()
         request.addfinalizer(lambda: player.__exit__(None, None, None))
         server = _server(tmp_path, tag, EC2.format(ami=AMI, endpoint=endpoint))
+    elif site == "slurm-pilots":
+        server = _server(tmp_path, tag, SLURM_PILOTS.format(conf=request.getfixturevalue("slurm_conf")))
     else:
         server = _server(tmp_path, tag)
     try:
         with server.client() as c:
-            ids = [c.submit(command="sh", args=["-c", _body(ledger)]) for _ in range(3)]
+            ids = [c.submit(command="sh", args=["-c", _body(ledger)]) for _ in range(2)]
             for jid in ids:
                 wait_state(c, jid, ("running",), timeout=60)
             wait_for(lambda: all((ledger / str(j)).exists() for j in ids), what="every body started")
