@@ -5,8 +5,9 @@ notices that the pilot is gone (a restart takes seconds), and then nobody report
 manager would declare it lost and run its body again. So each run is started under a small
 shell wrapper that writes the command's exit status to the run's *exit file* in its spool
 directory (``run<N>.exit``, written whole then renamed) before it exits. When the manager
-declares a run lost it reads that file first: a run that ended records that end (isthmus.live.
-lost_runs) instead of being requeued.
+declares a run lost it reads that file first: a run that ended by itself records that end
+(isthmus.live.pilots) instead of being requeued; one killed by a signal (status 129-192, as a
+shell reports it) died with its pilot and is lost, as the pilot itself would judge it.
 """
 
 from __future__ import annotations

@@ -585,7 +585,9 @@ class PilotHub:
             return
         kill_lost_run(self.m.spool, a.job, a.run, a.pid)  # before its rerun can start
         code = recorded_exit(str(self.m.spool / str(a.job)), a.run)
-        if code is not None:  # it ended while nobody heard: that end counts, its body is not run again
+        if code is not None and not 128 < code <= 192:
+            # it ended by itself while nobody heard: that end counts, its body is not run again
+            # (one killed by a signal died with its pilot, as the pilot itself judges: lost)
             log.warning("job %s run %s ended (%s) while its pilot was gone (%s): counted", a.job, a.run, code, why)
             self.ended[(a.job, a.run)] = {"exit_code": code}
             self.m.engine.job_ended(a.job, a.run, code)
