@@ -180,8 +180,9 @@ class SlurmBatch:
             args.append(f"--chdir={r.cwd}")
         args.append(f"--output={r.stdout or '/dev/null'}")
         args.append(f"--error={r.stderr or r.stdout or '/dev/null'}")
-        if r.env:
-            args.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in sorted(r.env.items())))
+        # exactly the request's environment (and Slurm's SLURM_* variables): never sbatch's own,
+        # which is the manager's with its secrets
+        args.append("--export=" + (",".join(f"{k}={v}" for k, v in sorted(r.env.items())) or "NONE"))
         args.extend(self.extra_options)
         return args
 

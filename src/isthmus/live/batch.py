@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from isthmus.agent.jobenv import job_environment
 from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
 from isthmus.engine.backend import SiteBackend
@@ -115,17 +116,15 @@ class BatchCluster(WorkerThread, SiteBackend):
         spool = self.ctx.spool / str(job)
         spool.mkdir(parents=True, exist_ok=True)
         stdout, stderr, _ = run_files(spec, job, spool, run)
-        env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
-        env.update(
-            {
-                "ISTHMUS_JOB_ID": str(job),
-                "ISTHMUS_RUN": str(run),
-                "ISTHMUS_NPROCS": str(entry.job.size),
-                "ISTHMUS_SITE": self.name,
-            }
-        )
+        job_vars = {
+            "ISTHMUS_JOB_ID": str(job),
+            "ISTHMUS_RUN": str(run),
+            "ISTHMUS_NPROCS": str(entry.job.size),
+            "ISTHMUS_SITE": self.name,
+        }
         if self.ctx.config.tag:
-            env["ISTHMUS_TAG"] = self.ctx.config.tag
+            job_vars["ISTHMUS_TAG"] = self.ctx.config.tag
+        env = job_environment(spec.get("env") or {}, job_vars)  # explicit: never the manager's
         if spec.get("script") is not None:
             script = spool / "job.script"
             script.write_text(spec["script"])
@@ -316,7 +315,9 @@ class BatchCluster(WorkerThread, SiteBackend):
 
     def _lose(self, job: int, run: int, why: str) -> None:
         entry = self.ctx.engine.entries.get(job)
-        self.provider.pop((job, run), None)
+        pid = self.provider.pop((job, run), None)
+        if pid is not None:  # killed means killed: what the system still runs of it ends first
+            self.worker.call(self.system.cancel, [pid], done=lambda r: self._cancelled(pid, r))
         if entry is None or entry.run != run:
             return
         log.warning("job %s run %s lost: %s", job, run, why)

@@ -107,6 +107,7 @@ class ManagerConfig:
     enforce_walltime: bool = True  # a run reaching its job's requested runtime is killed: TIMEOUT
     bag_preemption_time: float = 10.0  # a preempted bag launcher's processor is free after this at the latest
     bag_prefetch: int = 1  # tasks a bag launcher keeps ahead of the one it runs (its local list)
+    max_lost_runs: int = 3  # a job whose run is lost this many times fails (isthmus.live.lost_runs)
 
     advertise_url: str | None = None  # what pilots on other machines are told; default from host/port
 

@@ -19,6 +19,7 @@ from isthmus.config.schema import BAG_FAIRSHARE
 from isthmus.engine.matching import admission_refusal, unmatched_fields
 from isthmus.live.bag_tasks import out_dir
 from isthmus.live.errors import PersistError, RequestError
+from isthmus.live.jobfiles import OutputPathError, check_outputs
 from isthmus.model.job import Job, JobKind, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
 from isthmus.model.status import Status
@@ -129,6 +130,7 @@ class Intake:
         size = int(spec["size"])
         self.check_size(size)
         self.check_vm(user, spec)
+        self.check_outputs(spec, self.next_job_id)
         ctx.catch_up()
         job_id = self._row(user, spec, detail)
         return job_id, self.job_of(job_id, user, spec, ctx.clock.now)
@@ -221,6 +223,14 @@ class Intake:
                 fut.set_result(None)
             else:
                 fut.set_exception(exc)
+
+    def check_outputs(self, spec: dict[str, Any], job_id: int) -> None:
+        """RequestError (400) naming the field when the output or error file of job `job_id`
+        cannot be one (isthmus.live.jobfiles.check_outputs)."""
+        try:
+            check_outputs(spec, job_id)
+        except OutputPathError as exc:
+            raise RequestError(400, str(exc)) from None
 
     def check_size(self, size: int) -> None:
         """RequestError (400) when no site can ever offer `size` processors (here, or at a

@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from isthmus.agent.jobenv import pilot_environment
 from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
 from isthmus.backends.local import LocalCluster
@@ -220,7 +221,7 @@ class PilotJobs(WorkerThread, LocalCluster):
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
-        env = {"ISTHMUS_TAG": self.ctx.config.tag} if self.ctx.config.tag else {}
+        env = pilot_environment(self.ctx.config.tag)  # never the manager's: no secret reaches its jobs
         request = RunRequest(
             key=node.key,
             command=(

@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import delete, insert, select, update
 
 from isthmus.agent.fresh import remove_pools
+from isthmus.agent.runexit import recorded_exit
 from isthmus.backends.local import Slot, kill_group, kill_run, spawn_pilot, still_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend, Vm, VmState
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
 from isthmus.engine.state import JobEntry, JobState
 from isthmus.live.errors import RequestError
 from isthmus.live.jobfiles import run_files
+from isthmus.live.lost_runs import kill_lost_run, poison_reason
 from isthmus.store import tables as db
 from isthmus.store.projector import RunRecord
 from isthmus.store.tokens import hash_token, new_token
@@ -571,10 +573,27 @@ class PilotHub:
                 conn.execute(db.INSERT_HISTORY, history)
 
     def lose(self, a: Assignment, why: str) -> None:
-        """The run of `a` was lost (its pilot died or forgot it): kill it as LOST and requeue it."""
+        """The run of `a` was lost (its pilot died or forgot it): kill its processes, then kill it
+        as LOST and requeue it, or fail its job when it lost too many runs (isthmus.live.lost_runs)."""
         entry = self.ctx.engine.entries.get(a.job)
         if entry is None or entry.state is not JobState.RUNNING or entry.run != a.run:
             self.assign.pop(a.job, None)
+            kill_lost_run(self.ctx.spool, a.job, a.run, a.pid)
+            return
+        kill_lost_run(self.ctx.spool, a.job, a.run, a.pid)  # before its rerun can start
+        code = recorded_exit(str(self.ctx.spool / str(a.job)), a.run)
+        if code is not None and not 128 < code <= 192:
+            # it ended by itself while nobody heard: that end counts, its body is not run again
+            # (one killed by a signal died with its pilot, as the pilot itself judges: lost)
+            log.warning("job %s run %s ended (%s) while its pilot was gone (%s): counted", a.job, a.run, code, why)
+            self.ended[(a.job, a.run)] = {"exit_code": code}
+            self.ctx.engine.job_ended(a.job, a.run, code)
+            return
+        poison = poison_reason(self.ctx.store, a.job, self.ctx.config.max_lost_runs, why)
+        if poison is not None:
+            log.warning("job %s run %s lost: %s; the job fails: %s", a.job, a.run, why, poison)
+            self.ended[(a.job, a.run)] = {"error": poison}
+            self.ctx.engine.job_ended(a.job, a.run, 1)
             return
         log.warning("job %s run %s lost: %s", a.job, a.run, why)
         self.lost_reasons[(a.job, a.run)] = why

@@ -5,7 +5,6 @@ Users see and cancel only their own jobs, the admin everything; another user's j
 (and cancelled) along its chain.
 """
 
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -16,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.federation.live import LiveFederation
 from isthmus.live.bag_tasks import progress
-from isthmus.live.jobfiles import run_files
+from isthmus.live.jobfiles import OutputUnreadable, read_run_output
 from isthmus.live.manager import Manager
 from isthmus.server.auth import Auth, Principal
 from isthmus.server.routers.common import BODY, USER, DecimalDigits, JobId, errors, own_job, text_route_errors
@@ -154,9 +153,10 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
                 [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
             ) from None
         specs = [r.model_dump(exclude_none=True) for r in reqs]
-        for spec in specs:
+        for i, spec in enumerate(specs):
             manager.check_size(int(spec["size"]))
             manager.check_vm(p.user, spec)
+            manager.intake.check_outputs(spec, manager.intake.next_job_id + i)
         ids = [manager.submit(p.user, spec) for spec in specs]
         await manager.committed()
         return [SubmitResponse(id=i) for i in ids]
@@ -230,19 +230,13 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
         r = row["run"] if run is None else run
         if r < 1:
             return PlainTextResponse("", headers={"X-Offset": str(offset)})
-        stdout, stderr, _custom = run_files(row["spec"], job_id, row["spool"], r)
-        path = Path(stdout if stream == "stdout" else stderr)
-        if not path.is_file():  # a user's file that could not be opened: the spool has the reason
-            spooled = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
-            if not spooled.is_file() and not (r == row["run"] and row["state"] == "starting"):
-                # the run has begun, so its file was made: someone removed it
-                raise HTTPException(410, f"the {stream} of run {r} is gone: {path} was removed")
-            path = spooled
-        data = b""
-        if path.is_file():
-            with open(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(16 * 1024 * 1024)
+        starting = r == row["run"] and row["state"] == "starting"
+        try:  # a user's file that could not be opened: the spool has the reason
+            data = read_run_output(
+                row["spec"], job_id, row["spool"], r, stream=stream, offset=offset, starting=starting
+            )
+        except OutputUnreadable as exc:
+            raise HTTPException(exc.status, str(exc)) from None
         return PlainTextResponse(
             data.decode("utf-8", "replace"), headers={"X-Offset": str(offset + len(data)), "X-Run": str(r)}
         )
