@@ -29,6 +29,9 @@ Each run is a child process in its own session (`start_new_session=True`), so ki
 kills its whole process group. The pilot exits when told to, when its lifetime ends, on
 SIGTERM/SIGINT, and when the manager has been unreachable for longer than `timeout` seconds
 (a pilot of a dead manager must not run forever); it kills its runs before exiting.
+``detach`` (the manager stops but means to come back) lengthens that patience to the command's
+``wait`` only while the pilot holds a run or a bag's task: an idle pilot exits at once, and a
+detached pilot whose last run ends falls back to the manager's ``pilot_timeout``.
 """
 
 from __future__ import annotations
@@ -244,6 +247,8 @@ class Pilot:
         self._stopped_by: str | None = None  # the signal that stops this pilot, once one did
         self._done = False
         self._born = time.monotonic()
+        self._patience = self.cfg.timeout  # the manager's pilot_timeout, restored when a detach ends
+        self._detached = False  # told "detach": cfg.timeout is the longer wait while runs are held
         self._http = Connection(self.cfg.url, self.cfg.token, 10.0)  # registration and long polls
         self._http_report = Connection(self.cfg.url, self.cfg.token, 10.0)  # reports (reporter thread)
         self._reaper: Reaper[Task | LaneTask] = Reaper(self._exited)
@@ -276,6 +281,11 @@ class Pilot:
 
     def _loop(self) -> int:
         while True:
+            if self._detached and not self._holding():
+                with self._lock:
+                    self._detached = False
+                    self.cfg.timeout = self._patience
+                self._log(f"detached runs have ended: waiting {self._patience:g} s for a manager")
             if self._unreachable_too_long():
                 self._log(f"manager unreachable for more than {self.cfg.timeout:g} s: exiting")
                 return EXIT_UNREACHABLE
@@ -341,6 +351,8 @@ class Pilot:
                     op = cmd.get("op")
                     if op == "exit" and not exit_ok:
                         break
+                    if op == "detach" and not exit_ok and not self._holding():
+                        break  # it means exiting: the long poll carries it
                     self.last_seq = seq
                     if op == "start":
                         reports, task = self._start(cmd)
@@ -359,10 +371,15 @@ class Pilot:
                         self._log(f"told to exit: {cmd.get('reason', '')}")
                         return EXIT_OK
                     elif op == "detach":
-                        # the manager stops but means to come back: keep the runs, wait longer
+                        # the manager stops but means to come back: keep the runs, wait longer;
+                        # with nothing to keep, waiting would only hold the node
+                        if not self._holding():
+                            self._log(f"detached ({cmd.get('reason', '')}) with nothing running: exiting")
+                            return EXIT_OK
                         wait = float(cmd.get("wait", self.cfg.timeout))
                         with self._lock:
-                            self.cfg.timeout = max(self.cfg.timeout, wait)
+                            self._detached = True
+                            self.cfg.timeout = max(self._patience, wait)
                         self._log(f"detached ({cmd.get('reason', '')}): runs go on, waiting {wait:g} s for a manager")
             finally:
                 if started:
@@ -406,7 +423,9 @@ class Pilot:
             self.pilot_id = data["pilot_id"]
             self.last_seq = 0
             self.poll_wait = float(data.get("poll_wait", self.poll_wait))
-            self.cfg.timeout = float(data.get("pilot_timeout", self.cfg.timeout))
+            self.cfg.timeout = float(data.get("pilot_timeout", self._patience))
+            self._patience = self.cfg.timeout
+            self._detached = False
         if data.get("spool") and self._fresh is None:
             try:  # each start takes a directory and three files: keep two bursts' worth ready
                 self._fresh = FreshEntries(
@@ -420,6 +439,11 @@ class Pilot:
             self.pending_tasks = self.pending_tasks[len(task_reports) :]
         self._log(f"registered as {self.pilot_id} for node {self.cfg.node}")
         return None
+
+    def _holding(self) -> bool:
+        """Whether a run or a bag's task of this pilot is still running."""
+        with self._lock:
+            return bool(self.tasks) or any(lane.current is not None for lane in self.lanes.values())
 
     def _contact(self) -> None:
         with self._lock:

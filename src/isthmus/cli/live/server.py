@@ -114,7 +114,12 @@ def register(app: typer.Typer) -> None:
         token: str | None = TOKEN_OPT,
     ) -> None:
         """Stop the manager (admin). By default running jobs go on and are re-attached at the next
-        start; queued jobs stay queued."""
+        start; queued jobs stay queued. What is left running: by default the pilots of running
+        jobs, each until its runs end (then it waits --pilot-timeout for a manager) or an hour
+        without a manager, so that the next start finds the jobs; idle pilots exit at once. With
+        --kill-jobs, and at the end of --drain, every pilot exits. A manager killed outright
+        (SIGKILL, a crash) tells no pilot: each exits after --pilot-timeout without it, killing
+        its runs."""
         if drain and kill_jobs:
             raise typer.BadParameter("choose one of --drain and --kill-jobs")
         mode = "drain" if drain else "kill" if kill_jobs else "detach"
