@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 from sortedcontainers import SortedList
 
-from isthmus.engine.backend import VM_FIELDS, CloudBackend, SiteBackend, VmState
+from isthmus.engine.backend import VM_FIELDS, CloudBackend, SiteBackend
 from isthmus.engine.bags import BagBook
 from isthmus.engine.budgets import Ledger, guard_takeovers
 from isthmus.engine.clock import (
@@ -56,7 +56,7 @@ from isthmus.model.decisions import StartJob
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog, KillCause
 from isthmus.model.job import Job, JobKind
-from isthmus.model.states import JobState
+from isthmus.model.states import JobState, VmState
 from isthmus.model.status import ACCEPTED, Refused, Status, StatusCode
 from isthmus.policies.api import runtime_order
 from isthmus.policies.build import PolicySet

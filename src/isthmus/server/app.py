@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isthmus.agent.pilot import task_outputs
 from isthmus.config.errors import ConfigError
-from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.budgets import cap_rows
 from isthmus.federation.links import InvalidFieldError
 from isthmus.federation.live import LiveFederation
@@ -49,6 +49,7 @@ from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.manager import Manager, PersistError, RequestError
 from isthmus.live.pool_view import pool_timeseries, queue_rows, site_costs
 from isthmus.model.environment import PolicyChoice
+from isthmus.model.states import TaskState, VmState
 from isthmus.policies.registry import PolicyError
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.limits import BodyLimitMiddleware, json_safe
@@ -575,7 +576,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
     async def bag_results(
         job_id: JobId,
         p: User,
-        state: Annotated[list[Literal["queued", "running", "done", "failed"]] | None, Query()] = None,
+        state: Annotated[list[TaskState] | None, Query()] = None,
         offset: Annotated[int, DecimalDigits, Query(ge=0, le=INT64_MAX)] = 0,
         limit: Annotated[int, DecimalDigits, Query(ge=1, le=100000)] = 100000,
     ) -> list[TaskResult]:

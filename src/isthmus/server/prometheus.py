@@ -18,8 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from isthmus.engine.backend import CloudBackend, VmState
-from isthmus.model.states import TERMINAL_NAMES
+from isthmus.engine.backend import CloudBackend
+from isthmus.model.states import TERMINAL_NAMES, VmState
 
 if TYPE_CHECKING:
     from isthmus.live.manager import Manager
