@@ -1,4 +1,5 @@
-"""``isthmus policies``: every registered policy with its family, parameters and seed citation."""
+"""``isthmus policies``: every registered policy with its family, parameters, seed citation and the
+package it comes from (isthmus, or another package through the `isthmus.policies` entry points)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def _rows(family: str | None) -> list[dict[str, Any]]:
                 "name": p.name,
                 "summary": p.summary,
                 "seed": p.seed,
+                "source": p.source,
                 "parameters": [q.to_dict() for q in p.parameters],
             }
         )
@@ -71,5 +73,6 @@ def register(app: typer.Typer) -> None:
                 if q["help"]:
                     text += f"\n  {q['help']}"
                 params.append(text)
-            table.add_row(r["family"], r["name"], "\n".join(params) or "-", f"{r['seed']}\n{r['summary']}")
+            source = "" if r["source"] == registry.BUILTIN else f"\n(from {r['source']})"
+            table.add_row(r["family"], r["name"] + source, "\n".join(params) or "-", f"{r['seed']}\n{r['summary']}")
         Console().print(table)

@@ -812,25 +812,28 @@ def _policy_name(raw: Any) -> str | None:
     return None
 
 
-#: fair-share policies that split processors among bags of tasks (isthmus.policies.fairshare)
-BAG_FAIRSHARE = ("gep", "sep")
-
-
 def _fairshare_pairing(policies: Mapping[str, Any]) -> list[tuple[Loc, str]]:
-    """A fair-share policy that leases and releases VMs itself (vm-share) runs with provisioning
-    "none" or "on-demand" (paired: On-Demand's release rule): two policies leasing on the same
-    clouds independently would undo each other."""
+    """A fair-share policy that leases and releases VMs itself (vm-share) runs with a provisioning
+    policy that decides nothing or lends its release rule (`isthmus.policies.build.pairing_problem`)."""
+    from isthmus.policies import registry
+    from isthmus.policies.build import pairing_problem
+
     fair = _policy_name(policies.get("fairshare"))
-    if fair != "vm-share":
-        return []
     prov = _policy_name(policies.get("provisioning", "on-demand"))
-    if prov in (None, "none", "on-demand"):
+    if fair is None or prov is None:
         return []
+    try:
+        problem = pairing_problem(registry.info("fairshare", fair).cls, registry.info("provisioning", prov).cls)
+    except registry.PolicyError:
+        return []  # an unknown name: reported by _policy_problems
+    if problem is None:
+        return []
+    fits = " or ".join(f'"{n}"' for n in problem.fits)
     return [
         (
             ("policies", "provisioning"),
-            f'fair-share policy "vm-share" leases and releases the clouds\' VMs itself; set provisioning = "none" '
-            f'or "on-demand" (got {prov!r})',
+            f'fair-share policy "{fair}" leases and releases the clouds\' VMs itself; set provisioning = {fits} '
+            f"(got {prov!r})",
         )
     ]
 

@@ -564,8 +564,8 @@ def validate(
         base = work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="isthmus-validate-")))
         for choice in policies:
             label = policy_label(choice)
-            if choice.name == "sjf-ideal":
-                raise ValueError("sjf-ideal knows actual runtimes: it exists in simulation only")
+            if registry.info("allocation", choice.name).cls.needs_true_runtimes:
+                raise ValueError(f"{choice.name} knows actual runtimes: it exists in simulation only")
             say(f"{label}: simulating")
             sim = simulate_case(case, choice, prov)
             say(f"{label}: running live")
