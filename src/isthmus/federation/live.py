@@ -856,7 +856,7 @@ class LiveFederation:
                 self._apply(
                     nxt,
                     fwd,
-                    status.state if status.known else "cancelled",
+                    status.state if status.known else JobState.CANCELLED.value,
                     status.where,
                     status.exit_code,
                     status.reason,

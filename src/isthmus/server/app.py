@@ -49,7 +49,7 @@ from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.manager import Manager, PersistError, RequestError
 from isthmus.live.pool_view import pool_timeseries, queue_rows, site_costs
 from isthmus.model.environment import PolicyChoice
-from isthmus.model.states import TaskState, VmState
+from isthmus.model.states import JobState, TaskState, VmState
 from isthmus.policies.registry import PolicyError
 from isthmus.server.auth import Principal, hash_token, new_token
 from isthmus.server.limits import BodyLimitMiddleware, json_safe
@@ -302,7 +302,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
             if federation is not None:
                 info.forwarded = federation.forwarded_info(row["id"])
                 info.received = federation.received_info(row["id"])
-            status = manager.why(row["id"]) if row["state"] == "queued" else None
+            status = manager.why(row["id"]) if row["state"] == JobState.QUEUED else None
             if status is not None:
                 info.reason = status.reason
                 info.reason_code = status.code.label
@@ -460,7 +460,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         ok = manager.cancel(job_id)
         if not ok:
             raise HTTPException(409, f"job {job_id} is not active")
-        return {"id": job_id, "state": "cancelled"}
+        return {"id": job_id, "state": JobState.CANCELLED.value}
 
     @app.get(
         "/jobs/{job_id}/output",
@@ -496,7 +496,7 @@ def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
         path = Path(stdout if stream == "stdout" else stderr)
         if not path.is_file():  # a user's file that could not be opened: the spool has the reason
             spooled = Path(row["spool"]) / f"run{r}.{'out' if stream == 'stdout' else 'err'}"
-            if not spooled.is_file() and not (r == row["run"] and row["state"] == "starting"):
+            if not spooled.is_file() and not (r == row["run"] and row["state"] == JobState.STARTING):
                 # the run has begun, so its file was made: someone removed it
                 raise HTTPException(410, f"the {stream} of run {r} is gone: {path} was removed")
             path = spooled
