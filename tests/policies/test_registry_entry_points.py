@@ -171,3 +171,15 @@ def test_an_entry_point_policy_carries_its_source(entry_points: list[_EntryPoint
         assert "ff-copy" in registry.with_capability("allocation", "uses_size_index")
     finally:
         del sys.modules["tests_ff_copy"]
+
+
+def test_a_policy_that_cannot_be_loaded_is_an_error_naming_it(entry_points: list[_EntryPoint]) -> None:
+    from typer.testing import CliRunner
+
+    from isthmus.cli.main import app
+
+    entry_points.append(_ep("allocation.gone", "no_such_module_here:Gone", "pkg-g"))
+    with pytest.raises(registry.PolicyError, match="allocation policy 'gone': cannot load no_such_module_here:Gone"):
+        registry.info("allocation", "gone")
+    listed = CliRunner().invoke(app, ["policies", "--family", "allocation"])
+    assert listed.exit_code == 2 and "cannot load no_such_module_here:Gone" in listed.output

@@ -54,7 +54,11 @@ def register(app: typer.Typer) -> None:
                 f"error: unknown policy family {family!r}; expected one of: {', '.join(registry.families())}", err=True
             )
             raise typer.Exit(2)
-        rows = _rows(family)
+        try:
+            rows = _rows(family)
+        except registry.PolicyError as exc:  # a policy another package added cannot be loaded
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
             return
