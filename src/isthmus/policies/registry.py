@@ -6,9 +6,9 @@ it implements), a docstring, and a `Params` pydantic model (extra keys forbidden
 
 Policies of other packages join through the entry-point group `isthmus.policies` (`ENTRY_POINT_GROUP`):
 an entry point named ``<family>.<name>`` whose value is ``module:Class`` (docs/environments.md,
-"Adding a policy from your own package"). They are read once, the first time the table is used;
-one naming a policy that exists, or an unknown family, is refused with a warning and the reason
-is given when its name is asked for.
+"Adding a policy from your own package"). They are read once, the first time the table is used.
+One naming a policy that exists is refused with a warning (the name keeps its first policy); one
+naming an unknown family or a malformed name or target too, and asking for its name says why.
 """
 
 from __future__ import annotations
