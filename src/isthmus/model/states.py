@@ -90,10 +90,6 @@ class VmState(StrEnum):
     GONE = "gone"  # shut down
 
 
-VM_ALIVE: frozenset[VmState] = frozenset({VmState.BOOTING, VmState.READY})
-"""States of a VM that is leased and not being released."""
-
-
 class PilotState(StrEnum):
     """Where a pilot node of the live manager is.
 
