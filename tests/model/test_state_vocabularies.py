@@ -17,7 +17,6 @@ from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.site import Site, SiteKind
 from isthmus.model.states import (
-    STORED_PILOT,
     TERMINAL,
     JobState,
     PilotState,
@@ -41,7 +40,7 @@ def test_the_enums_keep_the_stored_words() -> None:
     assert tuple(TaskState) == STORED_TASK_WORDS
     assert tuple(VmState) == STORED_VM_WORDS
     assert tuple(PilotState) == PILOT_WORDS
-    assert sorted(STORED_PILOT) == sorted(STORED_PILOT_WORDS)
+    assert {PilotState(w) for w in STORED_PILOT_WORDS} <= set(PilotState)
     for enum in (TaskState, VmState, PilotState, JobState):
         for member in enum:
             assert member == member.value and enum(member.value) is member  # a stored word reads back

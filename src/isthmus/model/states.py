@@ -94,7 +94,7 @@ class PilotState(StrEnum):
     """Where a pilot node of the live manager is.
 
     A node's state in memory is one of DOWN, QUEUED, SPAWNED, AWAITING, REGISTERED and EXITING;
-    the `pilots` table records QUEUED, SPAWNED, REGISTERED, LOST, EXITED and DETACHED (`STORED_PILOT`).
+    the `pilots` table records QUEUED, SPAWNED, REGISTERED, LOST, EXITED and DETACHED.
     """
 
     DOWN = "down"  # no pilot runs there
@@ -106,16 +106,3 @@ class PilotState(StrEnum):
     LOST = "lost"  # its pilot missed its heartbeats or never registered in time
     EXITED = "exited"  # its pilot stopped
     DETACHED = "detached"  # the manager stopped and left the pilot running (reattached at restart)
-
-
-STORED_PILOT: frozenset[PilotState] = frozenset(
-    {
-        PilotState.QUEUED,
-        PilotState.SPAWNED,
-        PilotState.REGISTERED,
-        PilotState.LOST,
-        PilotState.EXITED,
-        PilotState.DETACHED,
-    }
-)
-"""The pilot states the `pilots` table records."""

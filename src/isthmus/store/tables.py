@@ -169,7 +169,7 @@ pilots = Table(
     Column("slots", Integer, nullable=False),
     Column("pid", Integer, nullable=True),
     Column("host", String(128), nullable=True),
-    Column("state", String(12), nullable=False),  # a PilotState of STORED_PILOT (isthmus.model.states)
+    Column("state", String(12), nullable=False),  # a PilotState (isthmus.model.states)
     Column("registered_at", Float, nullable=True),
     Column("last_seen", Float, nullable=True),
 )
