@@ -1,4 +1,4 @@
-"""A bare FCFS / EASY loop: the floor `isthmus simulate` is measured against (issue 11).
+"""A bare FCFS / EASY loop: the floor `isthmus simulate` is measured against.
 
 Reads an SWF file (plain or gzip), keeps jobs with positive size and runtime, and simulates
 strict FCFS or EASY backfilling on one cluster with isthmus's same-instant rule (completions,

@@ -1,15 +1,15 @@
 """Simulation speed of this tree against an older isthmus tree, measured in the same run.
 
-Issue 9 asks that reshaping the core keep `bench_sim.py`'s figures within 10% of the engine
-before the reshape. This runs the same cases with both trees' source (PYTHONPATH), each case in
+A change to the core should keep `bench_sim.py`'s figures within 10% of the tree before it.
+This runs the same cases with both trees' source (PYTHONPATH), each case in
 a fresh child process, the two trees alternating (A B A B ...) so that the machine's load drifts
 over both alike, and prints median simulation times and their ratio: wall time, and the child's CPU time (on a loaded
 machine wall time stretches with the other processes; CPU time much less).
 
-Run (make the old tree once; the commit before the reshape is f572705^):
+Run (make the other tree once, from the commit to compare with):
 
-    git worktree add /tmp/baseline9 f572705^
-    .venv/bin/python benchmarks/bench_baseline.py /tmp/baseline9 --repeat 5
+    git worktree add /tmp/baseline COMMIT
+    .venv/bin/python benchmarks/bench_baseline.py /tmp/baseline --repeat 5
 
 Both trees must be importable with this interpreter's packages.
 """

@@ -1,5 +1,5 @@
 """The per-job objects of the simulator's hot path, built the fast way against the plain way, in
-one process (docs/simulation.md, "Third pass"): CPU seconds and their ratio, the two ways
+one process (docs/simulation.md, "Fast builders"): CPU seconds and their ratio, the two ways
 alternating `--repeat` times, medians printed.
 
 - `rigid_job` (slot writers) against `Job(...)` (the frozen dataclass's `__init__`) for every job

@@ -50,7 +50,7 @@ allocation = "fcfs"
 provisioning = "none"
 """
 
-TARGET = 2.0  # percent over the ideal makespan (the issue's target)
+TARGET = 2.0  # percent over the ideal makespan (the target)
 
 
 def greedy_makespan(arrivals: list[float], slots: int, runtime: float) -> float:

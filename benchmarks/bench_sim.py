@@ -24,7 +24,7 @@ TRACES = SHARED / "traces"
 
 # Whole-process figures measured for the fastest Python peer (pyss) on this kind of machine.
 PYSS = {"fcfs": {"jobs_s": 13_300, "rss_mb": 307}, "easy": {"jobs_s": 4_100, "rss_mb": 316}}
-# The issue's stated bar (pyss "about 7,700 jobs/s FCFS and 4,200 jobs/s EASY here").
+# The stated bar for the peers (pyss "about 7,700 jobs/s FCFS and 4,200 jobs/s EASY here").
 ISSUE_BAR = {"fcfs": 7_700, "easy": 4_200}
 
 
@@ -288,7 +288,7 @@ def section_growth() -> None:
             )
 
 
-#: Issue 11: each of these on the full LCG trace (jobs <= 32 processors) within 20 s.
+#: Target: each of these on the full LCG trace (jobs <= 32 processors) within 20 s.
 LCG_TARGET_S = 20.0
 LCG_STOP_S = 180.0
 LCG_CASES = (
@@ -324,7 +324,7 @@ def section_lcg(lcg: Path) -> None:
         )
 
 
-#: Issue 11: one round with 100,000 queued jobs and 100 sites within 100 ms.
+#: Target: one round with 100,000 queued jobs and 100 sites within 100 ms.
 ROUND_TARGET_S = 0.100
 
 
@@ -397,7 +397,7 @@ def section_bare_loop(repeat: int = 5) -> None:
     """6. The whole `isthmus simulate` command (read, simulate, write records; with and without
     the default plots) against a bare loop reading the same file and simulating the same policy
     (benchmarks/bare_loop.py; the bench stops unless its mean wait equals isthmus's), and peak
-    memory with 300k jobs (issue 11: within 2x; < 150 MB). The bare loop and the command
+    memory with 300k jobs (targets: within 2x; < 150 MB). The bare loop and the command
     `--no-plots` run `repeat` times each, one after the other, and the ratios are of their
     fastest and of their median runs, in CPU time (user + system; less sensitive than wall time
     to other load on a shared machine): one run each swung the ratio by 0.5 here."""
@@ -490,7 +490,7 @@ def compile_isthmus() -> int:
     return sum(1 for _ in root.rglob("*.py"))
 
 
-#: Issue 11: `isthmus experiment koala-c-limits` (2,880 simulations) within 20 minutes on 2 cores.
+#: Target: `isthmus experiment koala-c-limits` (2,880 simulations) within 20 minutes on 2 cores.
 LIMITS_TARGET_S = 20 * 60.0
 LIMITS_POINTS = 2880
 #: a sample of the sweep: every trace and dispatch, chains 1, 4, 7, 10 of 1-10 and limits 5, 40,

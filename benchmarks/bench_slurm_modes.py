@@ -30,7 +30,7 @@ from isthmus.live.client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOTS = 8  # scripts/start_slurm.sh: 4 nodes x 2 CPUs
-TARGET = 3.0  # percent over the ideal makespan, pilot mode (the issue's target)
+TARGET = 3.0  # percent over the ideal makespan, pilot mode (the target)
 SEED = {"direct": 152.2, "pilot": 105.5}  # KOALA-CS Table 4.1(a), percent of the ideal
 
 ENV = """

@@ -1,5 +1,5 @@
 """The packages of isthmus import each other one way only: no cycle between top-level packages
-(issue 9 item 7: live and server once imported each other)."""
+(a cycle would tie the live manager and the server into one unit that cannot load alone)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reconciliation after a restart and the off-loop site worker."""
+"""Native state translation and the off-loop site worker."""
 
 from __future__ import annotations
 
@@ -6,28 +6,9 @@ import asyncio
 import threading
 import time
 
-from isthmus.backends.api import RemoteState, SiteWorker, reconcile
+from isthmus.backends.api import SiteWorker
 from isthmus.backends.errors import CapacityError, SiteError, TransientError
 from isthmus.model.states import JobState, translate
-
-
-def st(pid: str, state: JobState) -> RemoteState:
-    return RemoteState(pid, state, state.value)
-
-
-def test_reconcile_adopts_ends_loses_and_finds_orphans():
-    recorded = {"job1": "101", "job2": "102", "job3": "103", "job4": "104"}
-    found = {
-        "101": st("101", JobState.RUNNING),
-        "102": st("102", JobState.COMPLETED),
-        "104": st("104", JobState.UNKNOWN),
-        "999": st("999", JobState.QUEUED),
-    }
-    r = reconcile(recorded, found)
-    assert set(r.adopt) == {"job1", "job4"}  # unknown is never taken for ended
-    assert set(r.end) == {"job2"} and r.end["job2"].state is JobState.COMPLETED
-    assert r.lost == ["job3"]
-    assert set(r.orphans) == {"999"}
 
 
 def test_translate_unknown_native_state_warns(caplog):

@@ -1,4 +1,4 @@
-"""The main command loads a sub-command's module only when that command runs (issue 11: start-up
+"""The main command loads a sub-command's module only when that command runs (start-up
 time and memory count in the whole `isthmus simulate` command)."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _loaded(modules: set[str], name: str) -> bool:
 
 
 def test_simulate_of_a_trace_on_one_cluster_imports_only_what_it_uses(tmp_path: Path) -> None:
-    """Issue 11: the whole command's start-up counts. A trace on `--cluster P` loads neither
+    """The whole command's start-up counts. A trace on `--cluster P` loads neither
     the environment schema nor the generators (nor any module in UNNEEDED_FOR_A_TRACE); with
     the default plots it loads matplotlib's Figure and Agg canvas, still not pyplot."""
     trace = tmp_path / "t.swf"
@@ -172,3 +172,26 @@ def test_the_program_freezes_its_start_up_objects_a_test_runner_does_not(tmp_pat
     result = CliRunner().invoke(main.app, argv)
     assert result.exit_code == 0, result.output
     assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
+def test_a_live_command_loads_only_its_own_module() -> None:
+    """The live commands are one module a resource: `isthmus vms` loads the sites module (and
+    what the live commands share), not the jobs', the server's or the manager."""
+    code = (
+        "import sys\n"
+        "from isthmus.cli import main\n"
+        "main.load_commands(main.COMMANDS['vms'])\n"
+        "print(*sorted(m for m in sys.modules if m.startswith(('isthmus.cli.live.', 'isthmus.server'))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["isthmus.cli.live.common", "isthmus.cli.live.sites"], proc.stdout
+
+
+def test_the_live_entry_point_has_every_live_command() -> None:
+    """`python -m isthmus.cli.live_entry` registers exactly the live commands of the main command."""
+    from isthmus.cli.live import register
+
+    sub = typer.Typer()
+    register(sub)
+    names = {name for name, module in main.COMMANDS.items() if module.startswith("live.")}
+    assert set(typer.main.get_group(sub).commands) == names

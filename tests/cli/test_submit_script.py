@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import pytest
 from typer.testing import CliRunner
 
-from isthmus.cli import live_cmd
+from isthmus.cli.live import common as live_common
 from isthmus.cli.main import app
 from isthmus.live.jobfiles import (
     OutputTemplateError,
@@ -21,7 +21,7 @@ from isthmus.live.jobfiles import (
 )
 
 runner = CliRunner()
-OPTIONS = directive_options(live_cmd.parse_duration, live_cmd.PRIORITIES)
+OPTIONS = directive_options(live_common.parse_duration, live_common.PRIORITIES)
 
 
 class FakeClient:
@@ -46,7 +46,7 @@ class FakeClient:
 @pytest.fixture
 def submitted(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     FakeClient.specs = []
-    monkeypatch.setattr(live_cmd, "Client", FakeClient)
+    monkeypatch.setattr(live_common, "Client", FakeClient)
     return FakeClient.specs
 
 

@@ -11,14 +11,14 @@ from typing import Any, ClassVar
 import pytest
 from typer.testing import CliRunner
 
-from isthmus.cli import live_cmd
+from isthmus.cli.live import common as live_common
 from isthmus.cli.main import app
 from isthmus.live.jobfiles import ScriptError, directive_options, parse_directives, vm_options
 from isthmus.model import VmRequirements
 from isthmus.workloads.vm_requirements import parse_vm_rule
 
 runner = CliRunner()
-OPTIONS = directive_options(live_cmd.parse_duration, live_cmd.PRIORITIES)
+OPTIONS = directive_options(live_common.parse_duration, live_common.PRIORITIES)
 
 SCRIPT = """#!/bin/sh
 #ISTHMUS --vm-type big --vm-memory 8192 --vm-arch=x86_64
@@ -75,7 +75,7 @@ def test_a_bad_vm_directive_names_file_and_line(line: str, message: str) -> None
 
 def test_submit_sends_directives_and_options_override_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     FakeClient.specs = []
-    monkeypatch.setattr(live_cmd, "Client", FakeClient)
+    monkeypatch.setattr(live_common, "Client", FakeClient)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "job.sh").write_text(SCRIPT)
     result = runner.invoke(app, ["submit", "--vm-memory", "4096", "--vm-network", "public", "job.sh"])

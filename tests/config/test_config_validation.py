@@ -390,9 +390,14 @@ def test_a_slurm_site_defaults_to_pilot_mode_and_dumps_back_equal(tmp_path: Path
     lrm = env.sites[0].lrm
     assert lrm is not None
     if mode is None:
-        assert (lrm.mode, lrm.partition, lrm.pilot_walltime, lrm.renew_before) == ("pilot", "batch", 3600.0, 300.0)
+        assert (lrm.mode, lrm.driver_options.partition, lrm.pilot_walltime, lrm.renew_before) == (
+            "pilot",
+            "batch",
+            3600.0,
+            300.0,
+        )
     else:
-        assert (lrm.mode, lrm.partition, lrm.pilot_walltime) == ("direct", "batch", None)
+        assert (lrm.mode, lrm.driver_options.partition, lrm.pilot_walltime) == ("direct", "batch", None)
     from isthmus.config import dump_environment
 
     again = tmp_path / f"again.{fmt}"
@@ -559,7 +564,7 @@ def test_finite_number_check_for_inf() -> None:
 
 
 def test_tags_structure_is_checked_when_the_file_is_read(tmp_path: Path) -> None:
-    """Issue: for TAGS-sets each set must be a proper subset of the previous one (file named)."""
+    """For TAGS-sets each set must be a proper subset of the previous one (file named)."""
     doc = base()
     names = [s["name"] for s in doc["sites"]]
     doc["sets"] = [
@@ -592,7 +597,8 @@ def test_a_cloud_provider_loads_and_dumps_back_equal_without_secrets(tmp_path: P
     path.write_text(dumps_toml(doc) if fmt == "toml" else yaml.safe_dump(doc))
     env = load_file(path)
     p = env.sites[1].provider
-    assert p is not None and (p.driver, p.image, p.region, p.boot_timeout) == ("ec2", "ami-0abc", "eu-west-1", 300.0)
+    assert p is not None and (p.driver, p.image, p.boot_timeout) == ("ec2", "ami-0abc", 300.0)
+    assert (p.driver_options.region, p.driver_options.extra) == ("eu-west-1", {"ex_keyname": "ops"})
     from isthmus.config import dump_environment
 
     text = dump_environment(env, fmt)  # type: ignore[arg-type]

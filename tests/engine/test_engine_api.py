@@ -105,6 +105,6 @@ def test_size_index_is_kept_only_for_policies_that_declare_it():
     assert list(eng.view.queue_by_size(0)) == [2]
     fcfs, _ = engine_for(clusters(4), "fcfs")
     fcfs.submit(job(1, 0, 2, 10))
-    assert fcfs.buckets == [{}]  # not maintained: FCFS never reads it
+    assert fcfs.queue_book.buckets == [{}]  # not maintained: FCFS never reads it
     with pytest.raises(RuntimeError, match="uses_size_index"):
         fcfs.view.queue_by_size(0)

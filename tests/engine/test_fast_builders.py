@@ -1,4 +1,4 @@
-"""`start_job` and `rigid_job` (the hot paths' builders, docs/simulation.md "Third pass") give
+"""`start_job` and `rigid_job` (the hot paths' builders, docs/simulation.md "Fast builders") give
 objects equal to the dataclass constructors' in every field, hash and pickle: as immutable, and
 of the same class (pure build: slot writers; compiled build: the constructor)."""
 

@@ -104,7 +104,8 @@ def test_the_queue_indexes_are_built_from_the_queue_on_first_read_and_kept_from_
     engine.run_round()  # job 1 runs: the 4 processors are taken
     for jid, size, req in [(2, 2, 50.0), (3, 1, 500.0), (4, 2, 10.0), (5, 1, 5.0)]:
         engine.submit(job(jid, 0, size, req, req=req))
-    assert engine.buckets == [{}] and engine.sorted_buckets == [{}] and not engine.size_index
+    book = engine.queue_book
+    assert book.buckets == [{}] and book.sorted_buckets == [{}] and not book.size_index
     by_size = engine.view.queue_by_size(0)
     assert {size: list(bucket) for size, bucket in by_size.items()} == {2: [2, 4], 1: [3, 5]}
     seqs = [e.seq for e in engine.view.queue(0)]

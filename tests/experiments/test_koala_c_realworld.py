@@ -1,4 +1,4 @@
-"""KOALA-C's real-world experiment (issue 18): the window, the scaled environment, each run's
+"""KOALA-C's real-world experiment: the window, the scaled environment, each run's
 figures and the checks of the paper's statements, on hand-built inputs."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Fault injection against a real manager: one campaign, run short by the suite and long by
-scripts/fault_campaign.py (issue 10, item 6).
+scripts/fault_campaign.py.
 
 A campaign starts a manager (a real process, real pilots, a real database), submits a workload
 of jobs that each append their run number to a ledger file, and injects faults at random while
@@ -10,10 +10,15 @@ it runs:
 - ``pilot-kill``: SIGKILL of one pilot (its runs are lost, killed and requeued);
 - ``db-refuse``: the database refuses writes for a while (SQLite: an exclusive lock held by the
   campaign; PostgreSQL: the manager's connections are terminated, as a database restart does);
-- ``spool-remove``: the output spool of a running job is removed (an operator cleaning up early).
+- ``spool-remove``: the output spool of a running job is removed (an operator cleaning up early);
+- ``pilot-then-manager`` and ``manager-then-pilot``: SIGKILL of a pilot and of the manager 0-50 ms
+  apart, in that order or the other, then a restart: the pilot's runs outlive both and are
+  declared lost by the restarted manager, which must kill them before their reruns.
 
-Then it checks every job: exactly one terminal state and it is the last; completed; no run
-executed twice and every executed run recorded; restarts recorded as kills; nothing stamped
+Each job's body appends ``start <run>`` to its ledger file when it starts and ``end <run>`` when
+it ends. Then it checks every job: exactly one terminal state and it is the last; completed; its
+body ran to its end exactly once (body executions, not recorded runs), in its last recorded run;
+no run started twice and every started run recorded; restarts recorded as kills; nothing stamped
 before the job's submission; output intact, or said to be lost where its spool was removed;
 event times never going backwards; at most one pilot per node; and, after the final stop, no
 process left behind.
@@ -41,7 +46,15 @@ from isthmus.live.client import ApiError, Client
 from isthmus.live.launch import tagged_pids
 
 TERMINAL = {"completed", "failed", "cancelled", "timeout"}
-FAULTS = ("manager-kill", "manager-stop", "pilot-kill", "db-refuse", "spool-remove")
+FAULTS = (
+    "manager-kill",
+    "manager-stop",
+    "pilot-kill",
+    "db-refuse",
+    "spool-remove",
+    "pilot-then-manager",
+    "manager-then-pilot",
+)
 
 
 @dataclass
@@ -51,6 +64,8 @@ class CampaignReport:
     cycles: int = 0
     jobs: int = 0
     runs: int = 0
+    body_executions: int = 0  # bodies that ran to their end (ledger), whatever was recorded
+    double_executions: int = 0  # bodies that ran to their end beyond once per job
     restarts_recorded: int = 0
     outputs_lost_and_said: int = 0
     faults: Counter[str] = field(default_factory=Counter)
@@ -61,7 +76,8 @@ class CampaignReport:
         """One line: the figures docs/reliability.md records."""
         faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items()))
         return (
-            f"{self.cycles} cycles, {self.jobs} jobs, {self.runs} runs, faults: {faults}; "
+            f"{self.cycles} cycles, {self.jobs} jobs, {self.runs} runs, {self.body_executions} body executions "
+            f"({self.double_executions} beyond one per job), faults: {faults}; "
             f"{self.restarts_recorded} recorded restarts, {self.outputs_lost_and_said} outputs lost and said; "
             f"{len(self.problems)} problems; {self.seconds:.0f} s"
         )
@@ -143,9 +159,10 @@ def run_campaign(
             while len(acknowledged) < jobs and not stop.is_set():
                 i = len(acknowledged)
                 sleep = 0.2 + (i % 5) * 0.2
+                mark = f"{ledger}/$ISTHMUS_JOB_ID"
                 script = (
-                    f'echo "$ISTHMUS_RUN" >> {ledger}/$ISTHMUS_JOB_ID; echo start $ISTHMUS_JOB_ID; '
-                    f"sleep {sleep}; echo end $ISTHMUS_JOB_ID"
+                    f'echo "start $ISTHMUS_RUN" >> {mark}; echo start $ISTHMUS_JOB_ID; '
+                    f'sleep {sleep}; echo end $ISTHMUS_JOB_ID; echo "end $ISTHMUS_RUN" >> {mark}'
                 )
                 try:
                     acknowledged.append(c.submit(command="sh", args=["-c", script], size=1 if i % 10 else 2))
@@ -171,6 +188,22 @@ def run_campaign(
             pilots = agents(tag)
             if pilots:
                 os.kill(rng.choice(pilots), signal.SIGKILL)
+        elif fault in ("pilot-then-manager", "manager-then-pilot"):
+            pilots = agents(tag)
+            victim = rng.choice(pilots) if pilots else None
+            gap = rng.uniform(0.0, 0.05)
+
+            def kill_pilot() -> None:
+                if victim is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(victim, signal.SIGKILL)
+
+            first, second = (kill_pilot, server.kill) if fault == "pilot-then-manager" else (server.kill, kill_pilot)
+            first()
+            time.sleep(gap)
+            second()
+            time.sleep(rng.uniform(0.0, 1.0))
+            server.start()
         elif fault == "db-refuse":
             _refuse_writes(server, rng.uniform(2.0, 5.0))
         elif fault == "spool-remove":
@@ -200,7 +233,9 @@ def run_campaign(
         if t.is_alive():
             report.problems.append("the workload could not be submitted")
             return report
-        unanswered = attempts_unanswered + report.faults["manager-kill"]
+        unanswered = attempts_unanswered + sum(
+            report.faults[f] for f in ("manager-kill", "pilot-then-manager", "manager-then-pilot")
+        )
         _check(server, report, jobs, acknowledged, unanswered, ledger, spool_removed)
     finally:
         stop.set()
@@ -250,12 +285,18 @@ def _check(
         if j["state"] != "completed":
             problems.append(f"job {jid} ended {j['state']}: {hist}")
         marks = ledger / str(jid)
-        runs = [int(x) for x in marks.read_text().split()] if marks.exists() else []
+        lines = [ln.split() for ln in marks.read_text().splitlines()] if marks.exists() else []
+        runs = [int(r) for what, r in lines if what == "start"]
+        ends = [int(r) for what, r in lines if what == "end"]
         report.runs += len(runs)
+        report.body_executions += len(ends)
         if len(runs) != len(set(runs)):
             problems.append(f"job {jid}: a run executed twice: {runs}")
         if not (set(runs) <= set(range(1, j["run"] + 1)) and j["run"] in runs):
             problems.append(f"job {jid}: executed runs {runs} are not the recorded ones (last run {j['run']})")
+        if ends != [j["run"]]:
+            report.double_executions += max(0, len(ends) - 1)
+            problems.append(f"job {jid}: its body ran to its end in runs {ends}, not once in its last run {j['run']}")
         killed = sum(1 for h in hist if h["state"] == "killed")
         if j["restarts"] != j["run"] - 1 or killed != j["restarts"]:
             problems.append(f"job {jid}: {j['restarts']} restarts, {killed} kills, run {j['run']}")

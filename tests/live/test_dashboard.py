@@ -110,7 +110,7 @@ def test_dashboard_login_jobs_cancel_and_own_jobs_only(tmp_path: Path, tag: str,
 
 
 def test_dashboard_shows_peers_up_with_their_resources_then_down(tmp_path: Path, tag: str, browser: Any) -> None:
-    # A, B and C connected as peers (issue 17: the peers panel): A's page shows B and C up with
+    # A, B and C connected as peers (the peers panel): A's page shows B and C up with
     # the resource data they sent, and B down once it is stopped
     shots = _artifacts(tmp_path)
     with federation(tmp_path, tag, names=("A", "B", "C"), nodes=(1, 2, 3)) as fed:

@@ -1,4 +1,4 @@
-"""KOALA-C's real-world experiment run live end to end (issue 18): `isthmus experiment
+"""KOALA-C's real-world experiment run live end to end: `isthmus experiment
 koala-c-realworld` on a real Slurm cluster site, a site of local pilots and two clouds leased
 through Libcloud from a local EC2-compatible server (two regions, each played by a VmPlayer),
 a few jobs at a strong time compression; every job completes on every side, the figures and the

@@ -1,4 +1,4 @@
-"""Accounting (issue 17, item 3): `GET /accounting` and `isthmus accounting` on a real manager,
+"""Accounting: `GET /accounting` and `isthmus accounting` on a real manager,
 checked against figures computed by hand here from the jobs' histories and the VM leases the
 API reports."""
 

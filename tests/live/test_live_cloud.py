@@ -197,7 +197,7 @@ def test_the_provider_lists_every_instance_beyond_the_first_page(endpoint: str) 
     """DescribeInstances answers in pages (100 reservations each here); a listing that read only
     the first made every later VM look gone, and the manager failed 100 booting VMs at once in
     the KOALA-C real-world experiment."""
-    from isthmus.backends.libcloud_provider import MANAGER_TAG, LibcloudProvider
+    from isthmus.backends.libcloud_provider import MANAGER_TAG, LibcloudOptions, LibcloudProvider
     from isthmus.model.cloud import ProviderSettings
 
     ec2 = ec2_client(endpoint)
@@ -205,14 +205,8 @@ def test_the_provider_lists_every_instance_beyond_the_first_page(endpoint: str) 
     for _ in range(130):  # one reservation each, as isthmus leases them
         ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, TagSpecifications=tags)
     ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)  # not this manager's
-    settings = ProviderSettings(
-        driver="ec2",
-        image=AMI,
-        instance_type="t2.micro",
-        endpoint=endpoint,
-        key_env="ISTHMUS_TEST_EC2_KEY",
-        secret_env="ISTHMUS_TEST_EC2_SECRET",
-    )
+    options = LibcloudOptions(endpoint=endpoint, key_env="ISTHMUS_TEST_EC2_KEY", secret_env="ISTHMUS_TEST_EC2_SECRET")
+    settings = ProviderSettings(driver="ec2", image=AMI, instance_type="t2.micro", driver_options=options)
     found = LibcloudProvider("ec2", "m1", settings).instances()
     assert len(found) == 130
     assert len({i.provider_id for i in found}) == 130

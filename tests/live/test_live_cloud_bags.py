@@ -1,4 +1,4 @@
-"""Issue 16, end to end on a provider cloud: a bag of tasks scavenges the cores of EC2 VMs (a local
+"""Bags of tasks end to end on a provider cloud: a bag of tasks scavenges the cores of EC2 VMs (a local
 moto server through Apache Libcloud, `cloudkit.VmPlayer` playing the VMs) that On-Demand leased
 for rigid jobs, and never causes, keeps or pays for a lease (docs/bags.md, "Bags on clouds").
 

@@ -1,4 +1,4 @@
-"""Issue 13, item 6, end to end: `isthmus server` on a local cluster and an EC2 site (a local moto
+"""End to end: `isthmus server` on a local cluster and an EC2 site (a local moto
 server whose VMs `VmPlayer` plays) runs a workload with VM requirements from two users under a
 budget cap, with On-Demand provisioning and vm-share; the cap holds, the shares are even, the
 error VM is replaced, and `isthmus validate` (`isthmus.live.validate.validate`, what the command

@@ -1,6 +1,6 @@
 """Faults of the manager's own: a database that refuses writes for a while, and a pause of the
 manager process (SIGSTOP). Neither loses or re-runs a job, and pilots are not declared lost
-for what the manager itself could not do (issue 10, item 1)."""
+for what the manager itself could not do."""
 
 from __future__ import annotations
 

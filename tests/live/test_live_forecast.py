@@ -1,4 +1,4 @@
-"""What-if forecasts of the live queue (issue 17, item 5): a hand-computed forecast under strict
+"""What-if forecasts of the live queue: a hand-computed forecast under strict
 FCFS, the same snapshot under another policy, and how close forecast starts come to the actual
 ones on the live workload (median and 90th percentile error, printed)."""
 

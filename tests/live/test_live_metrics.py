@@ -1,4 +1,4 @@
-"""`GET /metrics` (issue 17, item 2): scraped from a real manager and read with the Prometheus
+"""`GET /metrics`: scraped from a real manager and read with the Prometheus
 text parser; figures checked against what the workload did."""
 
 from __future__ import annotations

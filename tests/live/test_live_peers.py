@@ -1,4 +1,4 @@
-"""Live peer managers (issue 15; Villegas dissertation ch. 4, Table 4.1; docs/federation.md):
+"""Live peer managers (Villegas dissertation ch. 4, Table 4.1; docs/federation.md):
 three `isthmus server`s on loopback, each with its own environment file, sites, SQLite database
 and port, connected as peers. A job submitted to one runs on another by the forwarding policy,
 is queried and cancelled from its origin, and survives kill -9 and restart of the manager it runs

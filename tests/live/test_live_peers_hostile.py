@@ -1,4 +1,4 @@
-"""Hostile input to the peer protocol's routes (isthmus.server.peer_routes): every request must
+"""Hostile input to the peer protocol's routes (isthmus.server.routers.peers): every request must
 name a configured peer and carry the secret shared with it; malformed bodies get a 422 naming
 the field; a chain that loops, does not end with its sender or is longer than max_hops is
 refused; a repeated submitJob is answered with the same id; the secrets never show."""

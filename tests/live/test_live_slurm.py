@@ -1,4 +1,4 @@
-"""A live site on a real Slurm in direct mode (issue 12): each run is one Slurm job; states,
+"""A live site on a real Slurm in direct mode: each run is one Slurm job; states,
 exit codes, output, multi-node placement, cancellation both ways, a refused submission, and a
 manager killed and restarted while Slurm jobs run (re-attached, not submitted twice)."""
 

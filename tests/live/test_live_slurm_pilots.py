@@ -195,6 +195,7 @@ def test_validate_agrees_with_simulation_on_a_slurm_site_beside_local_sites_and_
     pilot mode: the same reduced workload live and simulated agrees (tolerances of test_validate.py)."""
     from dataclasses import replace
 
+    from isthmus.backends.slurm import SlurmOptions
     from isthmus.config import load_environment
     from isthmus.live.validate import prepare_case, validate
     from isthmus.model.environment import PolicyChoice
@@ -202,7 +203,9 @@ def test_validate_agrees_with_simulation_on_a_slurm_site_beside_local_sites_and_
     from isthmus.workloads import resolve_workload
 
     env = load_environment("local")
-    slurm_site = replace(env.sites[0], lrm=LrmSettings(driver="slurm", config=slurm_conf, poll_interval=0.3))
+    slurm_site = replace(
+        env.sites[0], lrm=LrmSettings(driver="slurm", driver_options=SlurmOptions(config=slurm_conf), poll_interval=0.3)
+    )
     env = replace(env, sites=(slurm_site, *env.sites[1:]))
     case = prepare_case(env, resolve_workload("lublin:jobs=25,procs=6,max_size=4,load=0.9", seed=3), scale=0.0005)
     report = validate(case, [PolicyChoice("ff")], out=tmp_path / "out", work_dir=tmp_path / "work", tag=tag)

@@ -1,4 +1,4 @@
-"""Stopping the manager as a batch system's operator would (issue 10, item 4): a normal stop
+"""Stopping the manager as a batch system's operator would: a normal stop
 (SIGTERM, `isthmus stop`) leaves running jobs running and the next start re-attaches them;
 `isthmus stop --drain` starts nothing new and stops once the running jobs have ended."""
 

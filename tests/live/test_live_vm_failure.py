@@ -1,4 +1,4 @@
-"""A VM that never boots is a VM failure (issue 9, item 5): its first pilot exits before it
+"""A VM that never boots is a VM failure: its first pilot exits before it
 registers, the engine logs VM_FAILED with the reason and ends the VM's lease, and provisioning
 leases another VM on which the waiting job runs."""
 

@@ -47,7 +47,7 @@ def test_the_enums_keep_the_stored_words() -> None:
 
 
 def test_bag_task_states_of_the_cli_are_the_enum() -> None:
-    from isthmus.cli.live_cmd import BAG_TASK_STATES
+    from isthmus.cli.live.common import BAG_TASK_STATES
 
     assert BAG_TASK_STATES == STORED_TASK_WORDS
 

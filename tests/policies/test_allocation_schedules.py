@@ -41,7 +41,7 @@ def test_easy_respects_requested_runtimes_not_actual():
     assert start_of(run("easy", jobs)) == {1: (0, 0), 2: (10, 0), 3: (15, 0)}
 
 
-# EASY with running jobs that share an estimated end (issue 11): the processors left over at
+# EASY with running jobs that share an estimated end: the processors left over at
 # the shadow time ("extra") count every job ending at that instant, not only those up to the
 # first one that lets the head fit.
 

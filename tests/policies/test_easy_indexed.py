@@ -1,4 +1,4 @@
-"""EASY's backfilling through the queue's indexes (issue 11: rounds whose cost does not grow
+"""EASY's backfilling through the queue's indexes (rounds whose cost does not grow
 with the queue): a long queue is backfilled by visiting only the jobs that may start
 (`_backfill_indexed`), with the decisions of a scan of the whole queue. The indexed path is
 forced here (`SCAN_QUEUE_MAX = -1`) on hand-computed schedules, and compared with the plain

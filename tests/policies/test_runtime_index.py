@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import isthmus.engine.engine as engine_module
+import isthmus.engine.queues as queues_module
 from helpers import clusters, job
 from isthmus.model.decisions import StartJob
 from isthmus.model.environment import PolicyChoice
@@ -57,7 +57,7 @@ STATES = st.tuples(
 def test_sjf_via_the_index_equals_sorting_the_queue(state, policy, plain_max):
     # plain_max: how long a size group may grow as a plain sorted list before it becomes a
     # SortedList (2 takes the SortedList path with these short queues)
-    with patch.object(engine_module, "_PLAIN_GROUP_MAX", plain_max):
+    with patch.object(queues_module, "_PLAIN_GROUP_MAX", plain_max):
         _check_sjf_index(state, policy)
 
 

@@ -1,10 +1,10 @@
-"""Fingerprints of event logs on the peer workloads and the KOALA-C traces (issue: keep the engine's
-behaviour while reshaping it).
+"""Fingerprints of event logs on the peer workloads and the KOALA-C traces: a change to the engine
+that alters a schedule changes one.
 
 `python tests/sim/log_fingerprints.py > tests/data/log_fingerprints.json` records them; the test
-in test_log_fingerprints.py recomputes them and compares. Only the original six columns (time,
-kind, job, site, vm, value) of the events that existed before the reshape are hashed, so new
-columns and new kinds of events (decision statuses) do not change a fingerprint.
+in test_log_fingerprints.py recomputes them and compares. Only the six core columns (time,
+kind, job, site, vm, value) of the schedule's own events (SUBMIT to VM_GONE) are hashed, so added
+columns and other kinds of events (decision statuses) do not change a fingerprint.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ OLD_KINDS = range(12)  # SUBMIT .. VM_GONE
 
 
 def fingerprint(log: object) -> str:
-    """sha256 over (time, kind, job, site, vm, value) of every pre-reshape event, in order."""
+    """sha256 over (time, kind, job, site, vm, value) of every event of kinds SUBMIT to VM_GONE, in order."""
     cols = log.columns()  # type: ignore[attr-defined]
     h = hashlib.sha256()
     pack = struct.Struct("<dbqhid").pack

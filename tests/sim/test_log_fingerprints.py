@@ -1,11 +1,8 @@
-"""The reshaped engine keeps every existing policy's schedule: event logs hash as before.
+"""Every policy's schedule is held to recorded event-log fingerprints.
 
-The recorded fingerprints (tests/data/log_fingerprints.json) were made by
-tests/sim/log_fingerprints.py on the engine before the reshape. A changed fingerprint
-means a changed schedule; re-record only for an intended, documented change of a policy.
-The HSDF cases were recorded before HSDF ranked the queue's group heads (issue 11).
-CTC/koala-c-multicloud rr and hsdf were re-recorded when a VM release at a cloud's maximum
-with jobs waiting came to be followed by a round (engine/kinds/release.py).
+The fingerprints (tests/data/log_fingerprints.json) are made by tests/sim/log_fingerprints.py.
+A changed fingerprint means a changed schedule; re-record only for an intended, documented
+change of a policy.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def test_arrivals_come_before_completions_per_event() -> None:
 
 
 def test_easy_with_tied_ends_backfills_under_both_rules() -> None:
-    # the case of issue 11: 10 processors; jobs 1 and 2 end together at 100, job 3 (6) is
+    # runs sharing an estimated end: 10 processors; jobs 1 and 2 end together at 100, job 3 (6) is
     # reserved at 100 with 4 processors to spare: job 4 (2, 500 s) backfills at 2
     jobs = [job(1, 0, 4, 100, 100), job(2, 0, 4, 100, 100), job(3, 1, 6, 50, 50), job(4, 2, 2, 500, 500)]
     for rounds in ("batch", "per-event"):

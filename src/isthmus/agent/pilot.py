@@ -50,7 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from isthmus.agent.fresh import FreshEntries
+from isthmus.agent.jobenv import default_environment, job_environment
+from isthmus.agent.outputs import open_output
 from isthmus.agent.reaper import Reaper
+from isthmus.agent.runexit import check_startable, wrapped
 
 EXIT_OK = 0
 LOST_GRACE = 0.5
@@ -245,9 +248,9 @@ class Pilot:
         self._http_report = Connection(self.cfg.url, self.cfg.token, 10.0)  # reports (reporter thread)
         self._reaper: Reaper[Task | LaneTask] = Reaper(self._exited)
         self._fresh: FreshEntries | None = None  # once the manager has named its spool directory
-        # what every run's environment starts from: the pilot's own, less its token
-        # no credential reaches a job through its environment
-        self._base_env = {k: v for k, v in os.environ.items() if k not in ("ISTHMUS_PILOT_TOKEN", "ISTHMUS_TOKEN")}
+        # what every run's environment starts from: the documented defaults only, never the
+        # pilot's whole environment (isthmus.agent.jobenv)
+        self._base_env = default_environment()
 
     # ------------------------------------------------------------------------- main loop
 
@@ -479,10 +482,11 @@ class Pilot:
             os.makedirs(spool, exist_ok=True)
         with open(nodefile, "w") as f:
             f.write("".join(_nodefile_line(h) for h in cmd.get("hosts", [])))
-        env = dict(self._base_env)
-        env.update(cmd.get("env", {}))
-        env["ISTHMUS_NODEFILE"] = nodefile
-        env["ISTHMUS_PILOT_NODE"] = self.cfg.node
+        env = job_environment(
+            cmd.get("env", {}),
+            {"ISTHMUS_NODEFILE": nodefile, "ISTHMUS_PILOT_NODE": self.cfg.node},
+            self._base_env,
+        )
         argv = [cmd["command"], *cmd.get("args", [])]
         if cmd.get("script") is not None:
             script = os.path.join(spool, "job.script")  # the copy taken at submission
@@ -494,21 +498,25 @@ class Pilot:
                 raise LaunchError(f"cannot write the job script {script}: {exc}", 126) from exc
             shebang = cmd["script"].startswith("#!")
             argv = [script, *cmd.get("args", [])] if shebang else ["/bin/sh", script, *cmd.get("args", [])]
-        mode = "ab" if cmd.get("append") else "wb"
+        cwd = cmd.get("cwd") or spool
+        if "\x00" in "".join(argv):
+            raise ValueError("embedded null byte")
+        check_startable(argv[0], cwd, env.get("PATH", ""))  # fails here, as starting it directly would
+        append = bool(cmd.get("append"))
         t0 = time.monotonic()
         try:
-            out = open(stdout, mode)  # noqa: SIM115 - closed below, once the child has them
+            out = open_output(stdout, append=append)  # closed below, once the child has them
         except OSError as exc:
             raise LaunchError(f"cannot open the output file {stdout}: {exc.strerror or exc}", 1) from exc
         try:
-            err = out if stderr == stdout else open(stderr, mode)  # noqa: SIM115
+            err = out if stderr == stdout else open_output(stderr, append=append)
         except OSError as exc:
             out.close()
             raise LaunchError(f"cannot open the error file {stderr}: {exc.strerror or exc}", 1) from exc
         try:
             return subprocess.Popen(
-                argv,
-                cwd=cmd.get("cwd") or spool,
+                wrapped(argv, spool, int(cmd["run"])),  # records its exit status (isthmus.agent.runexit)
+                cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -527,7 +535,7 @@ class Pilot:
         line = f"isthmus pilot: {why}\n".encode(errors="backslashreplace")
         for path in (str(cmd.get("stderr")), os.path.join(str(cmd.get("spool")), f"run{run}.err")):
             try:
-                with open(path, "ab") as f:
+                with open_output(path, append=True) as f:  # never a FIFO that would block
                     f.write(line)
                 return
             except (OSError, ValueError):
@@ -593,10 +601,12 @@ class Pilot:
         out_dir = lane.spec["out_dir"]
         os.makedirs(out_dir, exist_ok=True)
         stdout, stderr = task_outputs(out_dir, task)
-        env = dict(self._base_env)
-        env.update(lane.spec["env"])
-        env.update({"ISTHMUS_JOB_ID": str(lane.bag), "ISTHMUS_TASK": str(task), "ISTHMUS_PILOT_NODE": self.cfg.node})
-        with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        env = job_environment(
+            lane.spec["env"],
+            {"ISTHMUS_JOB_ID": str(lane.bag), "ISTHMUS_TASK": str(task), "ISTHMUS_PILOT_NODE": self.cfg.node},
+            self._base_env,
+        )
+        with open_output(stdout, append=False) as out, open_output(stderr, append=False) as err:
             return subprocess.Popen(
                 ["/bin/sh", "-c", str(item["command"])],
                 cwd=lane.spec.get("cwd") or out_dir,

@@ -12,8 +12,9 @@ Provider ids are opaque strings (a Slurm job id, an EC2 instance id). Native sta
 translated into `isthmus.model.states.JobState` through a table per system. Every call may fail
 with a typed `isthmus.backends.errors.SiteError` and may be slow: `SiteWorker` runs a site's
 calls in a thread of its own and hands each result back to the event loop as a callback, so a
-slow site never stalls a scheduling round or the API. `reconcile` is the one rule for recovery:
-what the manager recorded against what the system reports gives runs to adopt, to end, and lost.
+slow site never stalls a scheduling round or the API. What a system holds after a restart is
+matched with the recorded runs by each site backend's `begin` (`isthmus.live.batch`,
+`isthmus.live.lrm_pilots`, `isthmus.live.iaas`), from `find` or `instances`.
 """
 
 from __future__ import annotations
@@ -142,34 +143,6 @@ class CloudProvider(Protocol):
     def instances(self) -> list[Instance]:
         """Every VM the provider holds tagged with this manager's id."""
         ...
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """What to do with each recorded or found run after a restart."""
-
-    adopt: dict[str, RemoteState]  # key -> still queued or running there: keep it
-    end: dict[str, RemoteState]  # key -> ended while the manager was away: record its end
-    lost: list[str]  # keys the system no longer knows: lost (requeue by policy)
-    orphans: dict[str, RemoteState]  # provider id -> found, never recorded: adopt or cancel by setting
-
-
-def reconcile(recorded: Mapping[str, str], found: Mapping[str, RemoteState]) -> Reconciliation:
-    """Match runs the manager recorded (key -> provider id) with what the system reports
-    (provider id -> state). A state UNKNOWN counts as still there (adopted), never as ended."""
-    by_id = dict(found)
-    adopt: dict[str, RemoteState] = {}
-    end: dict[str, RemoteState] = {}
-    lost: list[str] = []
-    for key, pid in recorded.items():
-        st = by_id.pop(pid, None)
-        if st is None:
-            lost.append(key)
-        elif st.state.terminal:
-            end[key] = st
-        else:
-            adopt[key] = st
-    return Reconciliation(adopt, end, lost, by_id)
 
 
 class SiteWorker:

@@ -22,6 +22,9 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from isthmus.backends.api import Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import (
@@ -67,6 +70,24 @@ ACCOUNTING_GRACE = 30.0
 _FAILED_TIMEOUT = "37"
 
 
+_OPTION = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class GridEngineOptions(BaseModel):
+    """The options of a Grid Engine site's ``lrm`` table beside the keys every batch system shares."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+    queue: str | None = Field(None, min_length=1, max_length=128, description="Queue to submit to.")
+    parallel_environment: str | None = Field(
+        None, min_length=1, max_length=128, description='Parallel environment of multi-slot jobs (default "smp").'
+    )
+    options: list[_OPTION] = Field(default_factory=list, description='Extra qsub options, e.g. ["-l h_vmem=2G"].')
+    command_timeout: float = Field(
+        30.0, gt=0, le=3600, description="Seconds a Grid Engine command may take before it counts as not answering."
+    )
+
+
 @dataclass
 class GridEngineBatch:
     """One Grid Engine queue driven through its commands (see the module docstring)."""
@@ -78,6 +99,18 @@ class GridEngineBatch:
     extra_options: tuple[str, ...] = ()
     timeout: float = 30.0
     _missing_since: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    @classmethod
+    def open(cls, name: str, manager_id: str, options: GridEngineOptions, lrm: object = None) -> GridEngineBatch:
+        """The registry's factory: the Grid Engine system of site `name` for manager `manager_id`."""
+        return cls(
+            name,
+            manager_id,
+            queue=options.queue,
+            parallel_environment=options.parallel_environment or "smp",
+            extra_options=tuple(options.options),
+            timeout=options.command_timeout,
+        )
 
     # --------------------------------------------------------------------------- commands
 

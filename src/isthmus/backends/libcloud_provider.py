@@ -24,9 +24,12 @@ import os
 import re
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from isthmus.backends.api import Instance, LeaseRequest
 from isthmus.backends.errors import (
@@ -59,9 +62,42 @@ _INVALID = (
 )
 
 
-def credentials(settings: ProviderSettings) -> tuple[str, str]:
+class LibcloudOptions(BaseModel):
+    """The options of a Libcloud driver (``[sites.provider]`` beside driver, image and
+    instance_type). Credentials are named, never given: ``key_env``/``secret_env`` are environment
+    variables, ``credentials_file`` a file with ``key = ...`` and ``secret = ...`` lines."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+    region: str = Field("", max_length=64, description="Provider region (default us-east-1 on EC2).")
+    endpoint: str = Field("", max_length=512, description="Endpoint URL; empty for the provider's public one.")
+    key_env: str = Field("", max_length=128, description="Environment variable holding the access key or user.")
+    secret_env: str = Field("", max_length=128, description="Environment variable holding the secret.")
+    credentials_file: str = Field("", max_length=4096, description="File with key = ... and secret = ... lines.")
+    extra: dict[str, str] = Field(default_factory=dict, description="Further driver arguments (project, tenant, ...).")
+
+    @model_validator(mode="after")
+    def _credentials_named(self) -> LibcloudOptions:
+        if not self.credentials_file and not (self.key_env and self.secret_env):
+            raise PydanticCustomError(
+                "credentials",
+                "credentials are needed: key_env and secret_env (names of environment variables) or credentials_file",
+            )
+        return self
+
+
+def libcloud_options(settings: ProviderSettings) -> LibcloudOptions:
+    """The Libcloud options of `settings`; ValueError when it holds another driver's options."""
+    options = settings.driver_options
+    if not isinstance(options, LibcloudOptions):
+        raise ValueError(f"provider {settings.driver!r}: expected Libcloud options, got {type(options).__name__}")
+    return options
+
+
+def credentials(provider: ProviderSettings) -> tuple[str, str]:
     """(key, secret) from the environment variables or the file the settings name; ValueError
     naming what is missing (never the values)."""
+    settings = libcloud_options(provider)
     if settings.credentials_file:
         path = Path(settings.credentials_file).expanduser()
         try:
@@ -136,21 +172,28 @@ class LibcloudProvider:
     timeout: float = 60.0
     _driver: Any = field(default=None, init=False, repr=False)
 
+    @classmethod
+    def open(cls, name: str, manager_id: str, options: LibcloudOptions, settings: ProviderSettings) -> LibcloudProvider:
+        """The registry's factory: the provider of site `name` for manager `manager_id`."""
+        if settings.driver_options is not options:
+            settings = replace(settings, driver_options=options)
+        return cls(name, manager_id, settings)
+
     def driver(self) -> Any:
         """The Libcloud driver (built on first use; InvalidRequestError/AuthenticationError when
         the settings or credentials cannot make one)."""
         if self._driver is not None:
             return self._driver
-        s = self.settings
+        s, o = self.settings, libcloud_options(self.settings)
         try:
             key, secret = credentials(s)
         except ValueError as exc:
             raise AuthenticationError(str(exc), site=self.name) from None
-        kwargs: dict[str, Any] = dict(s.extra)
-        if s.endpoint:
-            u = urllib.parse.urlsplit(s.endpoint)
+        kwargs: dict[str, Any] = dict(o.extra)
+        if o.endpoint:
+            u = urllib.parse.urlsplit(o.endpoint)
             if u.scheme not in ("http", "https") or not u.hostname:
-                raise InvalidRequestError(f"endpoint {s.endpoint!r}: expected http(s)://HOST[:PORT]", site=self.name)
+                raise InvalidRequestError(f"endpoint {o.endpoint!r}: expected http(s)://HOST[:PORT]", site=self.name)
             kwargs.update(host=u.hostname, secure=u.scheme == "https")
             if u.port:
                 kwargs["port"] = u.port
@@ -158,14 +201,14 @@ class LibcloudProvider:
             if s.driver == "ec2":
                 cls = _ec2_driver_class()
                 self._driver = cls(
-                    key, secret, region=s.region or "us-east-1", signature_version="4", timeout=self.timeout, **kwargs
+                    key, secret, region=o.region or "us-east-1", signature_version="4", timeout=self.timeout, **kwargs
                 )
             else:
                 from libcloud.compute.providers import get_driver
 
                 cls = get_driver(s.driver)
-                if s.region:
-                    kwargs.setdefault("region", s.region)
+                if o.region:
+                    kwargs.setdefault("region", o.region)
                 self._driver = cls(key, secret, **kwargs)
         except Exception as exc:  # a driver refusing its arguments
             raise InvalidRequestError(f"cannot build the {s.driver} driver: {exc}", site=self.name) from None

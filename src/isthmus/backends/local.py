@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from isthmus.agent.jobenv import pilot_environment
 from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
 from isthmus.engine.state import JobEntry
 from isthmus.model.site import Site
@@ -202,9 +203,10 @@ def spawn_pilot(
 
     The token goes through a pipe on the pilot's stdin, neither on its command line nor in its
     environment: its jobs, which run as the same user, could read both (`/proc/$PPID/environ`).
+    Its environment is built (isthmus.agent.jobenv.pilot_environment), never the manager's.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("ISTHMUS_PILOT_TOKEN", "ISTHMUS_TOKEN")}
+    env = pilot_environment()  # not the manager's: its secrets would reach the pilot's jobs
     env.update(extra_env or {})
     cmd = [
         sys.executable,
@@ -288,3 +290,47 @@ def pilot_alive(pid: int | None, proc: subprocess.Popen[bytes] | None) -> bool:
     if proc is not None:
         return proc.poll() is None
     return pid is not None and pid_is_pilot(pid)
+
+
+def kill_marked_runs(marks: Sequence[tuple[int, int, str]]) -> int:
+    """SIGKILL every process on this machine that belongs to one of `marks` ((job, run, nodefile)
+    triples: its environment carries ISTHMUS_JOB_ID=job, ISTHMUS_RUN=run and ISTHMUS_NODEFILE=
+    nodefile, a path in one manager's spool that no other manager's runs carry), with its process
+    group; returns how many processes were found.
+
+    This finds a run whose pilot died without killing it (a SIGKILLed pilot leaves its runs in
+    their own sessions) whatever its pid, even one its pilot never reported. Two passes: a
+    process forked during the first is caught by the second.
+    """
+    wanted = {
+        (f"ISTHMUS_JOB_ID={job}".encode(), f"ISTHMUS_RUN={run}".encode(), f"ISTHMUS_NODEFILE={nodefile}".encode())
+        for job, run, nodefile in marks
+    }
+    if not wanted:
+        return 0
+    own = os.getpgrp()
+    found: set[int] = set()
+    for _ in range(2):
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            pid = int(name)
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    environ = set(f.read().split(b"\0"))
+            except OSError:
+                continue
+            if not any(all(m in environ for m in mark) for mark in wanted):
+                continue
+            found.add(pid)
+            try:
+                group = os.getpgid(pid)
+            except OSError:
+                continue
+            if group != own:
+                kill_group(group)
+            try:  # noqa: SIM105
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return len(found)

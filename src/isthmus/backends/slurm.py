@@ -19,6 +19,9 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from isthmus.backends.api import Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import (
@@ -83,6 +86,26 @@ def _field(line: str, key: str) -> str:
     return m.group(1) if m else ""
 
 
+_OPTION = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class SlurmOptions(BaseModel):
+    """The options of a Slurm site's ``lrm`` table beside the keys every batch system shares."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+    partition: str | None = Field(None, min_length=1, max_length=128, description="Partition to submit to.")
+    account: str | None = Field(None, min_length=1, max_length=128, description="Account to charge.")
+    qos: str | None = Field(None, min_length=1, max_length=128, description="Quality of service.")
+    config: str | None = Field(
+        None, min_length=1, max_length=4096, description="Slurm's configuration file (SLURM_CONF) if not the default."
+    )
+    options: list[_OPTION] = Field(default_factory=list, description='Extra sbatch options, e.g. ["--exclusive"].')
+    command_timeout: float = Field(
+        30.0, gt=0, le=3600, description="Seconds a Slurm command may take before it counts as not answering."
+    )
+
+
 @dataclass
 class SlurmBatch:
     """One Slurm partition driven through its commands (see the module docstring)."""
@@ -100,6 +123,20 @@ class SlurmBatch:
     def __post_init__(self) -> None:
         if self.slurm_conf:
             self._env["SLURM_CONF"] = self.slurm_conf
+
+    @classmethod
+    def open(cls, name: str, manager_id: str, options: SlurmOptions, lrm: object = None) -> SlurmBatch:
+        """The registry's factory: the Slurm system of site `name` for manager `manager_id`."""
+        return cls(
+            name,
+            manager_id,
+            partition=options.partition,
+            account=options.account,
+            qos=options.qos,
+            extra_options=tuple(options.options),
+            slurm_conf=options.config,
+            timeout=options.command_timeout,
+        )
 
     # --------------------------------------------------------------------------- commands
 
@@ -143,8 +180,9 @@ class SlurmBatch:
             args.append(f"--chdir={r.cwd}")
         args.append(f"--output={r.stdout or '/dev/null'}")
         args.append(f"--error={r.stderr or r.stdout or '/dev/null'}")
-        if r.env:
-            args.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in sorted(r.env.items())))
+        # exactly the request's environment (and Slurm's SLURM_* variables): never sbatch's own,
+        # which is the manager's with its secrets
+        args.append("--export=" + (",".join(f"{k}={v}" for k, v in sorted(r.env.items())) or "NONE"))
         args.extend(self.extra_options)
         return args
 

@@ -2,7 +2,7 @@
 
 import typer
 
-from isthmus.cli.live_cmd import register
+from isthmus.cli.live import register
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 register(app)

@@ -2,7 +2,7 @@
 
 Sub-commands are loaded on first use: `isthmus simulate` imports the simulator, metrics and
 records, not the HTTP client, the live manager or the experiments (start-up time and memory
-count in the whole command, issue 11). `COMMANDS` names the module that registers each
+count in the whole command). `COMMANDS` names the module that registers each
 sub-command; `isthmus --help` loads them all to list them.
 """
 
@@ -28,37 +28,37 @@ if TYPE_CHECKING:  # typer carries its own copy of click
 # a value already in the environment wins)
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-#: The live commands (`isthmus.cli.live_cmd.register` adds exactly these; `token` is a group).
-LIVE_COMMANDS = (
-    "server",
-    "stop",
-    "agent",
-    "submit",
-    "bags",
-    "results",
-    "jobs",
-    "show",
-    "cancel",
-    "logs",
-    "sites",
-    "peers",
-    "vms",
-    "budget",
-    "accounting",
-    "forecast",
-)
+#: The live commands: name -> module of `isthmus.cli.live` that registers it (`token` is a group).
+LIVE_COMMANDS = {
+    "server": "server",
+    "stop": "server",
+    "agent": "agent",
+    "submit": "jobs",
+    "bags": "bags",
+    "results": "bags",
+    "jobs": "jobs",
+    "show": "jobs",
+    "cancel": "jobs",
+    "logs": "jobs",
+    "sites": "sites",
+    "peers": "peers",
+    "vms": "sites",
+    "budget": "budgets",
+    "accounting": "accounting",
+    "forecast": "accounting",
+}
 
 #: Sub-command name -> module of `isthmus.cli` that registers it, in the order `--help` lists them.
 COMMANDS: dict[str, str] = {
     "policies": "policies_cmd",
     "simulate": "simulate_cmd",
     "experiment": "experiment_cmd",
-    **dict.fromkeys(LIVE_COMMANDS, "live_cmd"),
+    **{name: f"live.{module}" for name, module in LIVE_COMMANDS.items()},
     "validate": "validate_cmd",
     "report": "report_cmd",
     "env": "env_cmd",
     "workload": "workload_cmd",
-    "token": "live_cmd",
+    "token": "live.tokens",
 }
 
 #: Help of the sub-command groups that are Typer apps of their own (`module.app`).
@@ -102,7 +102,7 @@ class LazyGroup(TyperGroup):
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         """The command `cmd_name`, registering its module's commands on first use."""
         if cmd_name not in self.commands and cmd_name in COMMANDS:
-            if COMMANDS[cmd_name] != "live_cmd":
+            if not COMMANDS[cmd_name].startswith("live."):
                 import_numpy_single_threaded()  # a computing command: NumPy's BLAS on one thread
             for name, command in load_commands(COMMANDS[cmd_name]).items():
                 self.commands.setdefault(name, command)

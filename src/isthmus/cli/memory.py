@@ -8,7 +8,7 @@ do nothing where the C library lacks them (musl, macOS).
 
 Start-up imports make some 70,000 objects (modules, classes, functions) that live as long as
 the process. Python's cyclic collector runs during the imports and scans them again in every
-full collection of the run: 0.1-0.2 s of CPU in `isthmus simulate` for 100k jobs (issue 11).
+full collection of the run: 0.1-0.2 s of CPU in `isthmus simulate` for 100k jobs.
 The program runs its imports without collections and then freezes what they made
 (`gc.freeze`): later collections scan only what the command itself makes.
 Only the program does this (`start_program_gc` is called when the command line is its own, not

@@ -648,7 +648,7 @@ def single_cluster(processors: int) -> Environment:
     Used by ``isthmus simulate --cluster P``; equal to the bundled name
     ``single-cluster:processors=P`` (its document, from the same builder), but made from the
     document directly rather than through the file schema: loading the schema's pydantic models
-    takes longer than reading a 10,000-job trace (issue 11). ConfigError when `processors` < 1.
+    takes longer than reading a 10,000-job trace. ConfigError when `processors` < 1.
     """
     if isinstance(processors, bool) or not isinstance(processors, int):
         raise ConfigError("single-cluster", f"processors must be an integer, got {processors!r}", "processors")

@@ -255,6 +255,27 @@ class SiteBackend:
             return False
         return not (s.available_until is not None and now >= s.available_until)
 
+    def describe(self) -> dict[str, object]:
+        """This site now, as the API's site list shows it: its capacity, busy processors, running
+        jobs and why it cannot be used ("" when it can); subclasses add what only they know."""
+        s = self.site
+        return {
+            "index": self.index,
+            "name": s.name,
+            "kind": s.kind.value,
+            "online": self.online,
+            "free": self.free,
+            "busy": self.busy,
+            "running": len(self.running),
+            "max_processors": s.max_processors,
+            "unavailable": self.unavailable,
+        }
+
+    def describe_vm(self, vm_id: int) -> dict[str, object] | None:
+        """VM `vm_id` as the engine holds it now (see `CloudBackend.describe_vm`); None here:
+        a cluster holds no VMs."""
+        return None
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # the live backends are not compiled
 class CloudBackend(SiteBackend):
@@ -727,3 +748,25 @@ class CloudBackend(SiteBackend):
     def _kill(self, entry: JobEntry, now: float) -> None:
         """Really kill the job's current run."""
         raise NotImplementedError(f"{type(self).__name__} does not implement _kill")
+
+    def describe(self) -> dict[str, object]:
+        """The site's figures (`SiteBackend.describe`) and its VMs: leased (booting or ready),
+        booting, the most it may lease and the price per VM-hour."""
+        d = super().describe()
+        d.update(
+            leased=self.leased, booting=self.booting, max_vms=self.site.max_vms, price_per_hour=self.site.price_per_hour
+        )
+        return d
+
+    def describe_vm(self, vm_id: int) -> dict[str, object] | None:
+        """VM `vm_id` now, None when this site does not hold it: `activity` ("idle" or "busy" once
+        ready; bags of tasks scavenging it leave it idle; None before), whether it is `retiring`,
+        and `user`: the users of the jobs running on it (comma-separated; None when none)."""
+        vm = self.vms.get(vm_id)
+        if vm is None:
+            return None
+        activity = None
+        if vm.state is VmState.READY:
+            activity = "idle" if vm.load == 0 else "busy"
+        users = sorted({e.job.user for e in self.running.values() if any(v == vm_id for v, _ in e.alloc)})
+        return {"activity": activity, "retiring": vm.retiring, "user": ",".join(users) or None}

@@ -70,7 +70,7 @@ from isthmus.policies.api import SlotInfo
 
 if TYPE_CHECKING:
     from isthmus.engine.backend import SiteBackend
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import BagOps
 
 EV_PULL = 0
 EV_TASK_END = 1
@@ -387,7 +387,7 @@ class BagLauncher(Protocol):
 class BagBook:
     """The bags of one engine: their tasks, the processors they hold, their events."""
 
-    def __init__(self, engine: Engine, settings: BagSettings | None = None) -> None:
+    def __init__(self, engine: BagOps, settings: BagSettings | None = None) -> None:
         self.engine = engine
         self.settings = settings if settings is not None else BagSettings()
         #: bag id -> bag, in arrival order (finished bags stay until their processors are free)
@@ -932,7 +932,7 @@ class BagBook:
         engine = self.engine
         coming = {j for (_, j) in self.pending}
         out = []
-        for stage, queue in enumerate(engine.queues):
+        for stage, queue in enumerate(engine.queue_book.queues):
             wanted = {j for j in jobs if (e := engine.entries.get(j)) is not None and e.stage == stage}
             if not wanted:
                 continue

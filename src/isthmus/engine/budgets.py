@@ -42,7 +42,7 @@ from isthmus.model.job import Job
 from isthmus.model.states import VmState
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import BillingOps, EngineOps
     from isthmus.engine.state import JobEntry
 
 _EPS = 1e-9
@@ -285,7 +285,7 @@ class Ledger:
                 return False
         return True
 
-    def started(self, engine: Engine, job_id: int, site: int) -> list[tuple[int, float]]:
+    def started(self, engine: EngineOps, job_id: int, site: int) -> list[tuple[int, float]]:
         """Job `job_id` started now on VMs of cloud `site`: each VM it took idle is now charged to
         its user; with a finish cap, commit the increments its requested runtime needs. Returns
         the VMs whose boundaries must be followed again (vm id, next boundary)."""
@@ -310,7 +310,7 @@ class Ledger:
         return follow
 
     def _commit(
-        self, engine: Engine, job_id: int, runtime: float | None, site: int, alloc: tuple[tuple[int, int], ...]
+        self, engine: EngineOps, job_id: int, runtime: float | None, site: int, alloc: tuple[tuple[int, int], ...]
     ) -> None:
         if runtime is None:
             return  # nothing to commit to: the job runs uncommitted
@@ -350,7 +350,7 @@ class Ledger:
                 del self.commits[key]
 
 
-def guard_takeovers(engine: Engine) -> None:
+def guard_takeovers(engine: BillingOps) -> None:
     """On every paid cloud covered by a cap naming users, let a job take over an idle VM only if
     its user's caps can pay that VM's next increment (`Ledger.may_take`): the backend's placement,
     the start's validation and the policies' view (`vm_accepts`) then all see it."""
@@ -377,7 +377,7 @@ def guard_takeovers(engine: Engine) -> None:
 
 
 def lease_users(
-    engine: Engine, site: int, count: int, price: float | None = None, cores: int | None = None
+    engine: EngineOps, site: int, count: int, price: float | None = None, cores: int | None = None
 ) -> tuple[list[str], CapState | None]:
     """The users `count` VMs leased now on cloud `site` are for, and the cap that refused the
     rest (the list is shorter than `count` then).
@@ -455,8 +455,8 @@ def lease_users(
     return users, refused
 
 
-def _queued(engine: Engine, stage: int) -> Iterable[JobEntry]:
-    return list(engine.queues[stage].values())
+def _queued(engine: EngineOps, stage: int) -> Iterable[JobEntry]:
+    return list(engine.queue_book.queues[stage].values())
 
 
 def cap_rows(ledger: Ledger, site_names: list[str], now: float) -> list[dict[str, object]]:

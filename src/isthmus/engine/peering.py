@@ -6,20 +6,23 @@ resource data, and may forward a job to a peer (`ForwardJob`). How messages trav
 federation's business: `isthmus.federation.simulated` delivers them on the simulated clock
 after a latency, a live manager sends them over HTTP. The engine calls the federation only
 through the methods below; the federation calls back into the engine (`Engine.receive`,
-`Engine.returned`, `Engine.remote_ended`).
+`Engine.returned`, `Engine.remote_ended`). The engine passes itself to each call: it is typed
+loosely here (`Any`) so that an implementation may take the concrete engine class it is
+attached to, which this module does not import (`isthmus.engine.ops.PeerOps` is what the
+engine guarantees).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from isthmus.engine.state import JobEntry
 from isthmus.model.peers import PeerRole, ResourceData, SiteSummary
 from isthmus.model.states import JobState
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import PeerOps
 
 
 @dataclass(slots=True)
@@ -52,34 +55,34 @@ class Federation(Protocol):
         has visited this many is not offered to the selection policy again."""
         ...
 
-    def send(self, engine: Engine, entry: JobEntry, peer: PeerState) -> None:
+    def send(self, engine: Any, entry: JobEntry, peer: PeerState) -> None:
         """Forward `entry`'s job to `peer` (submitJob with the chain of visited managers).
         Raise `isthmus.model.status.Refused` when it cannot be sent."""
         ...
 
-    def send_back(self, engine: Engine, entry: JobEntry) -> None:
+    def send_back(self, engine: Any, entry: JobEntry) -> None:
         """Hand `entry`'s job, received from a peer and never started here, back to the
         manager it came from (the IBM seed's FAILED, rescheduled at its origin)."""
         ...
 
-    def notify(self, engine: Engine, entry: JobEntry, state: JobState) -> None:
+    def notify(self, engine: Any, entry: JobEntry, state: JobState) -> None:
         """The job received from a peer changed state here (notifyJob, back along its chain)."""
         ...
 
-    def changed(self, engine: Engine) -> None:
+    def changed(self, engine: Any) -> None:
         """A round ended: push this manager's resource data to its consumers if it changed
         by more than the threshold (sendResourceData)."""
         ...
 
 
-def resource_data(engine: Engine, *, exclude_unrouted: bool = False) -> ResourceData:
+def resource_data(engine: PeerOps, *, exclude_unrouted: bool = False) -> ResourceData:
     """The engine's resource data now, per site (see `SiteSummary`). With `exclude_unrouted`
     the jobs still awaiting a site-selection decision are not counted as queued (what the
     selection policy compares its own manager on, before deciding where they go)."""
     now = engine.clock.now
-    skip = engine.unrouted if exclude_unrouted else {}
+    skip = engine.forwarding.unrouted if exclude_unrouted else {}
     per_stage: list[tuple[int, int]] = []
-    for queue in engine.queues:
+    for queue in engine.queue_book.queues:
         n = len(queue)
         procs = sum(e.job.size for e in queue.values())
         if skip:

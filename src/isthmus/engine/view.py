@@ -21,7 +21,7 @@ from isthmus.model.site import Site
 from isthmus.model.states import VmState
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import ViewOps
     from isthmus.engine.state import JobEntry
     from isthmus.policies.api import BagsInfo, QueueColumnsView, QueueHeadsView, VmInfo
 
@@ -258,7 +258,7 @@ class EngineView:
 
     __slots__ = ("_clouds", "_e", "_sites")
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: ViewOps) -> None:
         self._e = engine
         self._sites: tuple[SiteView, ...] = tuple(
             CloudView(b) if isinstance(b, CloudBackend) else SiteView(b) for b in engine.backends
@@ -312,7 +312,7 @@ class EngineView:
     @property
     def stages(self) -> int:
         """How many queues (stages) there are."""
-        return len(self._e.queues)
+        return len(self._e.queue_book.queues)
 
     @property
     def round_interval(self) -> float | None:
@@ -322,11 +322,11 @@ class EngineView:
     @property
     def queued(self) -> int:
         """Jobs waiting in all queues."""
-        return sum(len(q) for q in self._e.queues)
+        return sum(len(q) for q in self._e.queue_book.queues)
 
     def queue(self, stage: int = 0) -> Collection[JobEntry]:
         """Jobs waiting in queue `stage`, in the order they entered it."""
-        return self._e.queues[stage].values()
+        return self._e.queue_book.queues[stage].values()
 
     def queue_by_size(self, stage: int = 0) -> Mapping[int, Mapping[int, JobEntry]]:
         """Jobs waiting in queue `stage` grouped by size: size -> {job id: entry} in queue order.
@@ -334,27 +334,27 @@ class EngineView:
         Kept only for an allocation policy that declares `uses_size_index = True`, from its
         first read on.
         """
-        e = self._e
-        if not e.size_index:
-            if not e.index_declared:
+        book = self._e.queue_book
+        if not book.size_index:
+            if not book.index_declared:
                 raise RuntimeError(
-                    f"policy {e.allocation.name!r} reads queue_by_size but does not declare uses_size_index = True"
+                    f"policy {book.allocation.name!r} reads queue_by_size but does not declare uses_size_index = True"
                 )
-            e.indexes()
-        return BucketsView(e.buckets[stage])
+            book.indexes()
+        return BucketsView(book.buckets[stage])
 
     def queue_by_runtime(self, stage: int = 0) -> Mapping[int, SortedGroup]:
         """Jobs waiting in queue `stage` grouped by size, each group shortest runtime first (then
         queue order): the allocation policy's `runtime_index` says whether by prediction, actual runtime or estimate.
         A size whose jobs have all left maps to an empty group.
         """
-        e = self._e
-        if e.runtime_key is None:
+        book = self._e.queue_book
+        if book.runtime_key is None:
             raise RuntimeError(
-                f"policy {e.allocation.name!r} reads queue_by_runtime but does not declare runtime_index"
+                f"policy {book.allocation.name!r} reads queue_by_runtime but does not declare runtime_index"
             )
-        e.indexes()
-        return SortedBucketsView(e.sorted_buckets[stage], e.entries)
+        book.indexes()
+        return SortedBucketsView(book.sorted_buckets[stage], self._e.entries)
 
     def queue_columns(self, stage: int = 0) -> QueueColumnsView:
         """Jobs waiting in queue `stage` as read-only NumPy columns (rows in no particular order;
@@ -364,8 +364,8 @@ class EngineView:
             raise RuntimeError(
                 f"policy {e.allocation.name!r} reads queue_columns but does not declare uses_queue_columns"
             )
-        e.indexes()
-        columns = e.columns
+        e.queue_book.indexes()
+        columns = e.queue_book.columns
         assert columns is not None
         return columns[stage].view()
 
@@ -378,8 +378,8 @@ class EngineView:
             raise RuntimeError(
                 f"policy {e.allocation.name!r} reads queue_heads but does not declare uses_queue_columns"
             )
-        e.indexes()
-        columns = e.columns
+        e.queue_book.indexes()
+        columns = e.queue_book.columns
         assert columns is not None
         return columns[stage].heads.view()
 
@@ -396,7 +396,7 @@ class EngineView:
 
     def stage_sites(self, stage: int) -> Sequence[int]:
         """Indices of the sites jobs of queue `stage` may run on."""
-        return self._e.stage_sites[stage]
+        return self._e.queue_book.stage_sites[stage]
 
     def cloud(self, index: int) -> CloudView | None:
         """The cloud site at `index`, None for a cluster."""
@@ -416,8 +416,8 @@ class EngineView:
     @property
     def budget_left(self) -> float | None:
         """Charged cost the budget cap still allows ($), None without a cap."""
-        e = self._e
-        return None if e.budget is None else max(0.0, e.budget - e.spent)
+        billing = self._e.billing
+        return None if billing.budget is None else max(0.0, billing.budget - billing.spent)
 
     def user_can_pay(self, site: int, user: str, price: float) -> bool:
         """True when the budget caps naming users that would charge `user` an increment of
@@ -439,7 +439,7 @@ class EngineView:
     def unrouted(self) -> Sequence[JobEntry]:
         """Queued jobs the site-selection policy has not seen yet (new arrivals and jobs handed
         back by a peer), in arrival order; empty without a federation."""
-        return tuple(self._e.unrouted.values())
+        return tuple(self._e.forwarding.unrouted.values())
 
     @property
     def bags(self) -> BagsInfo:

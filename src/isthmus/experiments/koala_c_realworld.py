@@ -71,7 +71,7 @@ MIN_RUNTIME = 0.5
 WINDOW_HOURS = 12.0
 TARGET_LOAD = 0.7
 MAX_NODES = 32
-LIVE_WITHIN = 0.10  # the bar for live against simulated ("within 10%")
+LIVE_WITHIN = 0.10  # the bar for live against simulated ("within 10%")
 RUNS_FILE = "runs.jsonl"
 
 Progress = Callable[[str], None]

@@ -2,7 +2,7 @@
 
 A live manager with ``[[peers]]`` in its environment file talks to each peer by the protocol of
 the Villegas dissertation (ch. 4, Table 4.1; messages in `isthmus.federation.protocol`, routes
-in `isthmus.server.peer_routes`). The selection policies that forward jobs are the very objects
+in `isthmus.server.routers.peers`). The selection policies that forward jobs are the very objects
 the simulator runs (`isthmus.federation.simulated`); only how messages travel differs.
 
 Network I/O never runs inside a scheduling round: the engine's calls (`send`, `send_back`,
@@ -264,15 +264,14 @@ class LiveFederation:
         if not rows or self.stopping:
             return
         m, intake = self.m, self.m.intake
-        m.external()
-        for r in rows:
-            spec = json.loads(r["spec"])
-            intake.specs[r["id"]] = spec
-            intake.users[r["id"]] = r["user"]
-            job = intake.job_of(r["id"], r["user"], spec, r["submit_time"])
-            m.engine.restore(job, run=r["run"], restarts=r["restarts"])
-        m.engine.request_round(m.clock.now)
-        self._persist()
+        with contextlib.suppress(PersistError), m.ctx.external():
+            for r in rows:
+                spec = json.loads(r["spec"])
+                intake.specs[r["id"]] = spec
+                intake.users[r["id"]] = r["user"]
+                job = intake.job_of(r["id"], r["user"], spec, r["submit_time"])
+                m.engine.restore(job, run=r["run"], restarts=r["restarts"])
+            m.engine.request_round(m.clock.now)
 
     def restore(self) -> None:
         """After the engine's recovery: the open forwarded jobs and the active received jobs
@@ -540,8 +539,8 @@ class LiveFederation:
                         rec.remote_id = remote
                         if rec.state == "sending":
                             rec.state = JobState.QUEUED.value
-                        self._set_forwarded(rec.job_id, {"remote_id": remote, "state": rec.state})
-                        self._persist()
+                        with contextlib.suppress(PersistError), self.m.ctx.external():
+                            self._set_forwarded(rec.job_id, {"remote_id": remote, "state": rec.state})
                     return
                 if r.status_code >= 500 or r.status_code == 429:
                     await asyncio.sleep(delay)
@@ -610,10 +609,6 @@ class LiveFederation:
                 link.error = f"notifyJob: {type(exc).__name__}: {exc}"[:300]
             await asyncio.sleep(delay)
             delay *= 2
-
-    def _persist(self) -> None:
-        with contextlib.suppress(PersistError):  # retried by the clock's loop
-            self.m.after()
 
     # ------------------------------------------------------------- incoming messages
 
@@ -776,38 +771,37 @@ class LiveFederation:
         if state not in PEER_JOB_STATES:
             log.warning("peer %s reports job %s in state %r, not one of isthmus's: ignored", link.name, job_id, state)
             return
-        m.external()
-        relay = self.received.get(job_id)  # a job passing through here: tell its sender too
-        if state == RETURNED:
-            del self.forwarded[job_id]
-            self._set_forwarded(job_id, {"state": RETURNED, "open": False})
-            self._history(job_id, RETURNED, f"handed back by {link.name}: {reason}")
-            if not engine.returned(job_id, link.name) and relay is not None:
-                self._set_job(job_id, {"state": JobState.REJECTED.value, "reason": reason, "end_time": time.time()})
-                self._queue_notify(relay, RETURNED, reason=reason)
-        elif JobState(state).terminal:
-            del self.forwarded[job_id]
-            self._set_forwarded(job_id, {"state": state, "site": where, "open": False})
-            engine.remote_ended(job_id, JobState(state))
-            changes: dict[str, Any] = {"state": state, "end_time": time.time(), "exit_code": exit_code}
-            if reason:
-                changes["reason"] = reason
-            self._set_job(job_id, changes)
-            self._history(job_id, state, f"at {where}" + (f": {reason}" if reason else ""))
-            if relay is not None:
-                self._queue_notify(relay, state, where=where, reason=reason)
-            m.intake.forget(job_id)
-        else:
-            rec.state, rec.site = state, where
-            self._set_forwarded(job_id, {"state": state, "site": where})
-            changes = {"state": state}
-            if state == JobState.RUNNING.value:
-                changes["start_time"] = time.time()
-            self._set_job(job_id, changes)
-            self._history(job_id, state, f"at {where}")
-            if relay is not None:
-                self._queue_notify(relay, state, where=where)
-        self._persist()
+        with contextlib.suppress(PersistError), m.ctx.external():
+            relay = self.received.get(job_id)  # a job passing through here: tell its sender too
+            if state == RETURNED:
+                del self.forwarded[job_id]
+                self._set_forwarded(job_id, {"state": RETURNED, "open": False})
+                self._history(job_id, RETURNED, f"handed back by {link.name}: {reason}")
+                if not engine.returned(job_id, link.name) and relay is not None:
+                    self._set_job(job_id, {"state": JobState.REJECTED.value, "reason": reason, "end_time": time.time()})
+                    self._queue_notify(relay, RETURNED, reason=reason)
+            elif JobState(state).terminal:
+                del self.forwarded[job_id]
+                self._set_forwarded(job_id, {"state": state, "site": where, "open": False})
+                engine.remote_ended(job_id, JobState(state))
+                changes: dict[str, Any] = {"state": state, "end_time": time.time(), "exit_code": exit_code}
+                if reason:
+                    changes["reason"] = reason
+                self._set_job(job_id, changes)
+                self._history(job_id, state, f"at {where}" + (f": {reason}" if reason else ""))
+                if relay is not None:
+                    self._queue_notify(relay, state, where=where, reason=reason)
+                m.intake.forget(job_id)
+            else:
+                rec.state, rec.site = state, where
+                self._set_forwarded(job_id, {"state": state, "site": where})
+                changes = {"state": state}
+                if state == JobState.RUNNING.value:
+                    changes["start_time"] = time.time()
+                self._set_job(job_id, changes)
+                self._history(job_id, state, f"at {where}")
+                if relay is not None:
+                    self._queue_notify(relay, state, where=where)
 
     async def on_query(self, link: PeerLink, sender_id: int) -> JobStatus:
         """queryJob: the job's state here, or where it went (following the chain)."""

@@ -2,7 +2,7 @@
 
 Every request body is a strict pydantic model (unknown fields, wrong types, non-finite numbers,
 null bytes refused with a 422 naming the field), since a peer is a separate administrative
-domain and its input is untrusted. Operations and their routes (isthmus.server.peer_routes):
+domain and its input is untrusted. Operations and their routes (isthmus.server.routers.peers):
 
 ==================  ==========================  =============================================
 Table 4.1           route                       body / answer
@@ -37,7 +37,7 @@ PEER_HEADER = "X-Isthmus-Peer"
 
 JOB_DESCRIPTION = "isthmus-submit/1"
 """The job description language this manager speaks: the body of POST /jobs (`SubmitRequest`,
-which the route validates `SubmitJob.job` against: isthmus.server.peer_routes)."""
+which the route validates `SubmitJob.job` against: isthmus.server.routers.peers)."""
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 INT64_MAX = 2**63 - 1

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import PRIO_SUBMIT, SimClock
 from isthmus.engine.engine import Engine
 from isthmus.federation.merge import merge_logs, merged_environment
@@ -22,8 +23,7 @@ from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole
-from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
-from isthmus.sim.runner import SimulationResult, build_backends
+from isthmus.sim.runner import SimulationResult, simulated_backends
 
 
 @dataclass(frozen=True)
@@ -88,19 +88,13 @@ def simulate_federation(
     fed = SimFederation(clock, latency=latency, push_threshold=push_threshold, refresh=refresh, max_hops=max_hops)
     engines: list[Engine] = []
     for m in managers:
-        others = {"selection": m.selection} if m.selection is not None else {}
-        if m.env.fairshare is not None:
-            others["fairshare"] = m.env.fairshare
-        policies = build_policies(m.env.allocation, m.env.provisioning, DEFAULT_PREDICTOR, others)
-        env = m.env
-        engine = Engine(
-            env,
-            policies,
-            clock,
-            lambda schedule, env=env: build_backends(env, schedule),  # type: ignore[misc]
-            round_interval=env.round_interval,
+        engine = build_engine(
+            m.env,
+            PolicyChoices.of(m.env, selection=m.selection),
+            clock=clock,
+            backends=simulated_backends(m.env),
+            name=m.name,
         )
-        engine.name = m.name
         fed.add(engine)
         engines.append(engine)
     pairs = (

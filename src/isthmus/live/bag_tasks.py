@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from isthmus.backends.local import LocalCluster, vm_node_key
 from isthmus.backends.local import Slot as PilotSlot
@@ -26,8 +26,11 @@ from isthmus.engine.bags import Bag, Slot
 from isthmus.store import tables as db
 
 if TYPE_CHECKING:
-    from isthmus.live.manager import Manager
+    from isthmus.engine.clock import RealtimeClock
+    from isthmus.engine.engine import Engine
+    from isthmus.live.context import LiveContext
     from isthmus.live.pilots import Node
+    from isthmus.model.environment import Environment
 
 log = logging.getLogger("isthmus.live")
 
@@ -46,8 +49,8 @@ def out_dir(spool: str, bag: int) -> str:
 class BagRunner:
     """The live engine's `BagLauncher`: lanes on pilot slots, commands out, task reports in."""
 
-    def __init__(self, manager: Manager, prefetch: int = 1) -> None:
-        self.m = manager
+    def __init__(self, ctx: LiveContext, prefetch: int = 1) -> None:
+        self.ctx = ctx
         #: tasks a lane keeps ahead of the one it runs (the launcher's local list)
         self.prefetch = prefetch
         #: the command lines of the tasks of each active bag, by bag id
@@ -66,7 +69,7 @@ class BagRunner:
     def open(self, bag: Bag, slot: Slot) -> None:
         """Bind the new processor to a free pilot slot of its site: a cluster's, or a core of the
         pilot of the cloud VM the engine placed it on (`Slot.vm`)."""
-        backend = self.m.engine.backends[slot.site]
+        backend = self.ctx.engine.backends[slot.site]
         if isinstance(backend, LocalCluster):
             self.lanes[(bag.id, slot.id)] = backend.take_bag_slot(bag.id)
         else:
@@ -78,17 +81,17 @@ class BagRunner:
         node = self._node(bag.id, slot.id)
         if node is None:
             return
-        spec = self.m.intake.specs.get(bag.id, {})
+        spec = self.ctx.intake.specs.get(bag.id, {})
         commands = self.commands.get(bag.id, [])
         env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
-        if self.m.config.tag:
-            env["ISTHMUS_TAG"] = self.m.config.tag
+        if self.ctx.config.tag:
+            env["ISTHMUS_TAG"] = self.ctx.config.tag
         node.send(
             {
                 "op": "tasks",
                 "bag": bag.id,
                 "lane": slot.id,
-                "out_dir": out_dir(str(self.m.spool), bag.id),
+                "out_dir": out_dir(str(self.ctx.spool), bag.id),
                 "cwd": spec.get("cwd"),
                 "env": env,
                 "tasks": [{"task": t, "command": commands[t]} for t in tasks],
@@ -113,13 +116,13 @@ class BagRunner:
         if pilot_slot is None:
             return
         self.closed[(bag.id, slot.id)] = pilot_slot[0]
-        backend = self.m.engine.backends[slot.site]
+        backend = self.ctx.engine.backends[slot.site]
         if isinstance(backend, LocalCluster):
             backend.give_bag_slot(pilot_slot)  # a cloud VM's core: the engine gave it back
 
     def _node(self, bag: int, slot: int) -> Node | None:
         pilot_slot = self.lanes.get((bag, slot))
-        return self.m.hub.nodes.get(pilot_slot[0]) if pilot_slot is not None else None
+        return self.ctx.hub.nodes.get(pilot_slot[0]) if pilot_slot is not None else None
 
     # ------------------------------------------------------------ what the projector asks
 
@@ -142,7 +145,7 @@ class BagRunner:
 
     def reports(self, node: Node, reports: Sequence[dict[str, Any]]) -> None:
         """Task reports of the pilot of `node`: RESULT/FAILURE (``ended``) and ``preempted``."""
-        bags = self.m.engine.bags
+        bags = self.ctx.engine.bags
         for r in reports:
             key = (int(r["bag"]), int(r["lane"]))
             owner = self.lanes.get(key)
@@ -167,7 +170,7 @@ class BagRunner:
         """Hand a task's end to the engine (with the runtime its pilot measured, for its row)."""
         if r.get("runtime") is not None:
             self.runtimes[(lane[0], task)] = float(r["runtime"])
-        if not self.m.engine.bags.task_ended(lane[0], lane[1], task, int(r.get("exit_code", -1))):
+        if not self.ctx.engine.bags.task_ended(lane[0], lane[1], task, int(r.get("exit_code", -1))):
             self.runtimes.pop((lane[0], task), None)  # not counted: no row to write it to
 
     def launchers_failed(self, node: Node, why: str) -> None:
@@ -186,7 +189,7 @@ class BagRunner:
         return sum(1 for key, _ in self.lanes.values() if key == node_key)
 
     def _preempt_node(self, node: Node, why: str, policy: str, *, free_now: bool) -> bool:
-        engine = self.m.engine
+        engine = self.ctx.engine
         mine: dict[tuple[int, int], list[Slot]] = {}
         for (bag_id, slot_id), pilot_slot in self.lanes.items():
             bag = engine.bags.get(bag_id)
@@ -208,7 +211,36 @@ class BagRunner:
         return True
 
 
-def progress(m: Manager, row: dict[str, Any]) -> dict[str, Any]:
+class BagSource(Protocol):
+    """What `progress` reads: a `LiveContext`, or the daemon that holds one."""
+
+    @property
+    def engine(self) -> Engine:
+        """The live engine."""
+        ...
+
+    @property
+    def env(self) -> Environment:
+        """The environment (its sites)."""
+        ...
+
+    @property
+    def bags(self) -> BagRunner:
+        """The bags' launchers."""
+        ...
+
+    @property
+    def store(self) -> db.Store:
+        """The database."""
+        ...
+
+    @property
+    def clock(self) -> RealtimeClock:
+        """The wall clock."""
+        ...
+
+
+def progress(m: BagSource, row: dict[str, Any]) -> dict[str, Any]:
     """Where the bag of job row `row` stands (schemas.BagProgress): its tasks by state (from the
     engine while it is active, else from its task rows), throughput since it first held a
     processor, and the processors and pilot nodes it holds now."""

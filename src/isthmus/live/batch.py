@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from isthmus.agent.jobenv import job_environment
 from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
 from isthmus.engine.backend import SiteBackend
@@ -35,7 +36,7 @@ from isthmus.model.states import JobState
 from isthmus.store.projector import RunRecord
 
 if TYPE_CHECKING:
-    from isthmus.live.manager import Manager
+    from isthmus.live.context import LiveContext
 
 log = logging.getLogger("isthmus.live.batch")
 
@@ -44,12 +45,12 @@ class BatchCluster(WorkerThread, SiteBackend):
     """A cluster site whose runs are jobs of a batch system (see the module docstring)."""
 
     def __init__(
-        self, index: int, site: Site, make: Callable[[str], BatchSystem], manager: Manager, poll_interval: float
+        self, index: int, site: Site, make: Callable[[str], BatchSystem], ctx: LiveContext, poll_interval: float
     ) -> None:
         super().__init__(index, site)
         self._make = make
         self.batch: BatchSystem | None = None
-        self.m = manager
+        self.ctx = ctx
         self.poll_interval = poll_interval
         self.online = self.free = site.nodes * site.cores_per_node  # until the first discovery
         self.external = 0  # processors other users hold or wait for
@@ -77,7 +78,7 @@ class BatchCluster(WorkerThread, SiteBackend):
         """After a restart: adopt this manager's jobs the system still holds for current runs
         (whose submission answer was lost in the crash), cancel those of runs no longer current
         (so nothing runs twice), then start polling."""
-        self.m.later(0.0, self.poll)
+        self.ctx.later(0.0, self.poll)
         if isinstance(result, SiteError):
             log.warning("site %s: cannot list its jobs at start (%s); recorded runs are polled", self.name, result)
             return
@@ -87,7 +88,7 @@ class BatchCluster(WorkerThread, SiteBackend):
             if pid in known or st.state.terminal:
                 continue
             job, run = _parse_key(st.key)
-            entry = self.m.engine.entries.get(job)
+            entry = self.ctx.engine.entries.get(job)
             if entry is not None and entry.run == run and job in self.running:
                 self.provider[(job, run)] = pid
                 log.info("job %s run %s: adopted %s job %s", job, run, self.name, pid)
@@ -111,21 +112,19 @@ class BatchCluster(WorkerThread, SiteBackend):
     def request(self, entry: JobEntry) -> RunRequest:
         """What to submit for the current run of `entry`."""
         job, run = entry.job.id, entry.run
-        spec = self.m.intake.specs.get(job, {})
-        spool = self.m.spool / str(job)
+        spec = self.ctx.intake.specs.get(job, {})
+        spool = self.ctx.spool / str(job)
         spool.mkdir(parents=True, exist_ok=True)
         stdout, stderr, _ = run_files(spec, job, spool, run)
-        env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
-        env.update(
-            {
-                "ISTHMUS_JOB_ID": str(job),
-                "ISTHMUS_RUN": str(run),
-                "ISTHMUS_NPROCS": str(entry.job.size),
-                "ISTHMUS_SITE": self.name,
-            }
-        )
-        if self.m.config.tag:
-            env["ISTHMUS_TAG"] = self.m.config.tag
+        job_vars = {
+            "ISTHMUS_JOB_ID": str(job),
+            "ISTHMUS_RUN": str(run),
+            "ISTHMUS_NPROCS": str(entry.job.size),
+            "ISTHMUS_SITE": self.name,
+        }
+        if self.ctx.config.tag:
+            job_vars["ISTHMUS_TAG"] = self.ctx.config.tag
+        env = job_environment(spec.get("env") or {}, job_vars)  # explicit: never the manager's
         if spec.get("script") is not None:
             script = spool / "job.script"
             script.write_text(spec["script"])
@@ -139,7 +138,7 @@ class BatchCluster(WorkerThread, SiteBackend):
             key=self.key(job, run),
             command=command,
             size=entry.job.size,
-            walltime=entry.job.requested_runtime if self.m.engine.enforce_walltime else None,
+            walltime=entry.job.requested_runtime if self.ctx.engine.enforce_walltime else None,
             name=spec.get("name") or f"isthmus-{job}",
             cwd=spec.get("cwd") or str(spool),
             stdout=stdout,
@@ -154,17 +153,17 @@ class BatchCluster(WorkerThread, SiteBackend):
         self.free -= entry.job.size
         self._track_start(entry, now)
         job, run = entry.job.id, entry.run
-        self.m.hub.records[(job, run)] = RunRecord((), entry.limit)
-        if self.m.hub.recovering:  # re-attached: the job is already in the system
+        self.ctx.hub.records[(job, run)] = RunRecord((), entry.limit)
+        if self.ctx.hub.recovering:  # re-attached: the job is already in the system
             pid = self._reattach.pop(job, None)
             if pid is not None:
                 self.provider[(job, run)] = pid
-                self.m.hub.records[(job, run)] = RunRecord(((pid, 0),), entry.limit)
+                self.ctx.hub.records[(job, run)] = RunRecord(((pid, 0),), entry.limit)
             return
         try:
             req = self.request(entry)
         except OSError as exc:
-            self.m.later(0.0, self._refused, job, run, f"cannot prepare the job: {exc}")
+            self.ctx.later(0.0, self._refused, job, run, f"cannot prepare the job: {exc}")
             return
         self.worker.call(self.system.submit, [req], done=lambda r: self._submitted(job, run, r))
 
@@ -201,21 +200,20 @@ class BatchCluster(WorkerThread, SiteBackend):
             self.worker.call(self.system.cancel, [outcome], done=lambda r: self._cancelled(outcome, r))
             return
         self.provider[(job, run)] = outcome
-        self.m.hub.records[(job, run)] = RunRecord(((outcome, 0),), self.m.hub.records[(job, run)].limit)
+        self.ctx.hub.records[(job, run)] = RunRecord(((outcome, 0),), self.ctx.hub.records[(job, run)].limit)
         try:  # where the run is: a restart re-attaches it by this id
-            self.m.store.set_slots(job, run, [(outcome, 0)])
+            self.ctx.store.set_slots(job, run, [(outcome, 0)])
         except Exception as exc:  # the job is found again by its comment after a restart
             log.warning("job %s run %s: could not record %s job %s: %s", job, run, self.name, outcome, exc)
         log.info("job %s run %s is %s job %s", job, run, self.name, outcome)
-        self.m.hub.history_note(job, run, f"{self.name} job {outcome}")
+        self.ctx.hub.history_note(job, run, f"{self.name} job {outcome}")
 
     def _refused(self, job: int, run: int, why: str) -> None:
         """The run could not be submitted: it fails alone, with the reason."""
         log.warning("job %s run %s: %s", job, run, why)
-        self.m.external()
-        self.m.hub.ended[(job, run)] = {"error": why}
-        self.m.engine.job_ended(job, run, 1)
-        self.m.after()
+        with self.ctx.external():
+            self.ctx.hub.ended[(job, run)] = {"error": why}
+            self.ctx.engine.job_ended(job, run, 1)
 
     def _cancelled(self, pid: str, result: dict[str, SiteError | None] | SiteError) -> None:
         err = result if isinstance(result, SiteError) else result.get(pid)
@@ -224,10 +222,10 @@ class BatchCluster(WorkerThread, SiteBackend):
 
     def poll(self) -> None:
         """Ask the system for the state of every run and its capacity (one batch, off the loop)."""
-        if self.m.stopping:
+        if self.ctx.stopping:
             return
         if self._polling:
-            self.m.later(self.poll_interval, self.poll)
+            self.ctx.later(self.poll_interval, self.poll)
             return
         self._polling = True
         ids = dict(self.provider)
@@ -243,31 +241,29 @@ class BatchCluster(WorkerThread, SiteBackend):
         result: tuple[Capacity, dict[str, RemoteState]] | SiteError,
     ) -> None:
         self._polling = False
-        self.m.later(self.poll_interval, self.poll)
-        self.m.external()
-        if isinstance(result, SiteError):
-            if not self.unavailable:
-                log.warning("site %s unavailable: %s", self.name, result)
-            self.unavailable = str(result)
-            self.m.after()
-            return
-        was_unavailable, free_before = bool(self.unavailable), self.free
-        if self.unavailable:
-            log.warning("site %s answers again", self.name)
-        self.unavailable = ""
-        capacity, states = result
-        self._capacity(capacity)
-        if was_unavailable or self.free > free_before:  # room the queue may use: decide again
-            self.m.engine.request_round(self.m.clock.now)
-        for (job, run), pid in ids.items():
-            if self.provider.get((job, run)) != pid:
-                continue  # ended or killed meanwhile
-            st = states.get(pid)
-            if st is None:
-                self._lose(job, run, f"{self.name} no longer knows its job {pid}")
-            else:
-                self._follow(job, run, st)
-        self.m.after()
+        self.ctx.later(self.poll_interval, self.poll)
+        with self.ctx.external():
+            if isinstance(result, SiteError):
+                if not self.unavailable:
+                    log.warning("site %s unavailable: %s", self.name, result)
+                self.unavailable = str(result)
+                return
+            was_unavailable, free_before = bool(self.unavailable), self.free
+            if self.unavailable:
+                log.warning("site %s answers again", self.name)
+            self.unavailable = ""
+            capacity, states = result
+            self._capacity(capacity)
+            if was_unavailable or self.free > free_before:  # room the queue may use: decide again
+                self.ctx.engine.request_round(self.ctx.clock.now)
+            for (job, run), pid in ids.items():
+                if self.provider.get((job, run)) != pid:
+                    continue  # ended or killed meanwhile
+                st = states.get(pid)
+                if st is None:
+                    self._lose(job, run, f"{self.name} no longer knows its job {pid}")
+                else:
+                    self._follow(job, run, st)
 
     def _capacity(self, c: Capacity) -> None:
         """Online and free processors from what the system reports, bounded by the site's size."""
@@ -287,28 +283,30 @@ class BatchCluster(WorkerThread, SiteBackend):
 
     def _follow(self, job: int, run: int, st: RemoteState) -> None:
         """Apply what the system says of one run."""
-        engine = self.m.engine
+        engine = self.ctx.engine
         if st.state in (JobState.RUNNING, JobState.STARTING) and (job, run) not in self.confirmed:
             if st.state is JobState.RUNNING:
                 self.confirmed.add((job, run))
                 nodes = ",".join(st.nodes)
-                self.m.hub.mark_running([(job, run, time.time(), f"{self.name} job {st.provider_id} on {nodes}")])
+                self.ctx.hub.mark_running([(job, run, time.time(), f"{self.name} job {st.provider_id} on {nodes}")])
             return
         if not st.state.terminal and st.state is not JobState.LOST:
             return
         self.confirmed.discard((job, run))
         if st.state is JobState.COMPLETED:
-            self.m.hub.ended[(job, run)] = {}
+            self.ctx.hub.ended[(job, run)] = {}
             engine.job_ended(job, run, 0)
         elif st.state is JobState.LOST:
             self._lose(job, run, f"{self.name} job {st.provider_id} {st.native}")
         elif st.state is JobState.CANCELLED:
-            self.m.hub.ended[(job, run)] = {"error": f"{self.name} job {st.provider_id} was cancelled outside isthmus"}
+            self.ctx.hub.ended[(job, run)] = {
+                "error": f"{self.name} job {st.provider_id} was cancelled outside isthmus"
+            }
             engine.job_ended(job, run, st.exit_code if st.exit_code else -15)
         else:
             code = st.exit_code if st.exit_code else (-9 if st.state is JobState.TIMEOUT else 1)
             why = f"{self.name} job {st.provider_id} {st.native}" + (f" ({st.reason})" if st.reason else "")
-            self.m.hub.ended[(job, run)] = {"error": why}
+            self.ctx.hub.ended[(job, run)] = {"error": why}
             engine.job_ended(job, run, code)
 
     def cancel_all(self) -> None:
@@ -316,47 +314,32 @@ class BatchCluster(WorkerThread, SiteBackend):
         cancel_quietly(self.batch, list(self.provider.values()), self.name)
 
     def _lose(self, job: int, run: int, why: str) -> None:
-        entry = self.m.engine.entries.get(job)
-        self.provider.pop((job, run), None)
+        entry = self.ctx.engine.entries.get(job)
+        pid = self.provider.pop((job, run), None)
+        if pid is not None:  # killed means killed: what the system still runs of it ends first
+            self.worker.call(self.system.cancel, [pid], done=lambda r: self._cancelled(pid, r))
         if entry is None or entry.run != run:
             return
         log.warning("job %s run %s lost: %s", job, run, why)
-        self.m.hub.lost_reasons[(job, run)] = why
-        self.m.engine.lost(job, run)
+        self.ctx.hub.lost_reasons[(job, run)] = why
+        self.ctx.engine.lost(job, run)
+
+    def describe(self) -> dict[str, object]:
+        """The site's figures (`SiteBackend.describe`) and its batch system: driver, mode, the
+        processors kept free for local users and those local users' jobs wait for (last poll)."""
+        d = super().describe()
+        lrm = self.site.lrm
+        assert lrm is not None
+        d["lrm"] = {
+            "driver": lrm.driver,
+            "mode": lrm.mode,
+            "keep_free": lrm.keep_free,
+            "waiting_local": self.waiting_local,
+        }
+        return d
 
 
 def _parse_key(key: str) -> tuple[int, int]:
     """(job, run) of a key `j<job>r<run>`; (-1, -1) for anything else."""
     job, sep, run = key.removeprefix("j").partition("r")
     return (int(job), int(run)) if sep and job.isdigit() and run.isdigit() else (-1, -1)
-
-
-def batch_system(site: Site) -> Callable[[str], BatchSystem]:
-    """How to connect to the batch system of `site` as a given manager id."""
-    lrm = site.lrm
-    assert lrm is not None
-    if lrm.driver == "slurm":
-        from isthmus.backends.slurm import SlurmBatch
-
-        return lambda manager_id: SlurmBatch(
-            site.name,
-            manager_id,
-            partition=lrm.partition,
-            account=lrm.account,
-            qos=lrm.qos,
-            extra_options=lrm.options,
-            slurm_conf=lrm.config,
-            timeout=lrm.command_timeout,
-        )
-    if lrm.driver == "gridengine":
-        from isthmus.backends.gridengine import GridEngineBatch
-
-        return lambda manager_id: GridEngineBatch(
-            site.name,
-            manager_id,
-            queue=lrm.queue,
-            parallel_environment=lrm.parallel_environment or "smp",
-            extra_options=lrm.options,
-            timeout=lrm.command_timeout,
-        )
-    raise ValueError(f"site {site.name}: unknown batch system driver {lrm.driver!r}")

@@ -29,14 +29,14 @@ from isthmus.config.errors import ConfigError
 from isthmus.config.loader import environment_from_text, parse_text
 from isthmus.config.schema import Loc, environment_to_dict, validate_document
 from isthmus.engine.backend import CloudBackend
+from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import EV_VM_READY, PRIO_VM, SimClock
 from isthmus.engine.engine import Engine
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job
 from isthmus.model.states import VmState
-from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
-from isthmus.sim.runner import build_backends
+from isthmus.sim.runner import simulated_backends
 
 if TYPE_CHECKING:
     from isthmus.live.manager import Manager
@@ -278,15 +278,13 @@ def run_forecast(
     prov = provisioning or (target.provisioning if env is not None else snap.provisioning)
     cap = snap.budget if budget == "live" else budget
     assert cap is None or isinstance(cap, float | int)
-    fair = target.fairshare if env is not None else snap.env.fairshare
-    others = {"fairshare": fair} if fair is not None else None
-    policies = build_policies(alloc, prov, DEFAULT_PREDICTOR, others, true_runtimes_known=False)
     clock = SimClock(snap.now)
-    engine = Engine(
+    engine = build_engine(
         target,
-        policies,
-        clock,
-        lambda schedule: build_backends(target, schedule),
+        PolicyChoices.of(target, allocation=alloc, provisioning=prov),
+        clock=clock,
+        backends=simulated_backends(target),
+        true_runtimes_known=False,
         round_interval=target.round_interval if env is not None else snap.round_interval,
         budget=cap,
         enforce_walltime=snap.enforce_walltime,

@@ -50,7 +50,7 @@ from isthmus.model.site import Site
 from isthmus.model.states import PilotState, VmState
 
 if TYPE_CHECKING:
-    from isthmus.live.manager import Manager
+    from isthmus.live.context import LiveContext
 
 log = logging.getLogger("isthmus.live.iaas")
 
@@ -84,10 +84,10 @@ def user_data(agent_command: str, url: str, key: str, slots: int, pilot_timeout:
 class ProviderCloud(WorkerThread, LocalCloud):
     """A cloud site on a real provider (see the module docstring)."""
 
-    def __init__(self, index: int, site: Site, make: Callable[[str], CloudProvider], manager: Manager) -> None:
-        super().__init__(index, site, manager.hub)
+    def __init__(self, index: int, site: Site, make: Callable[[str], CloudProvider], ctx: LiveContext) -> None:
+        super().__init__(index, site, ctx.hub)
         assert site.provider is not None
-        self.m = manager
+        self.ctx = ctx
         self.settings = site.provider
         self._make = make
         self.provider: CloudProvider | None = None
@@ -124,17 +124,17 @@ class ProviderCloud(WorkerThread, LocalCloud):
         """Connect as manager `manager_id`; set recorded VMs' pilots up; reconcile."""
         self.provider = self._make(manager_id)
         now = time.time()
-        for vm_id, pid in self.m.store.vm_provider_ids(self.index).items():
+        for vm_id, pid in self.ctx.store.vm_provider_ids(self.index).items():
             self.instance_of[vm_id] = pid
         for vm in list(self.vms.values()):
             key = vm_node_key(self.index, vm.id)
-            node = self.m.hub.nodes.get(key)
+            node = self.ctx.hub.nodes.get(key)
             if node is None:
                 continue
             node.remote = True
             if vm.state is VmState.READY:  # its pilot re-registers
                 node.state = PilotState.AWAITING
-                node.deadline = now + self.m.config.reattach_timeout
+                node.deadline = now + self.ctx.config.reattach_timeout
             elif vm.state is VmState.BOOTING:
                 node.booting = True
                 node.state = PilotState.SPAWNED if vm.id in self.instance_of else PilotState.QUEUED
@@ -147,22 +147,22 @@ class ProviderCloud(WorkerThread, LocalCloud):
         key = vm_node_key(self.index, vm.id)
         node = Node(key, self.index, vm.cores, vm=vm.id, remote=True)
         node.booting = True
-        self.m.hub.nodes[key] = node
-        self.m.hub.spawn(node)  # makes its token, then calls launch_pilot
+        self.ctx.hub.nodes[key] = node
+        self.ctx.hub.spawn(node)  # makes its token, then calls launch_pilot
 
     def launch_pilot(self, node: Node, token: str) -> None:
         """PilotLauncher: lease the VM of `node` with a boot script that starts its pilot; the
         provider is called after the lease is persisted."""
         assert node.vm is not None
         script = user_data(
-            self.settings.agent_command, self.m.config.url, node.key, node.slots, self.m.config.pilot_timeout, token
+            self.settings.agent_command, self.ctx.config.url, node.key, node.slots, self.ctx.config.pilot_timeout, token
         )
         size, image = self.size_and_image(node.vm)
         request = LeaseRequest(node.key, size, image, user_data=script)
         node.state = PilotState.QUEUED
         node.deadline = math.inf
         vm_id = node.vm
-        self.m.later(0.0, self._lease, request, vm_id)
+        self.ctx.later(0.0, self._lease, request, vm_id)
 
     def size_and_image(self, vm_id: int) -> tuple[str, str]:
         """The provider's size id and image id for VM `vm_id`: those of its instance type and
@@ -189,28 +189,28 @@ class ProviderCloud(WorkerThread, LocalCloud):
         if isinstance(outcome, SiteError):
             self._refused(outcome)
             if vm is not None and vm.state is VmState.BOOTING:
-                self.m.external()
-                self.m.engine.vm_failed(self.index, vm_id, f"lease refused: {outcome}")
-                self.m.after()
+                with self.ctx.external():  # `_discard` counts it as an error VM (its node is booting)
+                    self.ctx.engine.vm_failed(self.index, vm_id, f"lease refused: {outcome}")
+            else:
+                self.error_vms += 1
             return
         self._backoff = 0.0
         self.instance_of[vm_id] = outcome.provider_id
         try:
-            self.m.store.set_vm_provider_id(self.index, vm_id, outcome.provider_id)
+            self.ctx.store.set_vm_provider_id(self.index, vm_id, outcome.provider_id)
         except Exception as exc:  # found again by its tags at the next reconciliation
             log.warning("VM %s: could not record instance %s: %s", key, outcome.provider_id, exc)
         if vm is None or vm.state is not VmState.BOOTING:  # released meanwhile: terminate it
             self._terminate(outcome.provider_id, vm_id)
             return
-        node = self.m.hub.nodes.get(key)
+        node = self.ctx.hub.nodes.get(key)
         if node is not None and node.state == PilotState.QUEUED:
             node.state = PilotState.SPAWNED
             node.deadline = time.time() + self.settings.boot_timeout
-            self.m.hub.set_pilot_row(node, PilotState.SPAWNED)
+            self.ctx.hub.set_pilot_row(node, PilotState.SPAWNED)
         log.info("site %s: VM %s is instance %s", self.name, key, outcome.provider_id)
 
     def _refused(self, err: SiteError) -> None:
-        self.error_vms += 1
         self.last_error = str(err)
         if isinstance(err, CapacityError | QuotaError):
             self._backoff = min(BACKOFF_MAX, self._backoff * 2 if self._backoff else BACKOFF_FIRST)
@@ -228,27 +228,27 @@ class ProviderCloud(WorkerThread, LocalCloud):
     def pilot_lost(self, node: Node) -> None:
         """PilotLauncher: a ready VM's pilot was lost: the VM failed (its runs already are lost);
         nothing restarts a pilot inside a remote VM, so it is terminated and provisioning decides."""
-        if node.vm is not None and node.vm in self.vms and not self.m.stopping:
-            self.m.engine.vm_failed(self.index, node.vm, "its pilot was lost")
+        if node.vm is not None and node.vm in self.vms and not self.ctx.stopping:
+            self.ctx.engine.vm_failed(self.index, node.vm, "its pilot was lost")
 
     def _shutdown(self, vm: Vm, now: float) -> None:
         """Released: tell its pilot to exit, terminate the instance; gone once the provider agrees."""
-        node = self.m.hub.nodes.pop(vm_node_key(self.index, vm.id), None)
+        node = self.ctx.hub.nodes.pop(vm_node_key(self.index, vm.id), None)
         if node is not None:
-            self.m.hub.retire(node, "VM released")
+            self.ctx.hub.retire(node, "VM released")
         pid = self.instance_of.get(vm.id)
         if pid is None:  # never leased (or its answer is pending): gone now
-            self.m.later(0.0, self._gone, vm.id)
+            self.ctx.later(0.0, self._gone, vm.id)
             return
         self._terminate(pid, vm.id)
 
     def _discard(self, vm: Vm, now: float) -> None:
         """A failed VM: stop its pilot and terminate its instance."""
-        node = self.m.hub.nodes.pop(vm_node_key(self.index, vm.id), None)
+        node = self.ctx.hub.nodes.pop(vm_node_key(self.index, vm.id), None)
         if node is not None:
             if node.booting:
                 self.error_vms += 1
-            self.m.hub.retire(node, "VM failed")
+            self.ctx.hub.retire(node, "VM failed")
         pid = self.instance_of.get(vm.id)
         if pid is not None:
             self._terminate(pid, vm.id)
@@ -260,7 +260,7 @@ class ProviderCloud(WorkerThread, LocalCloud):
         err = result if isinstance(result, SiteError) else result.get(pid)
         if err is not None:
             log.warning("site %s: could not terminate %s (%s); trying again", self.name, pid, err)
-            self.m.later(RETRY_RELEASE, self._terminate, pid, vm_id)
+            self.ctx.later(RETRY_RELEASE, self._terminate, pid, vm_id)
             return
         self.instance_of.pop(vm_id, None)
         self._gone(vm_id)
@@ -268,20 +268,19 @@ class ProviderCloud(WorkerThread, LocalCloud):
     def _gone(self, vm_id: int) -> None:
         vm = self.vms.get(vm_id)
         if vm is not None and vm.state is VmState.RELEASING:
-            self.m.external()
-            self.m.engine.handle(EV_VM_GONE, self.index, vm_id)
-            self.m.after()
+            with self.ctx.external():
+                self.ctx.engine.handle(EV_VM_GONE, self.index, vm_id)
 
     # ------------------------------------------------------------------- reconciliation
 
     def reconcile(self) -> None:
         """Compare the provider's instances of this manager with the recorded VMs (off the loop)."""
-        if self.m.stopping:
+        if self.ctx.stopping:
             return
         self.worker.call(self.cloud.instances, done=self._reconciled)
 
     def _reconciled(self, result: list[Instance] | SiteError) -> None:
-        self.m.later(RECONCILE_EVERY, self.reconcile)
+        self.ctx.later(RECONCILE_EVERY, self.reconcile)
         if isinstance(result, SiteError):
             log.warning("site %s: cannot list its instances: %s", self.name, result)
             self.last_error = str(result)
@@ -292,57 +291,59 @@ class ProviderCloud(WorkerThread, LocalCloud):
         for inst in alive:
             by_key.setdefault(inst.tags.get("isthmus-vm", ""), []).append(inst)
         claimed: set[str] = set()
-        self.m.external()
-        for vm in list(self.vms.values()):
-            key = vm_node_key(self.index, vm.id)
-            found = by_key.get(key, [])
-            pid = self.instance_of.get(vm.id)
-            if vm.state is VmState.RELEASING:
-                if pid is not None:
-                    claimed.add(pid)  # being terminated
-                continue
-            if pid is None and found:  # the lease answer was lost: adopt the instance
-                pid = found[0].provider_id
-                self.instance_of[vm.id] = pid
-                self.m.store.set_vm_provider_id(self.index, vm.id, pid)
-                node = self.m.hub.nodes.get(key)
-                if node is not None and node.state == PilotState.QUEUED:
-                    node.state = PilotState.SPAWNED
-                    node.deadline = vm.leased_at + self.settings.boot_timeout
-                log.warning("site %s: VM %s adopted instance %s", self.name, key, pid)
-            if pid is not None and pid in {i.provider_id for i in found}:
-                claimed.add(pid)
-            elif pid is not None:
-                self.m.engine.vm_failed(self.index, vm.id, f"the provider no longer has instance {pid}")
-            elif vm.state is VmState.BOOTING and vm.id not in self._leasing:
-                # recorded, no instance found: the manager stopped before or while asking. A
-                # request sent just before a crash may still be under way at the provider, so
-                # it is leased again (with the same key and client token) only once a second
-                # listing, LEASE_ANSWER_GRACE later, still does not show it
-                first = self._unanswered.setdefault(vm.id, time.time())
-                if time.time() - first < LEASE_ANSWER_GRACE:
-                    self.m.later(LEASE_ANSWER_GRACE, self.reconcile)
+        with self.ctx.external():
+            for vm in list(self.vms.values()):
+                key = vm_node_key(self.index, vm.id)
+                found = by_key.get(key, [])
+                pid = self.instance_of.get(vm.id)
+                if vm.state is VmState.RELEASING:
+                    if pid is not None:
+                        claimed.add(pid)  # being terminated
                     continue
-                self._unanswered.pop(vm.id, None)
-                node = self.m.hub.nodes.get(key)
-                if node is not None:
-                    log.warning("site %s: VM %s was never leased: leasing it now", self.name, key)
-                    self.m.hub.spawn(node)
-        stray = [
-            i.provider_id
-            for i in alive
-            if i.provider_id not in claimed and i.tags.get("isthmus-vm", "").startswith(prefix)
-        ]
-        if stray:
-            log.warning("site %s: terminating instance(s) no live VM claims: %s", self.name, stray)
-            self.worker.call(self.cloud.release, stray, done=lambda r: None)
-        self.m.after()
+                if pid is None and found:  # the lease answer was lost: adopt the instance
+                    pid = found[0].provider_id
+                    self.instance_of[vm.id] = pid
+                    self.ctx.store.set_vm_provider_id(self.index, vm.id, pid)
+                    node = self.ctx.hub.nodes.get(key)
+                    if node is not None and node.state == PilotState.QUEUED:
+                        node.state = PilotState.SPAWNED
+                        node.deadline = vm.leased_at + self.settings.boot_timeout
+                    log.warning("site %s: VM %s adopted instance %s", self.name, key, pid)
+                if pid is not None and pid in {i.provider_id for i in found}:
+                    claimed.add(pid)
+                elif pid is not None:
+                    self.ctx.engine.vm_failed(self.index, vm.id, f"the provider no longer has instance {pid}")
+                elif vm.state is VmState.BOOTING and vm.id not in self._leasing:
+                    # recorded, no instance found: the manager stopped before or while asking. A
+                    # request sent just before a crash may still be under way at the provider, so
+                    # it is leased again (with the same key and client token) only once a second
+                    # listing, LEASE_ANSWER_GRACE later, still does not show it
+                    first = self._unanswered.setdefault(vm.id, time.time())
+                    if time.time() - first < LEASE_ANSWER_GRACE:
+                        self.ctx.later(LEASE_ANSWER_GRACE, self.reconcile)
+                        continue
+                    self._unanswered.pop(vm.id, None)
+                    node = self.ctx.hub.nodes.get(key)
+                    if node is not None:
+                        log.warning("site %s: VM %s was never leased: leasing it now", self.name, key)
+                        self.ctx.hub.spawn(node)
+            stray = [
+                i.provider_id
+                for i in alive
+                if i.provider_id not in claimed and i.tags.get("isthmus-vm", "").startswith(prefix)
+            ]
+            if stray:
+                log.warning("site %s: terminating instance(s) no live VM claims: %s", self.name, stray)
+                self.worker.call(self.cloud.release, stray, done=lambda r: None)
 
-
-def provider_for(site: Site) -> Callable[[str], CloudProvider]:
-    """How to connect to the provider of cloud site `site` as a given manager id."""
-    from isthmus.backends.libcloud_provider import LibcloudProvider
-
-    settings = site.provider
-    assert settings is not None
-    return lambda manager_id: LibcloudProvider(site.name, manager_id, settings)
+    def describe(self) -> dict[str, object]:
+        """The cloud's figures (`CloudBackend.describe`) and its provider: driver, VMs that
+        failed to boot or were refused, the last error, and whether it leases now ("ok") or why not."""
+        d = super().describe()
+        d["provider"] = {
+            "driver": self.settings.driver,
+            "error_vms": self.error_vms,
+            "last_error": self.last_error,
+            "leasing": self.lease_refusal(time.time()) or "ok",
+        }
+        return d

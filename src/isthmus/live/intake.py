@@ -18,6 +18,7 @@ from isthmus.agent.pilot import task_outputs
 from isthmus.engine.matching import admission_refusal, unmatched_fields
 from isthmus.live.bag_tasks import out_dir
 from isthmus.live.errors import PersistError, RequestError
+from isthmus.live.jobfiles import OutputPathError, check_outputs
 from isthmus.model.job import Job, JobKind, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
 from isthmus.model.status import Status
@@ -26,7 +27,7 @@ from isthmus.policies import registry
 from isthmus.store import tables as db
 
 if TYPE_CHECKING:
-    from isthmus.live.manager import Manager
+    from isthmus.live.context import LiveContext
 
 COMMIT_WAIT = 10.0
 """Seconds a submitter waits for its job to be stored while the database refuses writes."""
@@ -37,8 +38,8 @@ log = logging.getLogger("isthmus.live")
 class Intake:
     """Submissions, cancellations and the answers about queued jobs."""
 
-    def __init__(self, manager: Manager, next_job_id: int = 1) -> None:
-        self.m = manager
+    def __init__(self, ctx: LiveContext, next_job_id: int = 1) -> None:
+        self.ctx = ctx
         #: the submit request of every job not yet ended, by id
         self.specs: dict[int, dict[str, Any]] = {}
         #: the owner of every job not yet ended, by id
@@ -57,8 +58,8 @@ class Intake:
         the database refuses writes.
         """
         job_id, job = self._new_job(user, spec, "submitted")
-        self.m.engine.submit(job)
-        self.m.clock.wake()
+        self.ctx.engine.submit(job)
+        self.ctx.clock.wake()
         return job_id
 
     def receive(self, user: str, spec: dict[str, Any], chain: tuple[str, ...], before: Callable[[int], None]) -> int:
@@ -69,35 +70,35 @@ class Intake:
         federation records where it came from). Returns the local job id."""
         job_id, job = self._new_job(user, spec, f"received from peer {chain[-1]} (origin {chain[0]})")
         before(job_id)
-        self.m.engine.receive(job, chain)
-        self.m.clock.wake()
+        self.ctx.engine.receive(job, chain)
+        self.ctx.clock.wake()
         return job_id
 
     def submit_bag(self, user: str, spec: dict[str, Any], commands: list[str]) -> int:
         """Submit a bag of tasks for `user` (one job; `commands` are its tasks' command lines,
         stored as its task rows); returns its id. RequestError (400) when no site of the
         environment can hold bags or no fair-share policy grows them."""
-        m = self.m
+        ctx = self.ctx
         self._check_open()
-        fair = m.env.fairshare
+        fair = ctx.env.fairshare
         if fair is None or registry.info("fairshare", fair.name).cls.shares != "bags":
             bag_policies = " or ".join(f'"{n}"' for n in registry.with_capability("fairshare", "shares", "bags"))
             raise RequestError(
                 400,
-                f"tasks: environment {m.env.name!r} has no fair-share policy for bags of tasks: set "
+                f"tasks: environment {ctx.env.name!r} has no fair-share policy for bags of tasks: set "
                 f"policies.fairshare = {bag_policies} (docs/bags.md)",
             )
-        if not m.engine.bags.sites:
+        if not ctx.engine.bags.sites:
             raise RequestError(
                 400,
-                f"tasks: no site of environment {m.env.name!r} can hold bags of tasks "
+                f"tasks: no site of environment {ctx.env.name!r} can hold bags of tasks "
                 "(local or pilot-mode clusters, clouds)",
             )
         spec = {**spec, "kind": "bag", "tasks": len(commands), "priority": "super-low", "size": 1}
         spec.setdefault("name", f"bag of {len(commands)} tasks")
-        m.external()
+        ctx.catch_up()
         job_id = self._row(user, spec, "submitted: a bag of tasks")
-        where = out_dir(str(m.spool), job_id)
+        where = out_dir(str(ctx.spool), job_id)
         self._new_tasks.extend(
             {
                 "bag": job_id,
@@ -110,32 +111,35 @@ class Intake:
             }
             for i, c in enumerate(commands)
         )
-        m.bags.commands[job_id] = commands
-        m.engine.submit(self.job_of(job_id, user, spec, m.clock.now))
-        m.clock.wake()
+        ctx.bags.commands[job_id] = commands
+        ctx.engine.submit(self.job_of(job_id, user, spec, ctx.clock.now))
+        ctx.clock.wake()
         return job_id
 
     def _check_open(self) -> None:
-        m = self.m
-        if m.persist_error is not None:
-            raise PersistError(m.persist_error)
-        if m.stop_mode is not None or m.stopping:
-            raise RequestError(503, f"the manager is stopping ({m.stop_mode or 'stop'}): submit again once it is back")
+        ctx = self.ctx
+        if ctx.persist_error is not None:
+            raise PersistError(ctx.persist_error)
+        if ctx.stop_mode is not None or ctx.stopping:
+            raise RequestError(
+                503, f"the manager is stopping ({ctx.stop_mode or 'stop'}): submit again once it is back"
+            )
 
     def _new_job(self, user: str, spec: dict[str, Any], detail: str) -> tuple[int, Job]:
-        m = self.m
+        ctx = self.ctx
         self._check_open()
         size = int(spec["size"])
         self.check_size(size)
         self.check_vm(user, spec)
-        m.external()
+        self.check_outputs(spec, self.next_job_id)
+        ctx.catch_up()
         job_id = self._row(user, spec, detail)
-        return job_id, self.job_of(job_id, user, spec, m.clock.now)
+        return job_id, self.job_of(job_id, user, spec, ctx.clock.now)
 
     def _row(self, user: str, spec: dict[str, Any], detail: str) -> int:
         """Allocate a job id and queue the job's row and first history line; returns the id."""
-        m = self.m
-        now = m.clock.now
+        ctx = self.ctx
+        now = ctx.clock.now
         name = spec.get("name") or Path(spec["command"]).name
         job_id = self.next_job_id  # ids are allocated here (one writer): one INSERT, no UPDATE
         self.next_job_id += 1
@@ -153,7 +157,7 @@ class Intake:
                 "run": 0,
                 "restarts": 0,
                 "submit_time": now,
-                "spool": str(m.spool / str(job_id)),
+                "spool": str(ctx.spool / str(job_id)),
             }
         )
         self._new_history.append(
@@ -190,7 +194,7 @@ class Intake:
         concurrent submissions cost one commit, and a submission is acknowledged only once it is
         stored. Any earlier persist (a driver step, a pilot report) writes pending rows too.
         """
-        if not self._new_jobs and not self.m.projector.pending():
+        if not self._new_jobs and not self.ctx.projector.pending():
             return
         fut = self._commit_future
         if fut is None:
@@ -201,11 +205,11 @@ class Intake:
             # a failed commit is retried by the clock's loop: wait a while for one to succeed
             await asyncio.wait_for(asyncio.shield(fut), COMMIT_WAIT)
         except TimeoutError:
-            raise PersistError(self.m.persist_error or "the database did not confirm the write in time") from None
+            raise PersistError(self.ctx.persist_error or "the database did not confirm the write in time") from None
 
     def _group_commit(self) -> None:
         try:
-            self.m.persist()
+            self.ctx.persist()
         except PersistError:
             pass  # the waiters wait for a retry that succeeds (`written` answers them), or time out
         except Exception:
@@ -221,12 +225,20 @@ class Intake:
             else:
                 fut.set_exception(exc)
 
+    def check_outputs(self, spec: dict[str, Any], job_id: int) -> None:
+        """RequestError (400) naming the field when the output or error file of job `job_id`
+        cannot be one (isthmus.live.jobfiles.check_outputs)."""
+        try:
+            check_outputs(spec, job_id)
+        except OutputPathError as exc:
+            raise RequestError(400, str(exc)) from None
+
     def check_size(self, size: int) -> None:
         """RequestError (400) when no site can ever offer `size` processors (here, or at a
         provider peer: a manager with a selection policy and provider peers lets its policy
         forward a job no local site can run, and rejects it at the round's end otherwise)."""
-        env = self.m.env
-        fed = self.m.federation
+        env = self.ctx.env
+        fed = self.ctx.federation
         if fed is not None and fed.may_forward:
             return
         if size > env.max_processors:
@@ -241,9 +253,9 @@ class Intake:
         """RequestError (400) naming the field when no site can ever match the job's VM
         requirements (Cloud Scheduler, Appendix I)."""
         job = self.job_of(0, user, spec, 0.0)
-        why = admission_refusal(job, self.m.env.sites)
+        why = admission_refusal(job, self.ctx.env.sites)
         if why:
-            fields = unmatched_fields(job, self.m.env.sites)
+            fields = unmatched_fields(job, self.ctx.env.sites)
             where = ", ".join(f"vm.{f}" for f in fields) if fields else "vm"
             raise RequestError(400, f"{where}: {why}")
 
@@ -268,7 +280,7 @@ class Intake:
             id=job_id,
             submit=submit,
             size=int(spec["size"]),
-            runtime=float(req) if req is not None else self.m.config.default_estimate,
+            runtime=float(req) if req is not None else self.ctx.config.default_estimate,
             requested_runtime=float(req) if req is not None else None,
             user=user,
             priority=PriorityClass.parse(spec.get("priority", "high")),
@@ -277,16 +289,15 @@ class Intake:
 
     def cancel(self, job_id: int) -> bool:
         """Cancel a queued or running job; False when it already ended."""
-        m = self.m
-        m.external()
-        ok = m.engine.cancel(job_id)
-        m.after()
+        ctx = self.ctx
+        with ctx.external():
+            ok = ctx.engine.cancel(job_id)
         return ok
 
     def why(self, job_id: int) -> Status | None:
         """The engine's explanation for an active job (code, reason, deciding policy), None for a
         job it no longer holds."""
-        engine = self.m.engine
+        engine = self.ctx.engine
         if job_id not in engine.entries:
             return None
         return engine.why_status(job_id)

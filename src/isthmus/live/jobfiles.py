@@ -13,7 +13,10 @@ options; the command line overrides them.
 
 from __future__ import annotations
 
+import errno
+import os
 import shlex
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,3 +221,127 @@ def parse_directives(text: str, file: str, options: list[_Option]) -> dict[str, 
                 raise ScriptError(f"{where}: {DIRECTIVE} {name}: {exc}") from None
             i += 1
     return found
+
+
+# ------------------------------------------------------------------------- output files
+
+NAME_MAX = 255
+"""Bytes in one path component (Linux's NAME_MAX: a longer one is ENAMETOOLONG)."""
+
+PATH_MAX = 4095
+"""Bytes in a whole path (Linux's PATH_MAX less its terminating NUL)."""
+
+
+def output_path_problem(template: str, job_id: int) -> str | None:
+    """Why output template `template` of job `job_id` cannot be a run's output file, or None:
+    a component or the whole path longer than the OS takes (ENAMETOOLONG), or an existing path
+    that is not a regular file (a FIFO, a device, a directory; only /dev/null, which discards,
+    is taken)."""
+    path = expand(template, job_id)
+    if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        return f"the path is longer than {PATH_MAX} bytes"
+    for part in path.split("/"):
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            return f"a component of the path is longer than {NAME_MAX} bytes: {part[:40]!r}..."
+    if path == "/dev/null":
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None  # made by the run
+    except OSError as exc:  # not a directory on the way, a loop, no permission: the run says so
+        return None if exc.errno in (errno.EACCES, errno.EPERM) else f"{path}: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode):
+        return f"{path} is {_kind(mode)}, not a regular file"
+    return None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def check_outputs(spec: Mapping[str, Any], job_id: int) -> None:
+    """OutputPathError naming the field (`output` or `error`) when one of a submission's output
+    files cannot be one (see `output_path_problem`)."""
+    for field in ("output", "error"):
+        template = spec.get(field)
+        if template:
+            problem = output_path_problem(str(template), job_id)
+            if problem is not None:
+                raise OutputPathError(field, problem)
+
+
+class OutputPathError(ValueError):
+    """A submission's output or error path that cannot be a run's output file."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+class OutputUnreadable(Exception):  # noqa: N818
+    """A run's output that cannot be answered; `status` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+MAX_READ = 16 * 1024 * 1024
+"""Bytes answered at most per output request."""
+
+
+def read_run_output(
+    spec: Mapping[str, Any], job_id: int, spool: str, run: int, *, stream: str, offset: int, starting: bool
+) -> bytes:
+    """Up to MAX_READ bytes from `offset` of the `stream` ("stdout" or "stderr") of run `run`.
+
+    Read from the job's --output/--error file when it is a regular file, else from the run's
+    file in the spool (where the pilot wrote why the user's file could not be opened). Never
+    blocks (a FIFO in the path's place is not opened) and never fails with the OS's error:
+    OutputUnreadable (410) when neither file is there while the run has begun (`starting`
+    false: its file was made, so someone removed it).
+    """
+    stdout, stderr, _custom = run_files(spec, job_id, spool, run)
+    chosen = stdout if stream == "stdout" else stderr
+    spooled = os.path.join(spool, f"run{run}.{'out' if stream == 'stdout' else 'err'}")
+    for path in (chosen, spooled):
+        data = _read_regular(path, offset)
+        if data is not None:
+            return data
+    if starting:
+        return b""
+    raise OutputUnreadable(410, f"the {stream} of run {run} is gone: {chosen} was removed or is not a regular file")
+
+
+def _read_regular(path: str, offset: int) -> bytes | None:
+    """The bytes of regular file `path` from `offset`, or None when it is not one (or cannot be read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.lseek(fd, offset, os.SEEK_SET)
+        chunks: list[bytes] = []
+        left = MAX_READ
+        while left > 0:
+            chunk = os.read(fd, min(left, 1024 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

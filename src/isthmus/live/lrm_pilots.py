@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from isthmus.agent.jobenv import pilot_environment
 from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
 from isthmus.backends.local import LocalCluster
@@ -61,7 +62,7 @@ from isthmus.model.site import Site
 from isthmus.model.states import JobState, PilotState
 
 if TYPE_CHECKING:
-    from isthmus.live.manager import Manager
+    from isthmus.live.context import LiveContext
 
 log = logging.getLogger("isthmus.live.lrm_pilots")
 
@@ -84,10 +85,10 @@ def position_of(key: str) -> int:
 class PilotJobs(WorkerThread, LocalCluster):
     """A cluster site whose slots are held by pilot jobs of a batch system (see the module docstring)."""
 
-    def __init__(self, index: int, site: Site, make: Callable[[str], BatchSystem], manager: Manager) -> None:
-        super().__init__(index, site, manager.hub)
+    def __init__(self, index: int, site: Site, make: Callable[[str], BatchSystem], ctx: LiveContext) -> None:
+        super().__init__(index, site, ctx.hub)
         assert site.lrm is not None
-        self.m = manager
+        self.ctx = ctx
         self.lrm = site.lrm
         self._make = make
         self.batch: BatchSystem | None = None
@@ -115,7 +116,7 @@ class PilotJobs(WorkerThread, LocalCluster):
 
     def nodes(self) -> list[Node]:
         """This site's pilot positions' nodes, current and retiring."""
-        return [n for n in self.m.hub.nodes.values() if n.site == self.index]
+        return [n for n in self.ctx.hub.nodes.values() if n.site == self.index]
 
     def restore(self, rows: Sequence[dict[str, Any]], now: float) -> None:
         """Before a restart's recovery: the pilots recorded as alive become nodes awaiting their
@@ -130,8 +131,8 @@ class PilotJobs(WorkerThread, LocalCluster):
                 continue
             node = Node(key, self.index, int(row["slots"]), remote=True)
             node.state = PilotState.AWAITING
-            node.deadline = now + self.m.config.reattach_timeout
-            self.m.hub.nodes[key] = node
+            node.deadline = now + self.ctx.config.reattach_timeout
+            self.ctx.hub.nodes[key] = node
             if row.get("registered_at"):
                 self.since[key] = float(row["registered_at"])
         self._recount()
@@ -146,32 +147,35 @@ class PilotJobs(WorkerThread, LocalCluster):
             # filling positions now could run pilots twice (those of before a restart): retry
             self.unavailable = f"cannot list its jobs: {result}"
             log.warning("site %s: %s", self.name, self.unavailable)
-            self.m.later(self.lrm.poll_interval, self.begin, self.batch_id())
+            self.ctx.later(self.lrm.poll_interval, self.begin, self.batch_id())
             return
         self.unavailable = ""
-        self.m.external()
-        held = {st.key: pid for pid, st in result.items() if not st.state.terminal and st.state is not JobState.LOST}
-        stale = [pid for key, pid in held.items() if key not in self.m.hub.nodes]
-        for node in self.nodes():
-            pid = held.get(node.key)
-            if pid is None:
-                self.m.hub.node_lost(node, "its pilot job is gone")
-                continue
-            self.job_of[node.key] = pid
-            if result[pid].state is JobState.QUEUED:
-                node.state = PilotState.QUEUED
-                node.deadline = math.inf
-        if stale:
-            log.warning("site %s: cancelling %d pilot job(s) no node is recorded for: %s", self.name, len(stale), stale)
-            self.worker.call(self.system.cancel, stale, done=lambda r: None)
-        self.fill()
-        self._recount()
-        self.m.after()
-        self.m.later(0.0, self.poll)
+        with self.ctx.external():
+            held = {
+                st.key: pid for pid, st in result.items() if not st.state.terminal and st.state is not JobState.LOST
+            }
+            stale = [pid for key, pid in held.items() if key not in self.ctx.hub.nodes]
+            for node in self.nodes():
+                pid = held.get(node.key)
+                if pid is None:
+                    self.ctx.hub.node_lost(node, "its pilot job is gone")
+                    continue
+                self.job_of[node.key] = pid
+                if result[pid].state is JobState.QUEUED:
+                    node.state = PilotState.QUEUED
+                    node.deadline = math.inf
+            if stale:
+                log.warning(
+                    "site %s: cancelling %d pilot job(s) no node is recorded for: %s", self.name, len(stale), stale
+                )
+                self.worker.call(self.system.cancel, stale, done=lambda r: None)
+            self.fill()
+            self._recount()
+        self.ctx.later(0.0, self.poll)
 
     def batch_id(self) -> str:
         """The manager id the system was connected with."""
-        return self.m.store.get_meta("manager_id") or ""
+        return self.ctx.store.get_meta("manager_id") or ""
 
     # ------------------------------------------------------------------ pilots' lifecycle
 
@@ -187,7 +191,7 @@ class PilotJobs(WorkerThread, LocalCluster):
         allowed = self.positions_allowed()
         if self.lrm.pilots != "elastic":
             return allowed
-        engine = self.m.engine
+        engine = self.ctx.engine
         demand = sum(e.job.size for e in self.running.values())
         for queue, sites in zip(engine.queues, engine.stage_sites, strict=True):
             if self.index in sites:
@@ -197,7 +201,7 @@ class PilotJobs(WorkerThread, LocalCluster):
 
     def fill(self) -> None:
         """Submit a pilot job for every position no current pilot holds, up to `positions_wanted`."""
-        if self.m.stopping or time.time() < self._filling_after:
+        if self.ctx.stopping or time.time() < self._filling_after:
             return
         held = {position_of(n.key) for n in self.nodes() if n.key not in self.retiring}
         room = self.positions_wanted() - len(held)
@@ -208,20 +212,20 @@ class PilotJobs(WorkerThread, LocalCluster):
                 room -= 1
                 key = pilot_key(self.index, pos)
                 node = Node(key, self.index, self.site.cores_per_node, remote=True)
-                self.m.hub.nodes[key] = node
-                self.m.hub.spawn(node)  # calls launch_pilot with the pilot's token
+                self.ctx.hub.nodes[key] = node
+                self.ctx.hub.spawn(node)  # calls launch_pilot with the pilot's token
 
     def launch_pilot(self, node: Node, token: str) -> None:
         """PilotLauncher: submit the pilot job of `node` (off the loop); its token goes in a file
         only its user can read, removed once the pilot registered."""
-        token_file = token_path(self.m.state_dir, node.key)
+        token_file = token_path(self.ctx.state_dir, node.key)
         pilots = token_file.parent
         pilots.mkdir(parents=True, exist_ok=True)
         safe = node.key.replace("/", "-")
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
-        env = {"ISTHMUS_TAG": self.m.config.tag} if self.m.config.tag else {}
+        env = pilot_environment(self.ctx.config.tag)  # never the manager's: no secret reaches its jobs
         request = RunRequest(
             key=node.key,
             command=(
@@ -229,13 +233,13 @@ class PilotJobs(WorkerThread, LocalCluster):
                 "-m",
                 "isthmus.agent",
                 "--url",
-                self.m.config.url,
+                self.ctx.config.url,
                 "--node",
                 node.key,
                 "--slots",
                 str(node.slots),
                 "--timeout",
-                str(self.m.config.pilot_timeout),
+                str(self.ctx.config.pilot_timeout),
                 "--token-file",
                 str(token_file),
             ),
@@ -253,14 +257,14 @@ class PilotJobs(WorkerThread, LocalCluster):
 
     def _submitted(self, key: str, result: list[str | SiteError] | SiteError) -> None:
         outcome = result if isinstance(result, SiteError) else result[0]
-        node = self.m.hub.nodes.get(key)
+        node = self.ctx.hub.nodes.get(key)
         if isinstance(outcome, SiteError):
             self.unavailable = f"pilot job refused: {outcome}"
             log.warning("site %s: %s", self.name, self.unavailable)
             if node is not None:
                 self._drop(node)
             self._filling_after = time.time() + RETRY_AFTER
-            self.m.later(RETRY_AFTER, self.fill)
+            self.ctx.later(RETRY_AFTER, self.fill)
             return
         if node is None or key in self.cancel_when_known:
             self.cancel_when_known.discard(key)
@@ -272,10 +276,10 @@ class PilotJobs(WorkerThread, LocalCluster):
     def registered(self, node: Node) -> None:
         """PilotLauncher: the pilot of `node` registered: its token file goes, its slots count."""
         with contextlib.suppress(OSError):
-            token_path(self.m.state_dir, node.key).unlink()
+            token_path(self.ctx.state_dir, node.key).unlink()
         self.since.setdefault(node.key, time.time())
         self._recount()
-        self.m.engine.request_round(self.m.clock.now)
+        self.ctx.engine.request_round(self.ctx.clock.now)
 
     def pilot_lost(self, node: Node) -> None:
         """PilotLauncher: the pilot of `node` was lost (its runs already are): end its job if it
@@ -283,20 +287,20 @@ class PilotJobs(WorkerThread, LocalCluster):
         never_registered = node.pilot_id is None and node.key not in self.since
         self._drop(node)
         self._recount()
-        if never_registered and not self.m.stopping:
+        if never_registered and not self.ctx.stopping:
             # a pilot job that ends before its agent registers (a broken node, a wrong URL)
             # would be resubmitted every poll: wait a little first
             self._filling_after = max(self._filling_after, time.time() + RETRY_AFTER)
-            self.m.later(RETRY_AFTER, self.fill)
+            self.ctx.later(RETRY_AFTER, self.fill)
         self.fill()
 
     def _drop(self, node: Node) -> None:
         """Forget `node`; cancel its pilot job if the LRM still holds it."""
-        self.m.hub.nodes.pop(node.key, None)
+        self.ctx.hub.nodes.pop(node.key, None)
         self.retiring.discard(node.key)
         self.since.pop(node.key, None)
         with contextlib.suppress(OSError):
-            token_path(self.m.state_dir, node.key).unlink()
+            token_path(self.ctx.state_dir, node.key).unlink()
         pid = self.job_of.pop(node.key, None)
         if pid is None and node.state == PilotState.QUEUED:  # its submission has not answered yet
             self.cancel_when_known.add(node.key)
@@ -305,12 +309,12 @@ class PilotJobs(WorkerThread, LocalCluster):
 
     def _end(self, node: Node, reason: str) -> None:
         """A pilot with no run left is told to exit; its job is cancelled a little later."""
-        self.m.hub.retire(node, reason)
-        self.m.hub.nodes.pop(node.key, None)
+        self.ctx.hub.retire(node, reason)
+        self.ctx.hub.nodes.pop(node.key, None)
         self.retiring.discard(node.key)
         pid = self.job_of.get(node.key)
         if pid is not None:
-            self.m.later(5.0, self._cancel_if_held, node.key, pid)
+            self.ctx.later(5.0, self._cancel_if_held, node.key, pid)
 
     def _cancel_if_held(self, key: str, pid: str) -> None:
         if self.job_of.get(key) == pid:
@@ -321,10 +325,10 @@ class PilotJobs(WorkerThread, LocalCluster):
 
     def poll(self) -> None:
         """Ask the system for the state of every pilot job (one batch, off the loop)."""
-        if self.m.stopping:
+        if self.ctx.stopping:
             return
         if self._polling:
-            self.m.later(self.lrm.poll_interval, self.poll)
+            self.ctx.later(self.lrm.poll_interval, self.poll)
             return
         self._polling = True
         ids = dict(self.job_of)
@@ -352,10 +356,10 @@ class PilotJobs(WorkerThread, LocalCluster):
         excess = len(held) - self.positions_wanted()
         if excess <= 0:
             return
-        unwanted = [n for n in queued if n.key in self.m.hub.nodes] + [
+        unwanted = [n for n in queued if n.key in self.ctx.hub.nodes] + [
             n
             for n in idle
-            if n.key in self.m.hub.nodes and now - self.idle_since.get(n.key, now) >= self.lrm.idle_release
+            if n.key in self.ctx.hub.nodes and now - self.idle_since.get(n.key, now) >= self.lrm.idle_release
         ]
         for node in unwanted[:excess]:
             self._end_pilot(node, "no isthmus job needs it")
@@ -364,9 +368,9 @@ class PilotJobs(WorkerThread, LocalCluster):
         """Local users' jobs still wait for `count` positions no idle pilot gave: the pilots that
         run only bags' tasks (fewest lanes first) are vacated; pilots vacated before and no longer
         needed take runs again."""
-        bags = self.m.engine.bags
+        bags = self.ctx.engine.bags
         only_bags = {
-            n.key: self.m.bags.lanes_on(n.key)
+            n.key: self.ctx.bags.lanes_on(n.key)
             for n in self.nodes()
             if n.state == PilotState.REGISTERED
             and n.key not in self.retiring
@@ -376,8 +380,8 @@ class PilotJobs(WorkerThread, LocalCluster):
         chosen = sorted(only_bags, key=lambda k: (k not in self.vacating, only_bags[k], k))[: max(0, count)]
         self.vacating = set(chosen)
         for key in chosen:
-            node = self.m.hub.nodes[key]
-            self.m.bags.vacate(node, "local users' jobs wait for its node")
+            node = self.ctx.hub.nodes[key]
+            self.ctx.bags.vacate(node, "local users' jobs wait for its node")
 
     def take_bag_slot(self, bag_id: int) -> tuple[str, int]:
         """A free slot of a pilot taking new runs for a bag's processor."""
@@ -401,43 +405,41 @@ class PilotJobs(WorkerThread, LocalCluster):
 
     def _observed(self, ids: dict[str, str], result: tuple[Capacity, dict[str, RemoteState]] | SiteError) -> None:
         self._polling = False
-        self.m.later(self.lrm.poll_interval, self.poll)
-        if self.m.stopping:
+        self.ctx.later(self.lrm.poll_interval, self.poll)
+        if self.ctx.stopping:
             return
-        self.m.external()
-        if isinstance(result, SiteError):
-            if not self.unavailable:
-                log.warning("site %s unavailable: %s", self.name, result)
-            self.unavailable = str(result)
-            self.m.after()
-            return
-        if self.unavailable:
-            self.m.engine.request_round(self.m.clock.now)  # it answers again: decide again
-        self.unavailable = ""
-        capacity, states = result
-        self.waiting_local = capacity.waiting_local
-        now = time.time()
-        for key, pid in ids.items():
-            if self.job_of.get(key) != pid:
-                continue
-            st = states.get(pid)
-            node = self.m.hub.nodes.get(key)
-            if st is None or st.state.terminal or st.state is JobState.LOST:
-                self.job_of.pop(key, None)
-                if node is not None:
-                    native = st.native if st is not None else "no longer known"
-                    self.m.hub.node_lost(node, f"its pilot job {pid} ended ({native})")
-            elif node is not None and st.state is JobState.RUNNING:
-                self.since.setdefault(key, now)
-                if node.state == PilotState.QUEUED:  # the LRM runs it: the agent registers shortly
-                    node.state = PilotState.SPAWNED
-                    node.deadline = now + self.m.config.spawn_timeout
-                    self.m.hub.set_pilot_row(node, PilotState.SPAWNED)
-        self._renew(now)
-        self._shrink(now)
-        self._recount()
-        self.fill()
-        self.m.after()
+        with self.ctx.external():
+            if isinstance(result, SiteError):
+                if not self.unavailable:
+                    log.warning("site %s unavailable: %s", self.name, result)
+                self.unavailable = str(result)
+                return
+            if self.unavailable:
+                self.ctx.engine.request_round(self.ctx.clock.now)  # it answers again: decide again
+            self.unavailable = ""
+            capacity, states = result
+            self.waiting_local = capacity.waiting_local
+            now = time.time()
+            for key, pid in ids.items():
+                if self.job_of.get(key) != pid:
+                    continue
+                st = states.get(pid)
+                node = self.ctx.hub.nodes.get(key)
+                if st is None or st.state.terminal or st.state is JobState.LOST:
+                    self.job_of.pop(key, None)
+                    if node is not None:
+                        native = st.native if st is not None else "no longer known"
+                        self.ctx.hub.node_lost(node, f"its pilot job {pid} ended ({native})")
+                elif node is not None and st.state is JobState.RUNNING:
+                    self.since.setdefault(key, now)
+                    if node.state == PilotState.QUEUED:  # the LRM runs it: the agent registers shortly
+                        node.state = PilotState.SPAWNED
+                        node.deadline = now + self.ctx.config.spawn_timeout
+                        self.ctx.hub.set_pilot_row(node, PilotState.SPAWNED)
+            self._renew(now)
+            self._shrink(now)
+            self._recount()
+            self.fill()
 
     def _renew(self, now: float) -> None:
         """Pilots near their walltime take no new run (a replacement is submitted by `fill`);
@@ -456,7 +458,7 @@ class PilotJobs(WorkerThread, LocalCluster):
                     self.retiring.add(node.key)
         busy = {slot[0] for slot in self.slots}
         for key in list(self.retiring):
-            old = self.m.hub.nodes.get(key)
+            old = self.ctx.hub.nodes.get(key)
             if old is not None and key not in busy:
                 self._end(old, "walltime renewal")
 
@@ -504,6 +506,20 @@ class PilotJobs(WorkerThread, LocalCluster):
     def cancel_all(self) -> None:
         """At a stop that ends jobs: cancel every pilot job of this manager (blocking)."""
         cancel_quietly(self.batch, list(self.job_of.values()), self.name)
+
+    def describe(self) -> dict[str, object]:
+        """The site's figures (`SiteBackend.describe`), its batch system (driver, mode, the
+        processors kept free for local users and those local users' jobs wait for at the last
+        poll) and its pilots by state."""
+        d = super().describe()
+        d["lrm"] = {
+            "driver": self.lrm.driver,
+            "mode": self.lrm.mode,
+            "keep_free": self.lrm.keep_free,
+            "waiting_local": self.waiting_local,
+        }
+        d["pilots"] = self.pilot_counts()
+        return d
 
 
 def token_path(state_dir: Path, key: str) -> Path:

@@ -1,9 +1,12 @@
 """The live manager: daemon wiring and lifecycle around the engine on a wall clock.
 
 `Manager` builds the engine with the local site backends, owns the real-time clock that drives
-it (`isthmus.engine.clock.RealtimeClock`), the database, and three parts, each in its own
-module: `Intake` (submissions, group commit, cancellations), `PilotHub` (the pilot protocol and
-liveness) and the `Projector` (events to rows); `recover()` rebuilds the state at start.
+it (`isthmus.engine.clock.RealtimeClock`), the database, and the roles, each in its own module:
+`Intake` (submissions, group commit, cancellations), `PilotHub` (the pilot protocol and
+liveness), `BagRunner` (bags' launchers), the sites behind external systems and the
+`Projector` (events to rows); `recover()` rebuilds the state at start. The roles receive the
+`LiveContext` (isthmus.live.context), never the manager: the manager wires them and runs the
+lifecycle (start, the clock's loop, stop).
 Everything - API handlers, the clock's loop, pilot messages - runs on one asyncio event loop
 thread, so the engine needs no locks.
 
@@ -25,30 +28,28 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, kill_group, pilot_alive, still_pilot
+from isthmus.backends.registry import batch_system, cloud_provider
 from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.bags import BagSettings
-from isthmus.engine.budgets import ledger_snapshot
+from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.bag_tasks import BagRunner
-from isthmus.live.batch import BatchCluster, batch_system
+from isthmus.live.batch import BatchCluster
+from isthmus.live.context import DEFAULT_ESTIMATE, LiveContext, ManagerConfig, PeerHooks
 from isthmus.live.errors import PersistError, RequestError
-from isthmus.live.iaas import ProviderCloud, provider_for
+from isthmus.live.iaas import ProviderCloud
 from isthmus.live.intake import Intake
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
-from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.states import PilotState
 from isthmus.model.status import Status
-from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
 from isthmus.store import tables as db
 from isthmus.store.projector import Projector
 from isthmus.store.tokens import hash_token, new_token
@@ -56,84 +57,6 @@ from isthmus.store.tokens import hash_token, new_token
 __all__ = ["DEFAULT_ESTIMATE", "Manager", "ManagerConfig", "PersistError", "RequestError", "free_port"]
 
 log = logging.getLogger("isthmus.live")
-
-DEFAULT_ESTIMATE = 3600.0
-"""Runtime assumed for a job submitted without a requested runtime (for backfilling and predictions)."""
-
-
-class PeerHooks(Protocol):
-    """What the manager asks of its peer managers (isthmus.federation.live.LiveFederation)."""
-
-    @property
-    def may_forward(self) -> bool:
-        """True when a selection policy may forward jobs to a provider peer."""
-        ...
-
-    def pending(self) -> bool:
-        """True when records or messages wait for the next transaction."""
-        ...
-
-    def write(self, conn: Any) -> None:
-        """Write the pending records in transaction `conn`."""
-        ...
-
-    def committed(self) -> None:
-        """The records were committed: send what depended on them."""
-        ...
-
-    def held_elsewhere(self) -> set[int]:
-        """Ids of jobs forwarded to peers and not ended (recovery leaves them out of the queues)."""
-        ...
-
-    def restore(self) -> None:
-        """After recovery: the forwarded and received jobs; attach to the engine."""
-        ...
-
-    async def start(self) -> None:
-        """Open the connections to the peers."""
-        ...
-
-    async def stop(self) -> None:
-        """Close the connections."""
-        ...
-
-
-@dataclass
-class ManagerConfig:
-    """How a manager runs. Times in seconds."""
-
-    env: Environment
-    db_url: str
-    state_dir: Path
-    host: str = "127.0.0.1"
-    port: int = 8750
-    poll_wait: float = 10.0
-    pilot_timeout: float = 30.0  # pilots exit when the manager is unreachable this long
-    heartbeat_timeout: float = 20.0  # a silent pilot is lost after this long
-    reattach_timeout: float = 15.0  # after a restart, how long pilots have to re-register
-    spawn_timeout: float = 30.0  # a started pilot must register within this
-    round_interval: float | str | None = "env"  # "env": the environment's
-    default_estimate: float = DEFAULT_ESTIMATE
-    stop_pilots_on_exit: bool = True  # False: pilots are left alone at stop (tests of restarts)
-    on_stop: str = "detach"  # what a stop signal does: "detach" (runs go on) or "kill" (see `begin_shutdown`)
-    detach_timeout: float = 3600.0  # detached pilots keep their runs this long waiting for a manager
-    tag: str | None = None  # copied to ISTHMUS_TAG in pilots and jobs (lets tests find leftovers)
-    max_body_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413 (a 10,000-job batch fits)
-    max_batch_jobs: int = 10_000  # larger POST /jobs/batch get 413
-    budget: float | None = None  # cap on the charged cost of all cloud leases ($), as in simulation
-    enforce_walltime: bool = True  # a run reaching its job's requested runtime is killed: TIMEOUT
-    bag_preemption_time: float = 10.0  # a preempted bag launcher's processor is free after this at the latest
-    bag_prefetch: int = 1  # tasks a bag launcher keeps ahead of the one it runs (its local list)
-
-    advertise_url: str | None = None  # what pilots on other machines are told; default from host/port
-
-    @property
-    def url(self) -> str:
-        """The URL pilots use to reach the manager (a wildcard address becomes this machine's name)."""
-        if self.advertise_url:
-            return self.advertise_url.rstrip("/")
-        host = socket.getfqdn() if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
 
 class Manager:
@@ -144,36 +67,51 @@ class Manager:
         self.env = config.env
         # a lock held by another process fails a write after 2 s instead of stalling the loop
         self.store = db.Store(config.db_url, busy_timeout=2.0)
-        #: why the last write failed, while writes fail (the manager is unhealthy); None when they work
-        self.persist_error: str | None = None
-        self._persist_retry_at = 0.0
-        #: the per-user budget ledger snapshot last written (isthmus.engine.budgets.ledger_snapshot)
-        self._ledger_written: str | None = None
-        self.state_dir = Path(config.state_dir)
-        self.spool = self.state_dir / "spool"
         self.clock = RealtimeClock()
-        self.stopping = False
-        #: how the current stop treats running jobs: None (running), "detach", "kill" or "drain"
-        self.stop_mode: str | None = None
+        #: what every role receives instead of the manager (isthmus.live.context)
+        self.ctx = ctx = LiveContext(config, self.store, self.clock)
+        self.state_dir = ctx.state_dir
+        self.spool = ctx.spool
         #: set by the server: ends the process (used when a drain finishes or an admin stops it)
         self.request_exit: Callable[[], None] = lambda: None
         self.admin_token: str | None = None
         #: names this manager's jobs in batch systems (`isthmus:<id>:<key>`), kept in the database
         self.manager_id = ""
         self._driver_task: asyncio.Task[None] | None = None
-        self._timers: list[asyncio.TimerHandle] = []
-        self.hub = PilotHub(self)
-        self.intake = Intake(self)
-        #: the peer managers (None without [[peers]]; set by the server: docs/federation.md)
-        self.federation: PeerHooks | None = None
-        self.engine = self._build_engine()
+        self.hub = ctx.hub = PilotHub(ctx)
+        self.intake = ctx.intake = Intake(ctx)
+        self.engine = ctx.engine = self._build_engine()
         #: the launchers of bags of tasks on the pilots (docs/bags.md)
-        self.bags = BagRunner(self, config.bag_prefetch)
+        self.bags = ctx.bags = BagRunner(ctx, config.bag_prefetch)
         self.engine.bags.launcher = self.bags
         self.engine.bags.settings = BagSettings(preemption_time=config.bag_preemption_time, pull_latency=0.0)
-        self.projector = Projector(self.engine.log, self.env, self.hub, self._forget)
+        self.projector = ctx.projector = Projector(self.engine.log, self.env, self.hub, ctx.forget)
         self.projector.vm_image = self._vm_image
         self.projector.bags = self.bags
+
+    @property
+    def federation(self) -> PeerHooks | None:
+        """The peer managers (None without [[peers]]; set by the server: docs/federation.md)."""
+        return self.ctx.federation
+
+    @federation.setter
+    def federation(self, value: PeerHooks | None) -> None:
+        self.ctx.federation = value
+
+    @property
+    def stopping(self) -> bool:
+        """True once the manager stops: no new work is started."""
+        return self.ctx.stopping
+
+    @property
+    def stop_mode(self) -> str | None:
+        """How the current stop treats running jobs: None (running), "detach", "kill" or "drain"."""
+        return self.ctx.stop_mode
+
+    @property
+    def persist_error(self) -> str | None:
+        """Why the last write failed, while writes fail (the manager is unhealthy); None when they work."""
+        return self.ctx.persist_error
 
     def _vm_image(self, site: int, vm_id: int) -> int:
         """The image index of VM `vm_id` of cloud `site` (0 once it is gone)."""
@@ -183,28 +121,20 @@ class Manager:
 
     def _build_engine(self) -> Engine:
         env = self.env
-        others: dict[str, PolicyChoice] = {}
-        if env.fairshare is not None:
-            others["fairshare"] = env.fairshare
-        if env.selection is not None and env.peers:
-            others["selection"] = env.selection
-        policies = build_policies(
-            env.allocation, env.provisioning, DEFAULT_PREDICTOR, others or None, true_runtimes_known=False
-        )
         backends: list[SiteBackend] = []
         for i, site in enumerate(env.sites):
             if site.is_cloud and site.provider is not None:
-                cloud = ProviderCloud(i, site, provider_for(site), self)
+                cloud = ProviderCloud(i, site, cloud_provider(site), self.ctx)
                 backends.append(cloud)
                 self.hub.launchers[i] = cloud
             elif site.is_cloud:
                 backends.append(LocalCloud(i, site, self.hub))
             elif site.lrm is not None and site.lrm.mode == "pilot":
-                pilots = PilotJobs(i, site, batch_system(site), self)
+                pilots = PilotJobs(i, site, batch_system(site), self.ctx)
                 backends.append(pilots)
                 self.hub.launchers[i] = pilots
             elif site.lrm is not None:
-                backends.append(BatchCluster(i, site, batch_system(site), self, site.lrm.poll_interval))
+                backends.append(BatchCluster(i, site, batch_system(site), self.ctx, site.lrm.poll_interval))
             else:
                 backends.append(LocalCluster(i, site, self.hub))
                 for n in range(site.nodes):
@@ -212,12 +142,13 @@ class Manager:
                     self.hub.nodes[key] = Node(key, i, site.cores_per_node)
         interval = env.round_interval if self.config.round_interval == "env" else self.config.round_interval
         assert interval is None or isinstance(interval, (int, float))
-        return Engine(
+        return build_engine(
             env,
-            policies,
-            self.clock,
-            lambda _schedule: backends,
-            round_interval=float(interval) if interval else None,
+            PolicyChoices.of(env, selection=env.selection if env.peers else None),
+            clock=self.clock,
+            backends=lambda _schedule: backends,
+            true_runtimes_known=False,
+            round_interval=interval,
             budget=self.config.budget,
             enforce_walltime=self.config.enforce_walltime,
         )
@@ -282,10 +213,10 @@ class Manager:
             value = self.store.get_meta(f"budget:{cap.cap.name}")
             if value is not None:
                 cap.limit = float(value)
-        recover(self)
+        recover(self.ctx)
         if self.federation is not None:
             self.federation.restore()  # forwarded and received jobs; attaches to the engine
-        self.persist()
+        self.ctx.persist()
         manager_id = self.manager_id = self.store.get_meta("manager_id") or ""
         for b in self.engine.backends:
             b.begin(manager_id)  # sites behind external systems reconcile with them
@@ -307,16 +238,16 @@ class Manager:
         mode = mode or self.config.on_stop
         if mode not in ("detach", "kill", "drain"):
             raise ValueError(f"unknown stop mode {mode!r}: expected detach, kill or drain")
-        if self.stop_mode in ("detach", "kill"):
+        if self.ctx.stop_mode in ("detach", "kill"):
             return  # already stopping; a later signal does not change how
-        self.stop_mode = mode
+        self.ctx.stop_mode = mode
         if mode == "drain":
             self.engine.paused = True  # no new decisions; runs end and are recorded
             self.engine.bags.drain()  # bags' launchers finish their running tasks only
             self.clock.wake()
             self._drained_check()
             return
-        self.stopping = True
+        self.ctx.stopping = True
         self.clock.wake()
         if not self.config.stop_pilots_on_exit:
             return
@@ -335,17 +266,16 @@ class Manager:
             and not any(b.running for b in self.engine.backends)
             and not self.engine.bags.running_tasks
         ):
-            self.stop_mode = None
+            self.ctx.stop_mode = None
             self.begin_shutdown("kill")
             self.request_exit()
 
     async def stop(self) -> None:
         """Stop the clock's loop; unless configured otherwise, tell pilots to exit and kill them."""
-        self.stopping = True
+        self.ctx.stopping = True
         if self.federation is not None:
             await self.federation.stop()
-        for t in self._timers:
-            t.cancel()
+        self.ctx.cancel_timers()
         self.clock.stop()
         if self._driver_task is not None:
             self._driver_task.cancel()
@@ -417,7 +347,7 @@ class Manager:
 
     def _step(self) -> None:
         self.hub.housekeeping()  # first: liveness is judged even while writes fail
-        self.persist()
+        self.ctx.persist()
         if self.stop_mode == "drain":
             self._drained_check()
 
@@ -428,17 +358,6 @@ class Manager:
 
         await self.clock.run_forever(self._step, failed)
 
-    def external(self) -> None:
-        """Before an external event: let the clock handle every due event and reach the wall time."""
-        self.clock.catch_up()
-
-    def after(self) -> None:
-        """After an external event: run what became due (with event-triggered rounds, the round it
-        asked for), persist it all in one transaction and wake the loop for the rest."""
-        self.clock.catch_up()
-        self.persist()
-        self.clock.wake()
-
     def set_budget_limit(self, name: str, limit: float) -> None:
         """A new limit for budget cap `name`, persisted (the database keeps it across restarts);
         a round follows (a raised cap may let provisioning lease)."""
@@ -447,68 +366,9 @@ class Manager:
             raise KeyError(name)
         with self.store.begin() as conn:
             self.store.set_meta(conn, f"budget:{name}", repr(float(limit)))
-        self.external()
-        cap.limit = float(limit)
-        self.engine.request_round(self.clock.now)
-        self.after()
-
-    def later(self, delay: float, fn: Callable[..., Any], *args: Any) -> None:
-        """Call `fn(*args)` on the loop after `delay` seconds (cancelled at stop)."""
-        loop = asyncio.get_running_loop()
-        self._timers.append(loop.call_later(max(0.0, delay), fn, *args))
-        if len(self._timers) > 256:
-            self._timers = [t for t in self._timers if not t.cancelled() and t.when() > loop.time()]
-
-    # ----------------------------------------------------------------------- persistence
-
-    def persist(self) -> None:
-        """Write the submissions and engine events since the last call (and what they imply) in one
-        transaction. If it fails, nothing in memory has moved on: the next call writes them again.
-
-        PersistError while the database refuses writes (read-only, full disk, locked): the
-        manager is unhealthy (`persist_error`) and retries at most every half second until a
-        write succeeds; commands that depend on unwritten events are not handed to pilots.
-        """
-        n = len(self.engine.log)
-        fed = self.federation
-        ledger = ledger_snapshot(self.engine.ledger) if self.engine.ledger.per_user else None
-        if (
-            n == self.projector.persisted
-            and not self.intake.pending()
-            and not (fed is not None and fed.pending())
-            and ledger == self._ledger_written
-        ):
-            return
-        if self.persist_error is not None and time.monotonic() < self._persist_retry_at:
-            raise PersistError(self.persist_error)
-        try:
-            with self.store.begin() as conn:
-                self.intake.write_new(conn)  # before the events: their updates need the job rows
-                self.projector.project(conn, n)
-                if fed is not None:
-                    fed.write(conn)  # forwarded and received jobs (after the job rows)
-                if ledger is not None and ledger != self._ledger_written:
-                    self.store.set_meta(conn, "budget-ledger", ledger)
-        except Exception as exc:
-            first = self.persist_error is None
-            self.persist_error = f"cannot write the database: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-            self._persist_retry_at = time.monotonic() + 0.5
-            if first:
-                log.error("%s; retrying until it works (the manager answers 503 meanwhile)", self.persist_error)
-            raise PersistError(self.persist_error) from exc
-        self.intake.written()
-        self.projector.committed(n)
-        if fed is not None:
-            fed.committed()  # peer messages that depended on what was just stored
-        self._ledger_written = ledger
-        if self.persist_error is not None:
-            log.warning("database writes work again")
-            self.persist_error = None
-
-    def _forget(self, job: int) -> None:
-        self.intake.forget(job)
-        self.hub.forget(job)
-        self.bags.forget(job)
+        with self.ctx.external():
+            cap.limit = float(limit)
+            self.engine.request_round(self.clock.now)
 
 
 def free_port() -> int:

@@ -26,19 +26,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import delete, insert, select, update
 
 from isthmus.agent.fresh import remove_pools
+from isthmus.agent.runexit import recorded_exit
 from isthmus.backends.local import Slot, kill_group, kill_run, spawn_pilot, still_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend, Vm
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
 from isthmus.engine.state import JobEntry, JobState
 from isthmus.live.errors import RequestError
 from isthmus.live.jobfiles import run_files
+from isthmus.live.lost_runs import kill_lost_run, poison_reason
 from isthmus.model.states import PilotState, VmState
 from isthmus.store import tables as db
 from isthmus.store.projector import RunRecord
 from isthmus.store.tokens import hash_token, new_token
 
 if TYPE_CHECKING:
-    from isthmus.live.manager import Manager
+    from isthmus.live.context import LiveContext
 
 log = logging.getLogger("isthmus.live")
 
@@ -129,8 +131,8 @@ class PilotHub:
     (isthmus.backends.local.PilotHub); the REST API calls `register`, `poll` and `report`.
     """
 
-    def __init__(self, manager: Manager) -> None:
-        self.m = manager
+    def __init__(self, ctx: LiveContext) -> None:
+        self.ctx = ctx
         self.nodes: dict[str, Node] = {}
         #: sites whose pilots a batch system runs (pilot mode), by site index
         self.launchers: dict[int, PilotLauncher] = {}
@@ -188,8 +190,8 @@ class PilotHub:
         node.send(self._start_command(a))
 
     def _start_command(self, a: Assignment) -> dict[str, Any]:
-        spec = self.m.intake.specs.get(a.job, {})
-        spool = self.m.spool / str(a.job)
+        spec = self.ctx.intake.specs.get(a.job, {})
+        spool = self.ctx.spool / str(a.job)
         stdout, stderr, custom = run_files(spec, a.job, spool, a.run)
         hosts = self._hosts(a)
         env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
@@ -200,11 +202,11 @@ class PilotHub:
                 "ISTHMUS_NPROCS": str(len(a.slots)),
                 "ISTHMUS_SLOTS": ",".join(f"{k}:{c}" for k, c in a.slots),
                 "ISTHMUS_HOSTS": ",".join(f"{h}:{n}" for h, n in hosts),
-                "ISTHMUS_SITE": self.m.env.sites[a.site].name,
+                "ISTHMUS_SITE": self.ctx.env.sites[a.site].name,
             }
         )
-        if self.m.config.tag:
-            env["ISTHMUS_TAG"] = self.m.config.tag
+        if self.ctx.config.tag:
+            env["ISTHMUS_TAG"] = self.ctx.config.tag
         return {
             "op": "start",
             "job": a.job,
@@ -256,7 +258,7 @@ class PilotHub:
         """PilotHub: start the VM's pilot after the boot delay."""
         key = vm_node_key(site, vm.id)
         self.nodes[key] = Node(key, site, vm.cores, vm=vm.id)
-        self.m.later(delay, self.boot_vm, key)
+        self.ctx.later(delay, self.boot_vm, key)
 
     def boot_vm(self, key: str) -> None:
         node = self.nodes.get(key)
@@ -273,7 +275,7 @@ class PilotHub:
 
     def vm_shutdown(self, site: int, vm: Vm, delay: float) -> None:
         """PilotHub: stop the VM's pilot after the shutdown delay, then report it gone."""
-        self.m.later(delay, self.shutdown_vm, site, vm.id)
+        self.ctx.later(delay, self.shutdown_vm, site, vm.id)
 
     def shutdown_vm(self, site: int, vm_id: int) -> None:
         key = vm_node_key(site, vm_id)
@@ -281,42 +283,41 @@ class PilotHub:
         if node is not None:
             self.retire(node, "VM released")
             # the pilot removes its spool pool when it exits; this catches one that was killed
-            self.m.later(10.0, self.sweep_pools)
-        self.m.external()
-        self.m.engine.handle(EV_VM_GONE, site, vm_id)
-        self.m.after()
+            self.ctx.later(10.0, self.sweep_pools)
+        with self.ctx.external():
+            self.ctx.engine.handle(EV_VM_GONE, site, vm_id)
 
     def sweep_pools(self) -> None:
         """Remove the spool pools (see isthmus.agent.fresh) of nodes this manager no longer has."""
-        remove_pools(self.m.spool, set(self.nodes))
+        remove_pools(self.ctx.spool, set(self.nodes))
 
     def spawn(self, node: Node) -> None:
         token = new_token()
         self.token_generation += 1  # the API forgets cached pilot tokens
-        with self.m.store.begin() as conn:
+        with self.ctx.store.begin() as conn:
             conn.execute(delete(db.tokens).where(db.tokens.c.node == node.key))
-            self.m.store.add_token(conn, hash_token(token), user=None, kind="pilot", node=node.key)
+            self.ctx.store.add_token(conn, hash_token(token), user=None, kind="pilot", node=node.key)
         launcher = self.launchers.get(node.site)
         if launcher is not None:
             node.pilot_id = None
             launcher.launch_pilot(node, token)
             self.set_pilot_row(node, node.state)
             return
-        extra = {"ISTHMUS_TAG": self.m.config.tag} if self.m.config.tag else {}
+        extra = {"ISTHMUS_TAG": self.ctx.config.tag} if self.ctx.config.tag else {}
         proc = spawn_pilot(
-            url=self.m.config.url,
+            url=self.ctx.config.url,
             node=node.key,
             slots=node.slots,
             token=token,
-            log_dir=self.m.state_dir / "pilots",
-            pilot_timeout=self.m.config.pilot_timeout,
+            log_dir=self.ctx.state_dir / "pilots",
+            pilot_timeout=self.ctx.config.pilot_timeout,
             extra_env=extra,
         )
         node.proc = proc
         node.pid = proc.pid
         node.state = PilotState.SPAWNED
         node.pilot_id = None
-        node.deadline = time.time() + self.m.config.spawn_timeout
+        node.deadline = time.time() + self.ctx.config.spawn_timeout
         self.set_pilot_row(node, PilotState.SPAWNED)
 
     def retire(self, node: Node, reason: str) -> None:
@@ -324,9 +325,9 @@ class PilotHub:
         node.send({"op": "exit", "reason": reason})
         node.state = PilotState.EXITING
         pid, proc = node.pid, node.proc
-        self.m.later(2.0, self.terminate, pid, proc)
+        self.ctx.later(2.0, self.terminate, pid, proc)
         self.token_generation += 1  # the API forgets cached pilot tokens
-        with self.m.store.begin() as conn:
+        with self.ctx.store.begin() as conn:
             conn.execute(delete(db.tokens).where(db.tokens.c.node == node.key))
         self.set_pilot_row(node, PilotState.EXITED)
 
@@ -342,7 +343,7 @@ class PilotHub:
             if proc is not None:
                 proc.poll()
 
-        self.m.later(3.0, _hard)
+        self.ctx.later(3.0, _hard)
 
     def set_pilot_row(self, node: Node, state: PilotState) -> None:
         """Record a pilot's state in the pilots table (what `isthmus sites` shows). Best effort:
@@ -364,7 +365,7 @@ class PilotHub:
             "state": state.value,
             "last_seen": node.last_seen or None,
         }
-        with self.m.store.begin() as conn:
+        with self.ctx.store.begin() as conn:
             if conn.execute(select(db.pilots.c.node).where(db.pilots.c.node == node.key)).first() is None:
                 conn.execute(insert(db.pilots).values(node=node.key, registered_at=None, **values))
             else:
@@ -377,70 +378,69 @@ class PilotHub:
         node = self.nodes.get(node_key)
         if node is None or node.state == PilotState.EXITING:
             raise RequestError(410, f"node {node_key} is not part of this manager any more")
-        self.m.external()
-        now = time.time()
-        self._pilot_counter += 1
-        node.pilot_id = f"{self._incarnation}-{self._pilot_counter}"
-        if not node.remote:  # a remote pilot's pid means nothing on this machine
-            node.pid = int(body.get("pid") or 0) or node.pid
-        node.host = str(body.get("host") or "")
-        node.last_seen = now
-        node.deadline = math.inf
-        node.state = PilotState.REGISTERED
-        node.booting = False
-        running = {(int(t["job"]), int(t["run"])) for t in body.get("running", [])}
-        pids = {(int(t["job"]), int(t["run"])): _pid(t.get("pid")) for t in body.get("running", [])}
-        # rebuild the outbox: re-send undelivered starts, drop everything else
-        old = node.outbox
-        node.outbox = []
-        node.seq = 0
-        node.sent = 0
-        for a in [a for a in self.assign.values() if a.launcher == node.key]:
-            if (a.job, a.run) in running:
-                a.delivered = True
-                a.pid = pids.get((a.job, a.run)) or a.pid
-                continue
-            if any(r["job"] == a.job and r["run"] == a.run for r in body.get("reports", [])):
-                continue
-            if not a.delivered and any(c.get("job") == a.job and c.get("run") == a.run for _, c in old):
-                node.send(self._start_command(a))
-                continue
-            self.lose(a, f"pilot of {node.key} does not know run {a.run}")
-        for job, run in running:
-            current = self.assign.get(job)
-            if current is None or current.run != run or current.launcher != node.key:
-                node.send({"op": "kill", "job": job, "run": run})
-                self.history_note(job, run, "stray run on a re-registered pilot killed")
-        self._reports(node, body.get("reports", []))
-        # bag launchers: the task ends it kept while unheard count; the lanes it (re)registers
-        # with are preempted, those it lost failed (their tasks go back to their bags)
-        self.m.bags.reports(node, body.get("tasks", []))
-        self.m.bags.launchers_failed(node, "its pilot registered afresh")
-        for lane in body.get("lanes", []):
-            node.send({"op": "preempt", "bag": int(lane["bag"]), "lane": int(lane["lane"])})
-        self.set_pilot_row(node, PilotState.REGISTERED)
-        launcher = self.launchers.get(node.site)
-        if launcher is not None:
-            launcher.registered(node)
-        if node.vm is not None:
-            backend = self.m.engine.backends[node.site]
-            assert isinstance(backend, CloudBackend)
-            vm = backend.vms.get(node.vm)
-            if vm is not None and vm.state is VmState.BOOTING:
-                self.m.engine.handle(EV_VM_READY, node.site, node.vm)
-        self.m.after()
+        with self.ctx.external():
+            now = time.time()
+            self._pilot_counter += 1
+            node.pilot_id = f"{self._incarnation}-{self._pilot_counter}"
+            if not node.remote:  # a remote pilot's pid means nothing on this machine
+                node.pid = int(body.get("pid") or 0) or node.pid
+            node.host = str(body.get("host") or "")
+            node.last_seen = now
+            node.deadline = math.inf
+            node.state = PilotState.REGISTERED
+            node.booting = False
+            running = {(int(t["job"]), int(t["run"])) for t in body.get("running", [])}
+            pids = {(int(t["job"]), int(t["run"])): _pid(t.get("pid")) for t in body.get("running", [])}
+            # rebuild the outbox: re-send undelivered starts, drop everything else
+            old = node.outbox
+            node.outbox = []
+            node.seq = 0
+            node.sent = 0
+            for a in [a for a in self.assign.values() if a.launcher == node.key]:
+                if (a.job, a.run) in running:
+                    a.delivered = True
+                    a.pid = pids.get((a.job, a.run)) or a.pid
+                    continue
+                if any(r["job"] == a.job and r["run"] == a.run for r in body.get("reports", [])):
+                    continue
+                if not a.delivered and any(c.get("job") == a.job and c.get("run") == a.run for _, c in old):
+                    node.send(self._start_command(a))
+                    continue
+                self.lose(a, f"pilot of {node.key} does not know run {a.run}")
+            for job, run in running:
+                current = self.assign.get(job)
+                if current is None or current.run != run or current.launcher != node.key:
+                    node.send({"op": "kill", "job": job, "run": run})
+                    self.history_note(job, run, "stray run on a re-registered pilot killed")
+            self._reports(node, body.get("reports", []))
+            # bag launchers: the task ends it kept while unheard count; the lanes it (re)registers
+            # with are preempted, those it lost failed (their tasks go back to their bags)
+            self.ctx.bags.reports(node, body.get("tasks", []))
+            self.ctx.bags.launchers_failed(node, "its pilot registered afresh")
+            for lane in body.get("lanes", []):
+                node.send({"op": "preempt", "bag": int(lane["bag"]), "lane": int(lane["lane"])})
+            self.set_pilot_row(node, PilotState.REGISTERED)
+            launcher = self.launchers.get(node.site)
+            if launcher is not None:
+                launcher.registered(node)
+            if node.vm is not None:
+                backend = self.ctx.engine.backends[node.site]
+                assert isinstance(backend, CloudBackend)
+                vm = backend.vms.get(node.vm)
+                if vm is not None and vm.state is VmState.BOOTING:
+                    self.ctx.engine.handle(EV_VM_READY, node.site, node.vm)
         return {
             "pilot_id": node.pilot_id,
-            "poll_wait": self.m.config.poll_wait,
-            "pilot_timeout": self.m.config.pilot_timeout,
-            "spool": str(self.m.spool),
+            "poll_wait": self.ctx.config.poll_wait,
+            "pilot_timeout": self.ctx.config.pilot_timeout,
+            "spool": str(self.ctx.spool),
         }
 
     def history_note(self, job: int, run: int, detail: str) -> None:
-        row = self.m.store.job(job)
+        row = self.ctx.store.job(job)
         if row is None:
             return
-        with self.m.store.begin() as conn:
+        with self.ctx.store.begin() as conn:
             conn.execute(
                 insert(db.job_history).values(job_id=job, time=time.time(), state=row["state"], run=run, detail=detail)
             )
@@ -477,7 +477,7 @@ class PilotHub:
                 if node.waiter is ev:
                     node.waiter = None
             node = self._node_for(node_key, pilot_id)
-        self.m.persist()  # a command never reaches a pilot before what it implies is stored
+        self.ctx.persist()  # a command never reaches a pilot before what it implies is stored
         return self._commands_after(node, ack)
 
     @staticmethod
@@ -525,10 +525,9 @@ class PilotHub:
         node = self._node_for(node_key, pilot_id)
         ack = int(body.get("ack", 0))
         self._drop_acked(node, ack)
-        self.m.external()
-        self._reports(node, body.get("reports", []))
-        self.m.bags.reports(node, body.get("tasks", []))
-        self.m.after()  # persists: what the commands imply is stored before they are answered
+        with self.ctx.external():  # persists: what the commands imply is stored before they are answered
+            self._reports(node, body.get("reports", []))
+            self.ctx.bags.reports(node, body.get("tasks", []))
         cmds = self._commands_after(node, ack, upto_exit=True)
         if cmds and cmds[-1]["seq"] > node.sent:
             node.sent = cmds[-1]["seq"]
@@ -559,13 +558,13 @@ class PilotHub:
             elif r.get("event") == "ended":
                 code = int(r.get("exit_code", -1))
                 self.ended[(job, run)] = r
-                self.m.engine.job_ended(job, run, code)
+                self.ctx.engine.job_ended(job, run, code)
         if started:
             self.mark_running([(job, run, t, f"pilot {node.key}") for job, run, t in started])
 
     def mark_running(self, started: Sequence[tuple[int, int, float, str]]) -> None:
         """Runs (job, run, time, detail) confirmed running by their site: the store says so."""
-        with self.m.store.begin() as conn:
+        with self.ctx.store.begin() as conn:
             history = []
             for job, run, t, detail in started:
                 res = conn.execute(db.UPDATE_JOB_RUNNING, {"b_id": job, "b_run": run})
@@ -575,14 +574,31 @@ class PilotHub:
                 conn.execute(db.INSERT_HISTORY, history)
 
     def lose(self, a: Assignment, why: str) -> None:
-        """The run of `a` was lost (its pilot died or forgot it): kill it as LOST and requeue it."""
-        entry = self.m.engine.entries.get(a.job)
+        """The run of `a` was lost (its pilot died or forgot it): kill its processes, then kill it
+        as LOST and requeue it, or fail its job when it lost too many runs (isthmus.live.lost_runs)."""
+        entry = self.ctx.engine.entries.get(a.job)
         if entry is None or entry.state is not JobState.RUNNING or entry.run != a.run:
             self.assign.pop(a.job, None)
+            kill_lost_run(self.ctx.spool, a.job, a.run, a.pid)
+            return
+        kill_lost_run(self.ctx.spool, a.job, a.run, a.pid)  # before its rerun can start
+        code = recorded_exit(str(self.ctx.spool / str(a.job)), a.run)
+        if code is not None and not 128 < code <= 192:
+            # it ended by itself while nobody heard: that end counts, its body is not run again
+            # (one killed by a signal died with its pilot, as the pilot itself judges: lost)
+            log.warning("job %s run %s ended (%s) while its pilot was gone (%s): counted", a.job, a.run, code, why)
+            self.ended[(a.job, a.run)] = {"exit_code": code}
+            self.ctx.engine.job_ended(a.job, a.run, code)
+            return
+        poison = poison_reason(self.ctx.store, a.job, self.ctx.config.max_lost_runs, why)
+        if poison is not None:
+            log.warning("job %s run %s lost: %s; the job fails: %s", a.job, a.run, why, poison)
+            self.ended[(a.job, a.run)] = {"error": poison}
+            self.ctx.engine.job_ended(a.job, a.run, 1)
             return
         log.warning("job %s run %s lost: %s", a.job, a.run, why)
         self.lost_reasons[(a.job, a.run)] = why
-        self.m.engine.lost(entry.job.id, entry.run)
+        self.ctx.engine.lost(entry.job.id, entry.run)
 
     def housekeeping(self) -> None:
         """Judge pilots' liveness (heartbeats, registration deadlines, exited processes).
@@ -602,40 +618,42 @@ class PilotHub:
                     node.last_seen += since
                 node.deadline += since
         self._last_housekeeping = now
-        if self._unwritten_rows and self.m.persist_error is None:
+        if self._unwritten_rows and self.ctx.persist_error is None:
             for key, state in list(self._unwritten_rows.items()):
                 if key in self.nodes:
                     self.set_pilot_row(self.nodes[key], state)
                 else:
                     self._unwritten_rows.pop(key, None)
-        changed = False
+        lost: list[tuple[Node, str]] = []
         for node in list(self.nodes.values()):
-            if node.state == PilotState.REGISTERED and now - node.last_seen > self.m.config.heartbeat_timeout:
-                changed |= self.node_lost(node, "no heartbeat")
+            if node.state == PilotState.REGISTERED and now - node.last_seen > self.ctx.config.heartbeat_timeout:
+                lost.append((node, "no heartbeat"))
             elif node.state in (PilotState.SPAWNED, PilotState.AWAITING) and now > node.deadline:
-                changed |= self.node_lost(node, "did not register in time")
+                lost.append((node, "did not register in time"))
             elif (
                 node.state in (PilotState.SPAWNED, PilotState.REGISTERED)
                 and node.proc is not None
                 and node.proc.poll() is not None
             ):
-                changed |= self.node_lost(node, f"pilot exited with {node.proc.returncode}")
-        if changed:
-            self.m.after()
+                lost.append((node, f"pilot exited with {node.proc.returncode}"))
+        if lost:
+            with self.ctx.external():
+                for node, why in lost:
+                    self.node_lost(node, why)
 
     def node_lost(self, node: Node, why: str) -> bool:
-        self.m.external()
+        self.ctx.catch_up()  # the caller brackets the event
         if node.vm is not None and node.booting:
             # the VM never came up (its first pilot never registered): the VM failed; the
             # provisioning policy decides whether to lease another
             log.warning("VM %s failed to boot: its pilot %s", node.key, why)
             self.terminate(node.pid, node.proc)
             self.set_pilot_row(node, PilotState.LOST)
-            self.m.engine.vm_failed(node.site, node.vm, f"boot failed: its pilot {why}")
+            self.ctx.engine.vm_failed(node.site, node.vm, f"boot failed: its pilot {why}")
             return True
         log.warning("pilot of %s lost: %s", node.key, why)
         self.terminate(node.pid, node.proc)
-        self.m.bags.launchers_failed(node, f"pilot lost ({why})")
+        self.ctx.bags.launchers_failed(node, f"pilot lost ({why})")
         for a in [a for a in self.assign.values() if a.launcher == node.key]:
             # "killed" means killed: the run's processes do not outlive their pilot here, so
             # that its rerun never runs beside it (they are in their own process group)
@@ -651,7 +669,7 @@ class PilotHub:
         node.pid = None
         node.outbox = []
         node.pilot_id = None
-        if not self.m.stopping:
+        if not self.ctx.stopping:
             self.spawn(node)  # the node (cluster node or leased VM) is still there: new pilot
         return True
 

@@ -19,20 +19,21 @@ from typing import TYPE_CHECKING, Any
 from isthmus.backends.local import pid_is_pilot, vm_node_key
 from isthmus.engine.backend import CloudBackend
 from isthmus.engine.budgets import merge_charged, restore_vm_users
+from isthmus.engine.history import HistoryReplay
 from isthmus.live.pilots import Node
 from isthmus.model.states import JobState, PilotState, VmState
 
 if TYPE_CHECKING:
-    from isthmus.live.manager import Manager
+    from isthmus.live.context import LiveContext
 
 log = logging.getLogger("isthmus.live")
 
 
-def recover(m: Manager) -> None:
-    """Bring `m`'s engine, pilots and VMs back to what the database recorded."""
-    engine, hub, store = m.engine, m.hub, m.store
+def recover(ctx: LiveContext) -> None:
+    """Bring the engine, pilots and VMs of `ctx` back to what the database recorded."""
+    engine, hub, store = ctx.engine, ctx.hub, ctx.store
     hub.recovering = True
-    now = m.clock.now
+    now = ctx.clock.now
     # VMs
     max_vm: dict[int, int] = {}
     for row in store.vm_rows():
@@ -63,7 +64,7 @@ def recover(m: Manager) -> None:
             if old and old.get("pid") and pid_is_pilot(old["pid"]):
                 hub.terminate(old["pid"], None)
             done = (row["released_at"] or now) + backend.site.shutdown_time
-            m.later(done - now, hub.shutdown_vm, row["site"], vm.id)
+            ctx.later(done - now, hub.shutdown_vm, row["site"], vm.id)
             continue
         engine.adopt_lease(row["site"], vm.id, row["leased_at"])
         hub.nodes[key] = Node(key, row["site"], vm.cores, vm=vm.id, remote=row["site"] in hub.launchers)
@@ -85,22 +86,26 @@ def recover(m: Manager) -> None:
     # jobs: back in their queues with their recorded times
     # jobs forwarded to a peer manager and not ended there stay out of the queues (the
     # federation restores them as forwarded: isthmus.federation.live)
-    elsewhere = m.federation.held_elsewhere() if m.federation is not None else set()
+    elsewhere = ctx.federation.held_elsewhere() if ctx.federation is not None else set()
     active = [r for r in store.active_jobs() if r["id"] not in elsewhere]
     engine.bags.reserve_slot_ids(store.max_bag_slot() + 1)
+    # the runtime predictors' history: each job is restored with what had completed when it arrived
+    history = HistoryReplay.from_log(engine, store.event_log(), {j[0]: j[1] for j in store.job_owners()})
     for row in active:
         job_id = row["id"]
-        m.intake.specs[job_id] = row["spec"]
-        m.intake.users[job_id] = row["user"]
+        ctx.intake.specs[job_id] = row["spec"]
+        ctx.intake.users[job_id] = row["user"]
         if row["spec"].get("kind") == "bag":
-            restore_bag(m, row)
+            restore_bag(ctx, row)
             continue
+        history.before_arrival(job_id)
         engine.restore(
-            m.intake.job_of(job_id, row["user"], row["spec"], row["submit_time"]),
+            ctx.intake.job_of(job_id, row["user"], row["spec"], row["submit_time"]),
             stage=row["stage"] or 0,
             run=row["run"],
             restarts=row["restarts"],
         )
+    history.finish()
     started = (JobState.STARTING.value, JobState.RUNNING.value)
     running = sorted(
         (r for r in active if r["state"] in started and r["spec"].get("kind") != "bag"),
@@ -131,12 +136,12 @@ def recover(m: Manager) -> None:
         ):
             node.pid = old["pid"]
             node.state = PilotState.AWAITING
-            node.deadline = now + m.config.reattach_timeout
+            node.deadline = now + ctx.config.reattach_timeout
         elif (
             node.vm is not None and isinstance(backend, CloudBackend) and backend.vms[node.vm].state is VmState.BOOTING
         ):
             vm = backend.vms[node.vm]
-            m.later(vm.leased_at + backend.site.boot_time - now, hub.boot_vm, key)
+            ctx.later(vm.leased_at + backend.site.boot_time - now, hub.boot_vm, key)
         else:
             # its running jobs (if any) are lost
             for a in [a for a in hub.assign.values() if a.launcher == key]:
@@ -146,11 +151,11 @@ def recover(m: Manager) -> None:
     engine.request_round(now)  # a round at once (keeps clouds at their minimum)
 
 
-def restore_bag(m: Manager, row: dict[str, Any]) -> None:
+def restore_bag(ctx: LiveContext, row: dict[str, Any]) -> None:
     """Bring back the bag of tasks of job row `row` from its task rows."""
     bag_id = row["id"]
-    tasks = m.store.bag_tasks(bag_id)
-    m.bags.commands[bag_id] = [t["command"] for t in tasks]
+    tasks = ctx.store.bag_tasks(bag_id)
+    ctx.bags.commands[bag_id] = [t["command"] for t in tasks]
     queue = []
     done = failed = 0
     for t in tasks:
@@ -161,8 +166,8 @@ def restore_bag(m: Manager, row: dict[str, Any]) -> None:
         else:
             queue.append(t["idx"])
             if t["state"] == "running" and t["node"]:
-                m.bags.recovered[(bag_id, t["idx"])] = t["node"]
-    job = m.intake.job_of(bag_id, row["user"], row["spec"], row["submit_time"])
-    bag = m.engine.bags.restore(job, row["submit_time"], queue, done, failed)
+                ctx.bags.recovered[(bag_id, t["idx"])] = t["node"]
+    job = ctx.intake.job_of(bag_id, row["user"], row["spec"], row["submit_time"])
+    bag = ctx.engine.bags.restore(job, row["submit_time"], queue, done, failed)
     bag.failures.update({t["idx"]: t["failures"] for t in tasks if t["failures"]})
-    m.store.requeue_running_tasks(bag_id)
+    ctx.store.requeue_running_tasks(bag_id)

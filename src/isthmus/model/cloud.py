@@ -8,7 +8,8 @@ the database, written back by ``isthmus env show`` or printed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 DRIVERS_TESTED: tuple[str, ...] = ("ec2",)
 """Drivers the test suite runs end to end against a server (a local EC2-compatible one)."""
@@ -21,24 +22,18 @@ DRIVERS_UNTESTED: tuple[str, ...] = ("openstack", "opennebula", "gce")
 class ProviderSettings:
     """How to reach one cloud provider and what to boot there.
 
-    `driver` is a Libcloud compute driver name; `endpoint` an explicit URL (a private cloud, an
-    EC2-compatible server), empty for the provider's public one; `region` its region.
-    `key_env`/`secret_env` name the environment variables holding the credentials, or
-    `credentials_file` names a file of ``key = ...`` and ``secret = ...`` lines. A VM boots
-    `image` as `instance_type` (the site's `cores_per_node` and `price_per_hour` describe that
-    type). `boot_timeout` is how long a leased VM's pilot may take to register before the VM is
-    an error VM (terminated; the provisioning policy leases a replacement). `agent_command`
-    starts the pilot on the image; `extra` holds further driver arguments as strings.
+    `driver` is a cloud-provider driver of `isthmus.backends.registry` (a Libcloud compute driver:
+    "ec2", "openstack", ...) and `driver_options` that driver's own options (an instance of its
+    options model: endpoint, region, credentials for Libcloud; None: the model's defaults). A VM
+    boots `image` as `instance_type` (the site's `cores_per_node` and `price_per_hour` describe
+    that type). `boot_timeout` is how long a leased VM's pilot may take to register before the VM
+    is an error VM (terminated; the provisioning policy leases a replacement). `agent_command`
+    starts the pilot on the image.
     """
 
     driver: str
     image: str
     instance_type: str
-    region: str = ""
-    endpoint: str = ""
-    key_env: str = ""
-    secret_env: str = ""
-    credentials_file: str = ""
     boot_timeout: float = 300.0
     agent_command: str = "python3 -m isthmus.agent"
-    extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    driver_options: Any = None

@@ -1,12 +1,19 @@
 """Decisions a policy returns to the engine. A decision is a request: the engine validates it.
 
 Sites are named by their index in the environment's `sites` tuple (the view gives both).
+
+Each class here is plain data that policies build; its validation and application are its kind's,
+one module of `isthmus.engine.kinds` a class, found there by the engine. The dataclasses stay
+here, below the policies, because policies import them and must not import the engine (whose
+types, sites' backends, ledger, bags, a kind's validation works on). `Decision` is an open
+protocol, not a closed union: a new kind of decision adds its class here (or, for decisions no
+policy of this package builds, beside its kind) and its kind's module, and edits nothing else.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from isthmus.model.job import reduce_by_fields, thawed_twin
 
@@ -40,7 +47,7 @@ _new_object = object.__new__
 def start_job(job_id: int, site: int, limit: float | None, by: str) -> StartJob:
     """`StartJob(job_id, site, limit, by=by)`, equal to it and as immutable, built without the
     frozen dataclass's `__init__` (one `object.__setattr__` call a field) as a `thawed_twin`:
-    the policies' hot path builds one a started job (docs/simulation.md, "Third pass")."""
+    the policies' hot path builds one a started job (docs/simulation.md, "Fast builders")."""
     if _START_TWIN is None:
         return StartJob(job_id, site, limit, by)
     d: Any = _new_object(_START_TWIN)
@@ -208,18 +215,13 @@ class AbortJob:
     by: str = ""
 
 
-Decision = (
-    StartJob
-    | KillJob
-    | LeaseVms
-    | ReleaseVms
-    | RetireVms
-    | ReserveVms
-    | HoldJob
-    | WakeUp
-    | ForwardJob
-    | GrowBag
-    | ShrinkBag
-    | HoldBagRelease
-    | AbortJob
-)
+class Decision(Protocol):
+    """What a policy returns: any decision object. The engine dispatches on its class to the kind
+    registered for it (`isthmus.engine.kinds`: validation and application) and refuses one it
+    has no kind for (INVALID), so that a new kind of decision edits no list here. Every decision
+    names its deciding policy (`by`; empty: the engine names the policy that returned it)."""
+
+    @property
+    def by(self) -> str:
+        """The deciding policy's name, or empty."""
+        ...

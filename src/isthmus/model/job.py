@@ -108,7 +108,7 @@ def thawed_twin(cls: type) -> type | None:
     `cls` as its class: it is then an instance of `cls` like any other, as immutable, equal to
     the one the constructor makes (tests/engine/test_fast_builders.py). For a `Job` (a trace's
     table builds one per job) 1.6x faster than the slot writers when the jobs are kept, 4.7x when
-    each is dropped at once (docs/simulation.md, stop 32). None when `cls` is
+    each is dropped at once (docs/simulation.md, "Fast builders"). None when `cls` is
     compiled (mypyc: a native class with a fast constructor of its own) or the two layouts
     cannot swap classes."""
     if not all(isinstance(cls.__dict__.get(f.name), MemberDescriptorType) for f in fields(cls)):
@@ -142,7 +142,7 @@ def rigid_job(
     rigid job of high priority, one task, no retry, no VM requirement), equal to it and as
     immutable, built without the frozen dataclass's `__init__` (one `object.__setattr__` call a
     field) as a `thawed_twin`: a workload's table builds one per job (docs/simulation.md,
-    "Third pass" and stop 32)."""
+    "Fast builders")."""
     if _JOB_TWIN is None:
         return Job(id, submit, size, runtime, requested_runtime, user, group, requested_memory)
     j: Any = _new_object(_JOB_TWIN)

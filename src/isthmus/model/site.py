@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from isthmus.model.cloud import ProviderSettings
 from isthmus.model.vmtypes import InstanceType, VmImage
@@ -21,11 +22,11 @@ class SiteKind(StrEnum):
 class LrmSettings:
     """How a live cluster site reaches its local resource manager (docs/sites.md).
 
-    `driver` names the system ("slurm" or "gridengine"); `mode` is "pilot" (pilot jobs hold nodes and run isthmus
-    jobs; each asks for `pilot_walltime` and is replaced `renew_before` seconds before it ends) or
-    "direct" (each run one LRM job). `partition`,
-    `account` and `qos` go to every submission with `options` (extra sbatch options);
-    `config` names the system's configuration file when it is not the default (`SLURM_CONF`).
+    `driver` names the system (a batch-system driver of `isthmus.backends.registry`: "slurm",
+    "gridengine", ...) and `driver_options` holds that driver's own options (an instance of its
+    options model, e.g. the Slurm partition; None: the model's defaults). `mode` is "pilot" (pilot
+    jobs hold nodes and run isthmus jobs; each asks for `pilot_walltime` and is replaced
+    `renew_before` seconds before it ends) or "direct" (each run one LRM job).
     In pilot mode `pilots` is "fixed" (every position held) or "elastic" (pilots follow the
     demand: at least `min_pilots`, idle ones beyond the demand end after `idle_release` s).
     A simulation treats such a site as the cluster its `nodes` describe.
@@ -33,15 +34,8 @@ class LrmSettings:
 
     driver: str = "slurm"
     mode: str = "pilot"
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    queue: str | None = None
-    parallel_environment: str | None = None
-    options: tuple[str, ...] = ()
-    config: str | None = None
+    driver_options: Any = None
     poll_interval: float = 2.0
-    command_timeout: float = 30.0
     pilot_walltime: float | None = None
     renew_before: float = 300.0
     keep_free: int = 0

@@ -2,8 +2,9 @@
 
 `BodyLimitMiddleware` refuses request bodies larger than a limit with 413 before the app
 parses them, counting the bytes as they arrive (a Content-Length header may be absent or
-lie). `json_safe` makes a validation error echoing hostile input (NaN, lone surrogates)
-encodable, so the client gets its 422 instead of a 500.
+lie), and answers 400 to a body nested so deeply that taking it apart exceeds Python's
+recursion limit (RecursionError, on any route). `json_safe` makes a validation error echoing
+hostile input (NaN, lone surrogates) encodable, so the client gets its 422 instead of a 500.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 def too_large_message(limit: int) -> str:
     """The 413 detail for a body over `limit` bytes."""
     return f"request body too large: the limit is {limit} bytes (see `isthmus server --max-body-bytes`)"
+
+
+def too_deep_message() -> str:
+    """The 400 detail for a body the app could not take apart without recursing too deep."""
+    return "request body nested too deeply (arrays and objects inside one another)"
 
 
 class BodyLimitMiddleware:
@@ -44,7 +50,7 @@ class BodyLimitMiddleware:
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    await self._refuse(send)
+                    await self._refuse(send, 413, too_large_message(self.max_bytes))
                     return
         chunks: list[bytes] = []
         size = 0
@@ -56,7 +62,7 @@ class BodyLimitMiddleware:
             body = message.get("body", b"")
             size += len(body)
             if size > self.max_bytes:
-                await self._refuse(send)
+                await self._refuse(send, 413, too_large_message(self.max_bytes))
                 return
             chunks.append(body)
             if not message.get("more_body", False):
@@ -69,14 +75,28 @@ class BodyLimitMiddleware:
                 return replay.pop(0)
             return await receive()
 
-        await self.app(scope, replayed, send)
+        started = False
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": too_large_message(self.max_bytes)}).encode()
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, replayed, tracked)
+        except RecursionError:
+            # a body nested deeper than a parser or validator can recurse (JSON arrays in arrays):
+            # the client's doing, on whichever route; never a 500
+            if started:
+                raise
+            await self._refuse(send, 400, too_deep_message())
+
+    async def _refuse(self, send: Send, status: int, detail: str) -> None:
+        body = json.dumps({"detail": detail}).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": status,
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),

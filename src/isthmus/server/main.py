@@ -171,12 +171,6 @@ def check_advertise_url(url: str) -> None:
         raise ValueError(f"--advertise-url expects http://HOST[:PORT][/PATH], got {url!r}")
 
 
-LRM_COMMANDS = {
-    "slurm": (("sbatch", "scontrol", "scancel", "sinfo", "squeue"), "slurm-client"),
-    "gridengine": (("qsub", "qstat", "qdel", "qacct"), "gridengine-client"),
-}
-
-
 def check_cloud_credentials(env: Environment) -> None:
     """ValueError naming the site and what is missing when a cloud site's credentials cannot be
     read (never their values)."""
@@ -193,16 +187,20 @@ def check_cloud_credentials(env: Environment) -> None:
 def check_batch_commands(env: Environment) -> None:
     """ValueError naming the site, the missing commands and the package to install, when a site
     behind a batch system cannot reach it from this machine."""
+    from isthmus.backends import registry
+
     for site in env.sites:
         if site.lrm is None:
             continue
-        commands, package = LRM_COMMANDS[site.lrm.driver]
+        driver = registry.get("batch", site.lrm.driver)
+        commands = driver.commands
+        hint = f"Debian: apt-get install {driver.package}" if driver.package else "see the driver's documentation"
         missing = [c for c in commands if shutil.which(c) is None]
         if missing:
             raise ValueError(
                 f"site {site.name} uses {site.lrm.driver}, but {', '.join(missing)} "
                 f"{'is' if len(missing) == 1 else 'are'} not on PATH: install its client commands "
-                f"(Debian: apt-get install {package})"
+                f"({hint})"
             )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from isthmus.engine.backend import CloudBackend
+from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import SimClock
 from isthmus.engine.engine import Engine
 from isthmus.engine.peering import PeerState
@@ -24,8 +25,8 @@ from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData, SiteSummary
 from isthmus.model.states import JobState, VmState
 from isthmus.model.status import Status
-from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
-from isthmus.sim.backends import SimCloud, SimCluster
+from isthmus.policies.build import DEFAULT_PREDICTOR
+from isthmus.sim.runner import simulated_backends
 
 
 @dataclass(frozen=True)
@@ -109,14 +110,17 @@ class Harness:
     ) -> None:
         alloc = allocation if isinstance(allocation, PolicyChoice) else PolicyChoice(allocation)
         prov = provisioning if isinstance(provisioning, PolicyChoice) else PolicyChoice(provisioning)
-        self.policies = build_policies(alloc, prov, predictor, others)
         self.clock = SimClock(now)
-
-        def backends(schedule: Any) -> list[Any]:
-            return [(SimCloud if s.is_cloud else SimCluster)(i, s, schedule) for i, s in enumerate(env.sites)]
-
-        self.engine = Engine(env, self.policies, self.clock, backends, budget=budget)
-        self.engine.name = env.name
+        # only the policies given: the environment's round interval and fair-share policy are not used
+        self.engine = build_engine(
+            env,
+            PolicyChoices(alloc, prov, predictor, dict(others or {})),
+            clock=self.clock,
+            backends=simulated_backends(env),
+            round_interval=None,
+            budget=budget,
+        )
+        self.policies = self.engine.policies
         #: the peers, once `peer` connected one
         self.federation: RecordingFederation | None = None
 

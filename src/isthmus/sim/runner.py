@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, cast
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.bags import BagSettings
 from isthmus.engine.budgets import cap_rows
+from isthmus.engine.build import FROM_ENVIRONMENT, PolicyChoices, build_engine
 from isthmus.engine.clock import PRIO_ARRIVAL_FIRST, PRIO_SUBMIT, Schedule, SimClock
-from isthmus.engine.engine import Engine
+from isthmus.engine.engine import BackendFactory
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventLog
 from isthmus.model.job import Job, JobKind
 from isthmus.model.jobtable import JobTable
 from isthmus.policies import registry
-from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies
+from isthmus.policies.build import DEFAULT_PREDICTOR
 from isthmus.sim.backends import SimCloud, SimCluster
 
 if TYPE_CHECKING:
@@ -60,10 +61,6 @@ _submit_time: Callable[[Job], float] = attrgetter("submit")
 """A job's submit time (a C-level getter: the arrival feed reads it once per job)."""
 
 
-def _choice(value: str | PolicyChoice) -> PolicyChoice:
-    return value if isinstance(value, PolicyChoice) else PolicyChoice(value)
-
-
 def build_backends(env: Environment, schedule: Schedule) -> list[SiteBackend]:
     """Simulated backends for every site of `env`, by index, scheduling their events with `schedule`."""
     backends: list[SiteBackend] = []
@@ -71,6 +68,11 @@ def build_backends(env: Environment, schedule: Schedule) -> list[SiteBackend]:
         cls = SimCloud if site.is_cloud else SimCluster
         backends.append(cls(i, site, schedule))
     return backends
+
+
+def simulated_backends(env: Environment) -> BackendFactory:
+    """The factory of `env`'s simulated backends an engine calls with its scheduling function."""
+    return lambda schedule: build_backends(env, schedule)
 
 
 def simulate(
@@ -111,14 +113,28 @@ def simulate(
     and shrunk by a fair-share policy that shares bags (required with bags), with the launchers'
     preemption time and task pull latency of `bag_settings` (isthmus.engine.bags).
     """
-    alloc = _choice(allocation) if allocation is not None else env.allocation
-    prov = _choice(provisioning) if provisioning is not None else env.provisioning
-    pred = _choice(predictor) if predictor is not None else None
-    fair = _choice(fairshare) if fairshare is not None else env.fairshare
     for bag in bags:
         if bag.kind is not JobKind.MALLEABLE:
             raise ValueError(f"job {bag.id} among the bags is not a bag of tasks (kind {bag.kind})")
-    policies = build_policies(alloc, prov, pred, {"fairshare": fair} if fair is not None else None)
+    choices = PolicyChoices.of(
+        env, allocation=allocation, provisioning=provisioning, predictor=predictor, fairshare=fairshare
+    )
+    alloc, prov, pred = choices.allocation, choices.provisioning, choices.predictor
+    fair = choices.others.get("fairshare")
+    clock = clock if clock is not None else SimClock()
+    engine = build_engine(
+        env,
+        choices,
+        clock=clock,
+        backends=simulated_backends(env),
+        round_interval=FROM_ENVIRONMENT if round_interval is _UNSET else cast("float | None", round_interval),
+        check_purity=check_purity,
+        budget=budget,
+        enforce_walltime=enforce_walltime,
+        rounds=rounds,
+        bag_settings=bag_settings,
+    )
+    policies = engine.policies
     sharing = cast("FairSharePolicy | None", policies.others.get("fairshare"))  # the family's protocol
     shares = sharing.shares if sharing is not None else None
     if bags and shares != "bags":
@@ -127,23 +143,6 @@ def simulate(
     if shares == "bags" and not bags:
         assert fair is not None
         raise ValueError(f"fair-share policy {fair.name!r} given without any bag of tasks to share processors among")
-    interval = env.round_interval if round_interval is _UNSET else round_interval
-    assert interval is None or isinstance(interval, (int, float))
-
-    clock = clock if clock is not None else SimClock()
-    engine = Engine(
-        env,
-        policies,
-        clock,
-        lambda schedule: build_backends(env, schedule),
-        round_interval=float(interval) if interval else None,
-        check_purity=check_purity,
-        budget=budget,
-        enforce_walltime=enforce_walltime,
-        rounds=rounds,
-    )
-    if bag_settings is not None:
-        engine.bags.settings = bag_settings
     arrivals = sorted([*jobs, *bags], key=_submit_time) if bags else jobs
     t0 = time.perf_counter()
     if rounds == "per-event":  # arrivals before completions at equal times

@@ -11,7 +11,7 @@ from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class AbortKind:
@@ -19,17 +19,17 @@ class AbortKind:
 
     decision = AbortJob
 
-    def validate(self, engine: Engine, d: AbortJob) -> JobEntry:
+    def validate(self, ops: EngineOps, d: AbortJob) -> JobEntry:
         """The queued job's entry, or Refused."""
-        entry = engine.entries.get(d.job_id)
+        entry = ops.entries.get(d.job_id)
         if entry is None or entry.state is not JobState.QUEUED:
             raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not queued")
         return entry
 
-    def apply(self, engine: Engine, d: AbortJob, ctx: JobEntry) -> None:
+    def apply(self, ops: EngineOps, d: AbortJob, ctx: JobEntry) -> None:
         """The job leaves its queue as cancelled (a CANCEL event); its reason names the policy."""
-        engine.cancel(d.job_id)
-        engine.log.reasons[d.job_id] = f"aborted by {d.by or engine.deciding}: {d.reason}"
+        ops.cancel(d.job_id)
+        ops.log.reasons[d.job_id] = f"aborted by {d.by or ops.deciding}: {d.reason}"
 
 
 register(AbortKind())

@@ -12,7 +12,7 @@ from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class ForwardKind:
@@ -23,12 +23,12 @@ class ForwardKind:
 
     decision = ForwardJob
 
-    def validate(self, engine: Engine, d: ForwardJob) -> tuple[JobEntry, PeerState]:
+    def validate(self, ops: EngineOps, d: ForwardJob) -> tuple[JobEntry, PeerState]:
         """The job's entry and the peer, or Refused."""
-        fed = engine.federation
+        fed = ops.federation
         if fed is None:
             raise Refused(StatusCode.INVALID, "this manager has no peers to forward to")
-        entry = engine.entries.get(d.job_id)
+        entry = ops.entries.get(d.job_id)
         if entry is None or entry.state is not JobState.QUEUED:
             raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not queued here")
         peers = fed.peers
@@ -39,7 +39,7 @@ class ForwardKind:
             raise Refused(StatusCode.NOT_ALLOWED, f"peer {peer.name} is a consumer only: it runs no jobs from here")
         if not peer.up:
             raise Refused(StatusCode.NO_CAPACITY, f"peer {peer.name} is down (missed its heartbeats)")
-        if peer.name in entry.chain or peer.name == engine.name:
+        if peer.name in entry.chain or peer.name == ops.name:
             raise Refused(StatusCode.NOT_ALLOWED, f"job {d.job_id} already visited {peer.name}")
         if peer.name in entry.failed:
             raise Refused(StatusCode.NOT_ALLOWED, f"peer {peer.name} already handed job {d.job_id} back")
@@ -51,10 +51,10 @@ class ForwardKind:
             )
         return entry, peer
 
-    def apply(self, engine: Engine, d: ForwardJob, ctx: tuple[JobEntry, PeerState]) -> None:
+    def apply(self, ops: EngineOps, d: ForwardJob, ctx: tuple[JobEntry, PeerState]) -> None:
         """Send the job; it leaves this manager's queue (FORWARD in the log)."""
         entry, _ = ctx
-        engine.forward(entry, d.peer, d.by or engine.deciding)
+        ops.forwarding.forward(entry, d.peer, d.by or ops.deciding)
 
 
 register(ForwardKind())

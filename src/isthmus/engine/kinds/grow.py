@@ -12,15 +12,15 @@ from isthmus.model.decisions import GrowBag, ShrinkBag
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
-def bag_of(engine: Engine, d: GrowBag | ShrinkBag) -> Bag:
+def bag_of(ops: EngineOps, d: GrowBag | ShrinkBag) -> Bag:
     """The active bag a grow or shrink names, or Refused (NOT_MALLEABLE for a rigid job,
     UNKNOWN_TARGET for no job, WRONG_STATE for a bag whose tasks are all done)."""
-    bag = engine.bags.get(d.job_id)
+    bag = ops.bags.get(d.job_id)
     if bag is None:
-        if d.job_id in engine.entries:
+        if d.job_id in ops.entries:
             raise Refused(
                 StatusCode.NOT_MALLEABLE, f"job {d.job_id} is a rigid job: only a bag of tasks grows and shrinks"
             )
@@ -38,17 +38,17 @@ class GrowKind:
 
     decision = GrowBag
 
-    def validate(self, engine: Engine, d: GrowBag) -> Bag:
+    def validate(self, ops: EngineOps, d: GrowBag) -> Bag:
         """The bag, or Refused."""
-        bag = bag_of(engine, d)
+        bag = bag_of(ops, d)
         if d.count < 1:
             raise Refused(StatusCode.INVALID, f"a bag grows by at least 1 processor, not {d.count}")
-        if not 0 <= d.site < len(engine.backends):
+        if not 0 <= d.site < len(ops.backends):
             raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {d.site} does not exist")
-        backend = engine.backends[d.site]
+        backend = ops.backends[d.site]
         if not backend.holds_bags:
             raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} cannot hold bags of tasks")
-        if not backend.available(engine.clock.now):
+        if not backend.available(ops.clock.now):
             raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
         if d.count > bag.unclaimed:
             raise Refused(
@@ -69,9 +69,9 @@ class GrowKind:
             )
         return bag
 
-    def apply(self, engine: Engine, d: GrowBag, ctx: Bag) -> None:
+    def apply(self, ops: EngineOps, d: GrowBag, ctx: Bag) -> None:
         """Take the processors; each starts pulling tasks."""
-        engine.bags.grow(ctx, d.site, d.count, d.by or engine.deciding, d.avoid)
+        ops.bags.grow(ctx, d.site, d.count, d.by or ops.deciding, d.avoid)
 
 
 register(GrowKind())

@@ -9,7 +9,7 @@ from isthmus.model.decisions import HoldJob
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class HoldKind:
@@ -17,11 +17,11 @@ class HoldKind:
 
     decision = HoldJob
 
-    def validate(self, engine: Engine, d: HoldJob) -> None:
+    def validate(self, ops: EngineOps, d: HoldJob) -> None:
         """Record the policy's reason as the job's status (code HELD)."""
         raise Refused(StatusCode.HELD, d.reason)
 
-    def apply(self, engine: Engine, d: HoldJob, ctx: None) -> None:
+    def apply(self, ops: EngineOps, d: HoldJob, ctx: None) -> None:
         """Never reached: a hold changes nothing."""
 
 

@@ -13,7 +13,7 @@ from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class HoldReleaseKind:
@@ -24,30 +24,30 @@ class HoldReleaseKind:
 
     decision = HoldBagRelease
 
-    def validate(self, engine: Engine, d: HoldBagRelease) -> JobEntry:
+    def validate(self, ops: EngineOps, d: HoldBagRelease) -> JobEntry:
         """The job's entry, or Refused."""
-        entry = engine.entries.get(d.job_id)
+        entry = ops.entries.get(d.job_id)
         if entry is None:
             raise Refused(StatusCode.UNKNOWN_TARGET, f"job {d.job_id} does not exist")
         if entry.state is not JobState.QUEUED:
             raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not queued")
-        if not 0 <= d.site < len(engine.backends):
+        if not 0 <= d.site < len(ops.backends):
             raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {d.site} does not exist")
-        backend = engine.backends[d.site]
+        backend = ops.backends[d.site]
         if not backend.holds_bags or isinstance(backend, CloudBackend):
             raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} is not a cluster that holds bags of tasks")
-        if d.site not in engine.stage_sites[entry.stage]:
+        if d.site not in ops.stage_sites[entry.stage]:
             raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} is not among the sites of queue {entry.stage}")
-        missing, spare = engine.bags.release_room(d.site, d.job_id)
+        missing, spare = ops.bags.release_room(d.site, d.job_id)
         if missing <= 0:
             raise Refused(StatusCode.OVER_LIMIT, f"job {d.job_id} already holds its {entry.job.size} processors there")
         if spare <= 0:
             raise Refused(StatusCode.NO_CAPACITY, f"site {backend.name} has no processor being given back for no job")
         return entry
 
-    def apply(self, engine: Engine, d: HoldBagRelease, ctx: JobEntry) -> None:
+    def apply(self, ops: EngineOps, d: HoldBagRelease, ctx: JobEntry) -> None:
         """Hold them (HOLD as each free one joins the hold)."""
-        engine.bags.hold_release(d.site, d.job_id, d.by or engine.deciding)
+        ops.bags.hold_release(d.site, d.job_id, d.by or ops.deciding)
 
 
 register(HoldReleaseKind())

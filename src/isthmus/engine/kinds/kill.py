@@ -12,7 +12,7 @@ from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class KillKind:
@@ -20,16 +20,16 @@ class KillKind:
 
     decision = KillJob
 
-    def validate(self, engine: Engine, d: KillJob) -> JobEntry:
+    def validate(self, ops: EngineOps, d: KillJob) -> JobEntry:
         """The running job's entry, or Refused."""
-        entry = engine.entries.get(d.job_id)
+        entry = ops.entries.get(d.job_id)
         if entry is None or entry.state is not JobState.RUNNING:
             raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not running")
         return entry
 
-    def apply(self, engine: Engine, d: KillJob, ctx: JobEntry) -> None:
+    def apply(self, ops: EngineOps, d: KillJob, ctx: JobEntry) -> None:
         """Kill the run (cause POLICY), requeued or failed as the decision says."""
-        engine.kill(ctx, KillCause.POLICY, requeue=d.requeue)
+        ops.kill(ctx, KillCause.POLICY, requeue=d.requeue)
 
 
 register(KillKind())

@@ -12,7 +12,7 @@ from isthmus.model.events import EventKind
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 _VM_LEASE = int(EventKind.VM_LEASE)
@@ -28,10 +28,10 @@ class LeaseKind:
 
     decision = LeaseVms
 
-    def validate(self, engine: Engine, d: LeaseVms) -> _Ctx:
+    def validate(self, ops: EngineOps, d: LeaseVms) -> _Ctx:
         """The cloud's backend, the type and image indices, the user each VM is charged to (fewer
         than asked when a per-user cap refuses the rest: that cap last), or Refused."""
-        backend = engine.cloud_backend(d.site)
+        backend = ops.cloud_backend(d.site)
         if d.count <= 0:
             raise Refused(StatusCode.INVALID, f"lease of {d.count} VMs")
         vm_type, image = _type_and_image(backend, d)
@@ -42,79 +42,79 @@ class LeaseKind:
                 f"lease of {d.count} VMs on {backend.name} exceeds its maximum ({backend.site.max_vms}, "
                 f"{backend.leased} leased)",
             )
-        if not backend.available(engine.clock.now):
+        if not backend.available(ops.clock.now):
             raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
-        why = backend.lease_refusal(engine.clock.now)
+        why = backend.lease_refusal(ops.clock.now)
         if why:
             raise Refused(StatusCode.NO_CAPACITY, f"site {backend.name} leases nothing now: {why}")
         price = backend.site.type_price_per_increment(vm_type) if backend.site.is_paid else 0.0
-        if engine.budget is not None and engine.spent + d.count * price > engine.budget + 1e-9:
+        if ops.billing.budget is not None and ops.billing.spent + d.count * price > ops.billing.budget + 1e-9:
             raise Refused(
                 StatusCode.OVER_BUDGET,
                 f"lease of {d.count} VMs on {backend.name} (${d.count * price:.4f} for the first increment) "
-                f"exceeds the budget: ${engine.spent:.4f} of ${engine.budget:.4f} committed",
+                f"exceeds the budget: ${ops.billing.spent:.4f} of ${ops.billing.budget:.4f} committed",
             )
-        ledger = engine.ledger
-        now = engine.clock.now
+        ledger = ops.ledger
+        now = ops.clock.now
         if price and ledger.per_user and any(c.users for c in ledger.covering(d.site)):
             if d.user is not None:  # VMs leased to serve one user (vm-share) are charged to that user
                 cap = ledger.refusal(d.site, d.count * price, now, d.user)
                 if cap is not None:
                     cap.refused_leases += d.count
-                    raise Refused(StatusCode.OVER_BUDGET, _over(engine, d, backend.name, price, cap))
+                    raise Refused(StatusCode.OVER_BUDGET, _over(ops, d, backend.name, price, cap))
                 return backend, vm_type, image, [d.user] * d.count, None
-            users, cap = lease_users(engine, d.site, d.count, price, backend.site.types[vm_type].cores)
+            users, cap = lease_users(ops, d.site, d.count, price, backend.site.types[vm_type].cores)
             if not users and cap is not None:
                 cap.refused_leases += d.count
-                raise Refused(StatusCode.OVER_BUDGET, _over(engine, d, backend.name, price, cap))
+                raise Refused(StatusCode.OVER_BUDGET, _over(ops, d, backend.name, price, cap))
             return backend, vm_type, image, users, cap
         cap = ledger.refusal(d.site, d.count * price, now) if price else None
         if cap is not None:
             cap.refused_leases += d.count
-            raise Refused(StatusCode.OVER_BUDGET, _over(engine, d, backend.name, price, cap))
+            raise Refused(StatusCode.OVER_BUDGET, _over(ops, d, backend.name, price, cap))
         return backend, vm_type, image, [d.user or ""] * d.count, None
 
-    def apply(self, engine: Engine, d: LeaseVms, ctx: _Ctx) -> None:
+    def apply(self, ops: EngineOps, d: LeaseVms, ctx: _Ctx) -> None:
         """Lease the VMs (for their users), pay their first billing increment, schedule the next
         boundary; the VMs a per-user cap refused are recorded as a refused lease.
 
         The VM_LEASE event's value is the instance type's index (0, the default type, for a
         site with one type); a VM serving one user is followed by VM_USER naming the user."""
         backend, vm_type, image, users, cap = ctx
-        engine.lease_churn(len(users), d.by or engine.deciding)
-        now = engine.clock.now
+        ops.billing.lease_churn(len(users), d.by or ops.deciding)
+        now = ops.clock.now
         price = backend.site.type_price_per_increment(vm_type) if backend.site.is_paid else 0.0
-        log = engine.log
-        policy = log.policy_index(d.by or engine.deciding)
-        ledger = engine.ledger
+        log = ops.log
+        policy = log.policy_index(d.by or ops.deciding)
+        ledger = ops.ledger
         capped = bool(ledger.caps)
-        bill = bool(price) and (engine.budget is not None or (capped and bool(ledger.covering(d.site))))
+        bill = bool(price) and (ops.billing.budget is not None or (capped and bool(ledger.covering(d.site))))
         cores = backend.site.types[vm_type].cores
         for vm_id, user in zip(backend.lease(len(users), now, vm_type, image, d.user), users, strict=True):
             log.append(now, _VM_LEASE, -1, d.site, vm_id, float(vm_type), -1, policy, slots=cores)
             if d.user is not None:
                 log.notes[log.append(now, _VM_USER, -1, d.site, vm_id, 0.0, -1, policy)] = d.user
-            engine.spent += price
+            ops.billing.spent += price
             if capped:
                 ledger.pay(d.site, price, now, user)
                 ledger.leased(d.site, vm_id, user, now + backend.site.billing_increment)
             if bill:
-                if engine.budget is None and ledger.per_user and not ledger.bills(d.site, user):
+                if ops.billing.budget is None and ledger.per_user and not ledger.bills(d.site, user):
                     ledger.unbilled.add((d.site, vm_id))  # no cap covers its user (yet)
                 else:
-                    engine.schedule_billing(now + backend.site.billing_increment, d.site, vm_id)
+                    ops.billing.schedule(now + backend.site.billing_increment, d.site, vm_id)
         if cap is not None and len(users) < d.count:
             rest = LeaseVms(d.site, d.count - len(users), d.by, vm_type=d.vm_type, image=d.image, user=d.user)
             cap.refused_leases += rest.count
-            engine.refuse(rest, Refused(StatusCode.OVER_BUDGET, _over(engine, rest, backend.name, price, cap)), d.by)
+            ops.refuse(rest, Refused(StatusCode.OVER_BUDGET, _over(ops, rest, backend.name, price, cap)), d.by)
 
 
-def _over(engine: Engine, d: LeaseVms, site: str, price: float, cap: CapState) -> str:
+def _over(ops: EngineOps, d: LeaseVms, site: str, price: float, cap: CapState) -> str:
     """The reason a lease is over budget `cap`."""
-    now = engine.clock.now
+    now = ops.clock.now
     period = f" this {cap.cap.period}" if cap.cap.period else ""
     users = f" (users {', '.join(sorted(cap.users))})" if cap.users else ""
-    committed = engine.ledger.committed(cap, now)
+    committed = ops.ledger.committed(cap, now)
     spent = (
         f"${cap.spent(now):.4f} spent + ${committed:.4f} reserved for running jobs"
         if committed

@@ -12,7 +12,7 @@ from isthmus.model.states import VmState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class ReleaseKind:
@@ -21,9 +21,9 @@ class ReleaseKind:
 
     decision = ReleaseVms
 
-    def validate(self, engine: Engine, d: ReleaseVms) -> tuple[CloudBackend, tuple[int, ...]]:
+    def validate(self, ops: EngineOps, d: ReleaseVms) -> tuple[CloudBackend, tuple[int, ...]]:
         """The cloud's backend and the distinct VM ids, or Refused."""
-        backend = engine.cloud_backend(d.site)
+        backend = ops.cloud_backend(d.site)
         ids = tuple(dict.fromkeys(d.vm_ids))
         for vm_id in ids:
             vm = backend.vms.get(vm_id)
@@ -42,20 +42,20 @@ class ReleaseKind:
             )
         return backend, ids
 
-    def apply(self, engine: Engine, d: ReleaseVms, ctx: tuple[CloudBackend, tuple[int, ...]]) -> None:
+    def apply(self, ops: EngineOps, d: ReleaseVms, ctx: tuple[CloudBackend, tuple[int, ...]]) -> None:
         """Release the VMs now. A cloud that was at its maximum has room to lease again: with
         jobs waiting, a round follows (the provisioning policy planned this round's leases with
         the cloud full; without that round a job needing a VM of another image could wait for
         ever, nothing else asking for one)."""
         backend, ids = ctx
-        now = engine.clock.now
+        now = ops.clock.now
         was_full = backend.leased >= backend.site.max_vms
         backend.release(ids, now)
-        policy = engine.log.policy_index(d.by or engine.deciding)
+        policy = ops.log.policy_index(d.by or ops.deciding)
         for vm_id in ids:
-            engine.log.append(now, int(EventKind.VM_RELEASE), -1, d.site, vm_id, 0.0, -1, policy)
-        if was_full and engine.entries:
-            engine.request_round(now)
+            ops.log.append(now, int(EventKind.VM_RELEASE), -1, d.site, vm_id, 0.0, -1, policy)
+        if was_full and ops.entries:
+            ops.request_round(now)
 
 
 register(ReleaseKind())

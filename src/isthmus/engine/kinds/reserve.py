@@ -13,7 +13,7 @@ from isthmus.model.states import JobState
 from isthmus.model.status import Refused, Status, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class ReserveKind:
@@ -22,13 +22,13 @@ class ReserveKind:
 
     decision = ReserveVms
 
-    def validate(self, engine: Engine, d: ReserveVms) -> tuple[JobEntry, CloudBackend]:
+    def validate(self, ops: EngineOps, d: ReserveVms) -> tuple[JobEntry, CloudBackend]:
         """The job's entry and the cloud's backend, or Refused."""
-        entry = engine.entries.get(d.job_id)
+        entry = ops.entries.get(d.job_id)
         if entry is None or entry.state is not JobState.QUEUED:
             raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not queued")
-        backend = engine.cloud_backend(d.site)
-        if d.site not in engine.stage_sites[entry.stage]:
+        backend = ops.cloud_backend(d.site)
+        if d.site not in ops.stage_sites[entry.stage]:
             raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} is not among the sites of queue {entry.stage}")
         if not 0 <= d.count <= backend.site.max_vms:
             raise Refused(
@@ -36,17 +36,17 @@ class ReserveKind:
             )
         return entry, backend
 
-    def apply(self, engine: Engine, d: ReserveVms, ctx: tuple[JobEntry, CloudBackend]) -> None:
+    def apply(self, ops: EngineOps, d: ReserveVms, ctx: tuple[JobEntry, CloudBackend]) -> None:
         """Change the job's hold on the site; log each VM added (RESERVE, value 1) or given back
         (value 0) and make the hold the job's answer to "why" while it holds any."""
         entry, backend = ctx
         before = len(backend.reservations.get(d.job_id, ()))
-        engine.reserving = True
-        added, back = backend.reserve(d.job_id, d.count, engine.clock.now)
+        ops.reserving = True
+        added, back = backend.reserve(d.job_id, d.count, ops.clock.now)
         held = backend.reservations.get(d.job_id, [])
-        by = d.by or engine.deciding
-        log = engine.log
-        now = engine.clock.now
+        by = d.by or ops.deciding
+        log = ops.log
+        now = ops.clock.now
         policy = log.policy_index(by) if added or back else -1
         for vm_id in added:
             log.append(now, int(EventKind.RESERVE), d.job_id, d.site, vm_id, 1.0, -1, policy)
@@ -54,14 +54,14 @@ class ReserveKind:
             log.append(now, int(EventKind.RESERVE), d.job_id, d.site, vm_id, 0.0, -1, policy)
         if held:
             cores = sum(backend.vms[v].cores for v in held)
-            engine.why_not[d.job_id] = Status(
+            ops.why_not[d.job_id] = Status(
                 StatusCode.HELD,
                 f"holds {len(held)} reserved VMs ({cores} processors) of {backend.name}; needs {entry.job.size} "
                 "processors and waits for the rest",
                 by,
             )
         elif before:
-            engine.why_not.pop(d.job_id, None)
+            ops.why_not.pop(d.job_id, None)
 
 
 register(ReserveKind())

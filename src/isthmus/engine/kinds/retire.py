@@ -19,7 +19,7 @@ from isthmus.model.states import VmState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class RetireKind:
@@ -28,9 +28,9 @@ class RetireKind:
 
     decision = RetireVms
 
-    def validate(self, engine: Engine, d: RetireVms) -> tuple[CloudBackend, tuple[int, ...]]:
+    def validate(self, ops: EngineOps, d: RetireVms) -> tuple[CloudBackend, tuple[int, ...]]:
         """The cloud's backend and the distinct VM ids, or Refused."""
-        backend = engine.cloud_backend(d.site)
+        backend = ops.cloud_backend(d.site)
         ids = tuple(dict.fromkeys(d.vm_ids))
         if not ids:
             raise Refused(StatusCode.INVALID, "a retirement of no VM")
@@ -52,17 +52,17 @@ class RetireKind:
             )
         return backend, ids
 
-    def apply(self, engine: Engine, d: RetireVms, ctx: tuple[CloudBackend, tuple[int, ...]]) -> None:
+    def apply(self, ops: EngineOps, d: RetireVms, ctx: tuple[CloudBackend, tuple[int, ...]]) -> None:
         """Mark the VMs retiring (VM_RETIRE); release the idle ones now, the others when their
         runs end (VM_RELEASE by the retiring policy)."""
         backend, ids = ctx
-        now = engine.clock.now
-        log = engine.log
-        policy = d.by or engine.deciding
+        now = ops.clock.now
+        log = ops.log
+        policy = d.by or ops.deciding
         index = log.policy_index(policy)
         hook = backend.retired_hook
         if not isinstance(hook, RetiredRelease):
-            hook = backend.retired_hook = RetiredRelease(engine, backend)
+            hook = backend.retired_hook = RetiredRelease(ops, backend)
         backend.selective = True
         for vm_id in ids:
             vm = backend.vms[vm_id]
@@ -76,8 +76,8 @@ class RetireKind:
 class RetiredRelease:
     """Releases a retiring VM of one cloud when its last run ends (the backend's `retired_hook`)."""
 
-    def __init__(self, engine: Engine, backend: CloudBackend) -> None:
-        self.engine = engine
+    def __init__(self, ops: EngineOps, backend: CloudBackend) -> None:
+        self.ops = ops
         self.backend = backend
         #: the policy that retired each VM not yet released
         self.by: dict[int, str] = {}
@@ -90,10 +90,10 @@ class RetiredRelease:
         if vm is None or vm.state is not VmState.READY or not vm.retiring:
             return
         backend.release((vm_id,), now)
-        log = self.engine.log
+        log = self.ops.log
         policy = log.policy_index(self.by.pop(vm_id, "retire"))
         log.append(now, int(EventKind.VM_RELEASE), -1, backend.index, vm_id, 0.0, -1, policy)
-        self.engine.request_round(now)
+        self.ops.request_round(now)
 
 
 register(RetireKind())

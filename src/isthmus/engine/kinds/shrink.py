@@ -11,7 +11,7 @@ from isthmus.model.decisions import ShrinkBag
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class ShrinkKind:
@@ -20,9 +20,9 @@ class ShrinkKind:
 
     decision = ShrinkBag
 
-    def validate(self, engine: Engine, d: ShrinkBag) -> tuple[Bag, list[Slot]]:
+    def validate(self, ops: EngineOps, d: ShrinkBag) -> tuple[Bag, list[Slot]]:
         """The bag and its slots, or Refused."""
-        bag = bag_of(engine, d)
+        bag = bag_of(ops, d)
         if not d.slots:
             raise Refused(StatusCode.INVALID, "a shrink names at least one processor")
         if len(set(d.slots)) != len(d.slots):
@@ -39,10 +39,10 @@ class ShrinkKind:
             slots.append(slot)
         return bag, slots
 
-    def apply(self, engine: Engine, d: ShrinkBag, ctx: tuple[Bag, list[Slot]]) -> None:
+    def apply(self, ops: EngineOps, d: ShrinkBag, ctx: tuple[Bag, list[Slot]]) -> None:
         """Preempt the processors: their tasks go back to the queue."""
         bag, slots = ctx
-        engine.bags.shrink(bag, d.site, slots, d.by or engine.deciding, d.for_job)
+        ops.bags.shrink(bag, d.site, slots, d.by or ops.deciding, d.for_job)
 
 
 register(ShrinkKind())

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.clock import EV_LIMIT, PRIO_LIMIT
 from isthmus.engine.kinds import register
+from isthmus.engine.runs import schedule_walltime
 from isthmus.engine.state import JobEntry
 from isthmus.model.decisions import StartJob
 from isthmus.model.events import EventKind
@@ -15,7 +16,7 @@ from isthmus.model.status import Refused, StatusCode
 from isthmus.model.vmtypes import describe
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 _QUEUED = JobState.QUEUED
 _START = int(EventKind.START)
@@ -27,16 +28,16 @@ class StartKind:
 
     decision = StartJob
 
-    def validate(self, engine: Engine, d: StartJob) -> tuple[JobEntry, SiteBackend]:
+    def validate(self, ops: EngineOps, d: StartJob) -> tuple[JobEntry, SiteBackend]:
         """The job's entry and the site's backend, or Refused."""
-        entry = engine.entries.get(d.job_id)
+        entry = ops.entries.get(d.job_id)
         if entry is None or entry.state is not _QUEUED:
             raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not queued")
-        backends = engine.backends
+        backends = ops.backends
         if not 0 <= d.site < len(backends):
             raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {d.site} does not exist")
         backend = backends[d.site]
-        if d.site not in engine.stage_sites[entry.stage]:
+        if d.site not in ops.stage_sites[entry.stage]:
             raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} is not among the sites of queue {entry.stage}")
         size = entry.job.size
         if size > backend.free and not (d.share and backend.can_share(size)):
@@ -54,17 +55,17 @@ class StartKind:
                 f"needs {size} processors; site {backend.name} has {backend.free} free, "
                 f"{backend.free - backend.free_for(entry.job.id)} of them reserved for other jobs",
             )
-        if not backend.available(engine.clock.now):
+        if not backend.available(ops.clock.now):
             raise Refused(StatusCode.OUTSIDE_WINDOW, f"site {backend.name} is outside its availability window")
         if entry.job.vm is not None or backend.selective:
             check_vm_match(entry, backend, d.share)
         return entry, backend
 
-    def apply(self, engine: Engine, d: StartJob, ctx: tuple[JobEntry, SiteBackend]) -> None:
+    def apply(self, ops: EngineOps, d: StartJob, ctx: tuple[JobEntry, SiteBackend]) -> None:
         """Dequeue the job, start its next run on the site, schedule its limit."""
         entry, backend = ctx
-        now = engine.clock.now
-        engine.dequeue(entry)
+        now = ops.clock.now
+        ops.queue_book.dequeue(entry)
         entry.state = JobState.RUNNING
         entry.site = d.site
         entry.started = now
@@ -74,21 +75,21 @@ class StartKind:
             backend.start_shared(entry, now)
         else:
             backend.start(entry, now)
-        if engine.reserving:
-            engine.drop_reservations(entry.job.id)
-        if entry.alloc and (engine.ledger.per_user or engine.ledger.finishing) and engine.ledger.covering(d.site):
-            for vm_id, at in engine.ledger.started(engine, entry.job.id, d.site):
-                engine.schedule_billing(at, d.site, vm_id)
-        log = engine.log
-        log.add(now, _START, entry.job.id, d.site, entry.job.size, entry.run, log.policy_index(d.by or engine.deciding))
+        if ops.reserving:
+            ops.drop_reservations(entry.job.id)
+        if entry.alloc and (ops.ledger.per_user or ops.ledger.finishing) and ops.ledger.covering(d.site):
+            for vm_id, at in ops.ledger.started(ops, entry.job.id, d.site):
+                ops.billing.schedule(at, d.site, vm_id)
+        log = ops.log
+        log.add(now, _START, entry.job.id, d.site, entry.job.size, entry.run, log.policy_index(d.by or ops.deciding))
         if d.limit is not None and not backend.ends_by(entry, now + d.limit):
-            engine.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
-        if engine.enforce_walltime:
-            engine.schedule_walltime(entry, now)
-        if engine.why_not:
-            engine.why_not.pop(entry.job.id, None)
+            ops.schedule(now + d.limit, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
+        if ops.enforce_walltime:
+            schedule_walltime(ops, entry, now)
+        if ops.why_not:
+            ops.why_not.pop(entry.job.id, None)
         if entry.chain:
-            engine.notify_origin(entry)
+            ops.forwarding.notify_origin(entry)
 
 
 def check_vm_match(entry: JobEntry, backend: SiteBackend, share: bool) -> None:

@@ -8,7 +8,7 @@ from isthmus.engine.kinds import register
 from isthmus.model.decisions import WakeUp
 
 if TYPE_CHECKING:
-    from isthmus.engine.engine import Engine
+    from isthmus.engine.ops import EngineOps
 
 
 class WakeKind:
@@ -16,13 +16,13 @@ class WakeKind:
 
     decision = WakeUp
 
-    def validate(self, engine: Engine, d: WakeUp) -> None:
+    def validate(self, ops: EngineOps, d: WakeUp) -> None:
         """Nothing to check."""
 
-    def apply(self, engine: Engine, d: WakeUp, ctx: None) -> None:
+    def apply(self, ops: EngineOps, d: WakeUp, ctx: None) -> None:
         """Make sure a round runs at `d.time`."""
-        if d.time > engine.clock.now:
-            engine.request_round(d.time)
+        if d.time > ops.clock.now:
+            ops.request_round(d.time)
 
 
 register(WakeKind())

@@ -23,7 +23,7 @@ def profile_steps(
 
     Yields (time, free processors) steps in strictly increasing time order, one per distinct
     estimated end; free never decreases. Runs ending at the same instant are one step, so the
-    processors left over at that instant count all of them (EASY's extra processors, issue 11),
+    processors left over at that instant count all of them (EASY's extra processors),
     and an end already past (a run outliving its estimate) counts as free now.
     """
     running = site.running

@@ -31,8 +31,9 @@ from isthmus.federation.protocol import (
 )
 from isthmus.live.errors import RequestError
 from isthmus.live.manager import Manager
-from isthmus.server.auth import Principal
-from isthmus.server.schemas import ErrorResponse, SubmitRequest
+from isthmus.server.auth import Auth, Principal
+from isthmus.server.routers.common import errors
+from isthmus.server.schemas import SubmitRequest
 
 
 class SubmitJobRequest(SubmitJob):
@@ -42,10 +43,6 @@ class SubmitJobRequest(SubmitJob):
     job: SubmitRequest
 
 
-def _errors(**statuses: str) -> dict[int | str, dict[str, Any]]:
-    return {int(k[1:]): {"model": ErrorResponse, "description": d} for k, d in statuses.items()}
-
-
 _PEER = {
     "e401": f"missing {PEER_HEADER} header, unknown peer or wrong secret",
     "e404": "this manager has no peers",
@@ -53,9 +50,9 @@ _PEER = {
 _BODY = {"e400": "the body is not UTF-8 JSON", "e413": "request body larger than the manager's limit"}
 
 
-def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: Any) -> APIRouter:
+def peers_router(manager: Manager, fed: LiveFederation | None, auth: Auth) -> APIRouter:
     """The routes of the peer protocol for `manager` and its peers `fed` (None: it has none);
-    `user_dependency` authenticates users (for `GET /peers`)."""
+    `auth` authenticates users (for `GET /peers`)."""
     router = APIRouter()
 
     def federation() -> LiveFederation:
@@ -70,20 +67,20 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
         return federation().authenticate(x_isthmus_peer, authorization)
 
     Peer = Annotated[PeerLink, Depends(peer_of)]  # noqa: N806
-    User = Annotated[Principal, Depends(user_dependency)]  # noqa: N806
+    User = Annotated[Principal, Depends(auth.user)]  # noqa: N806
 
     @router.post(
         "/peer/open",
         response_model=OpenConnReply,
         tags=["peers"],
-        responses=_errors(**_PEER, **_BODY, e409="no role or job description in common"),
+        responses=errors(**_PEER, **_BODY, e409="no role or job description in common"),
     )
     async def open_conn(body: OpenConn, link: Peer) -> OpenConnReply:
         """openConn: negotiate the sender's role (consumer, provider or both), the heartbeat
         interval (the longer proposal) and the job description language."""
         return federation().on_open(link, body)
 
-    @router.post("/peer/heartbeat", response_model=Heartbeat, tags=["peers"], responses=_errors(**_PEER, **_BODY))
+    @router.post("/peer/heartbeat", response_model=Heartbeat, tags=["peers"], responses=errors(**_PEER, **_BODY))
     async def heartbeat(body: Heartbeat, link: Peer) -> Heartbeat:
         """heartbeat: the sender is alive; answered with this manager's name and time."""
         if body.manager != link.name:
@@ -92,7 +89,7 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
             )
         return Heartbeat(manager=manager.env.name, time=time.time())
 
-    @router.post("/peer/notify-conn", status_code=204, tags=["peers"], responses=_errors(**_PEER, **_BODY))
+    @router.post("/peer/notify-conn", status_code=204, tags=["peers"], responses=errors(**_PEER, **_BODY))
     async def notify_conn(body: NotifyConn, link: Peer) -> Response:
         """notifyConn: an error on the connection or its graceful end; the sender is marked down
         and gets no jobs until it opens the connection again."""
@@ -103,7 +100,7 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
         federation().on_notify_conn(link, body)
         return Response(status_code=204)
 
-    @router.get("/peer/resources", response_model=ResourceDataBody, tags=["peers"], responses=_errors(**_PEER))
+    @router.get("/peer/resources", response_model=ResourceDataBody, tags=["peers"], responses=errors(**_PEER))
     async def request_resource_data(link: Peer) -> dict[str, Any]:
         """requestResourceData: this manager's resource data now, in full, per site."""
         return federation().resources()
@@ -112,7 +109,7 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
         "/peer/resources",
         status_code=204,
         tags=["peers"],
-        responses=_errors(**_PEER, **_BODY, e403="the sender is configured as a consumer only"),
+        responses=errors(**_PEER, **_BODY, e403="the sender is configured as a consumer only"),
     )
     async def send_resource_data(body: ResourceDataBody, link: Peer) -> Response:
         """sendResourceData: a provider's resource data, pushed when it changed by its threshold."""
@@ -124,7 +121,7 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
         status_code=201,
         response_model=SubmitJobReply,
         tags=["peers"],
-        responses=_errors(
+        responses=errors(
             **_PEER,
             **_BODY,
             e403="the sender may not forward jobs here (configured as a provider only)",
@@ -142,14 +139,14 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
         "/peer/jobs/notify",
         status_code=204,
         tags=["peers"],
-        responses=_errors(**_PEER, **_BODY, e409="the remote id does not match the one recorded"),
+        responses=errors(**_PEER, **_BODY, e409="the remote id does not match the one recorded"),
     )
     async def notify_job(body: NotifyJob, link: Peer) -> Response:
         """notifyJob: the state of a job this manager forwarded to the sender (404: none open)."""
         federation().on_notify_job(link, body)
         return Response(status_code=204)
 
-    @router.post("/peer/jobs/query", response_model=JobStatus, tags=["peers"], responses=_errors(**_PEER, **_BODY))
+    @router.post("/peer/jobs/query", response_model=JobStatus, tags=["peers"], responses=errors(**_PEER, **_BODY))
     async def query_job(body: JobRef, link: Peer) -> JobStatus:
         """queryJob: the state of a job the sender forwarded here, following the chain."""
         return await federation().on_query(link, body.sender_id)
@@ -158,13 +155,13 @@ def peer_router(manager: Manager, fed: LiveFederation | None, user_dependency: A
         "/peer/jobs/cancel",
         response_model=JobStatus,
         tags=["peers"],
-        responses=_errors(**_PEER, **_BODY, e503="the next manager on the chain cannot be reached"),
+        responses=errors(**_PEER, **_BODY, e503="the next manager on the chain cannot be reached"),
     )
     async def cancel_job(body: JobRef, link: Peer) -> JobStatus:
         """cancelJob: cancel a job the sender forwarded here, following the chain."""
         return await federation().on_cancel(link, body.sender_id)
 
-    @router.get("/peers", tags=["resources"], responses=_errors(e401="missing, malformed or unknown token"))
+    @router.get("/peers", tags=["resources"], responses=errors(e401="missing, malformed or unknown token"))
     async def peers(p: User) -> list[dict[str, Any]]:
         """The peer managers: role, up or down, last heard, heartbeat, the jobs forwarded to
         them and received from them, their latest resource data (empty without peers)."""

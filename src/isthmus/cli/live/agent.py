@@ -1,0 +1,32 @@
+"""`isthmus agent`: a pilot, the process that runs jobs on a node for the manager."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `agent` command to `app`."""
+
+    @app.command("agent", context_settings={"allow_extra_args": False})
+    def agent(
+        url: str = typer.Option(..., "--url", envvar="ISTHMUS_URL", help="Manager URL."),
+        node: str = typer.Option(..., "--node", help="Node key this pilot serves (given by the manager)."),
+        slots: int = typer.Option(1, "--slots"),
+        timeout: float = typer.Option(30.0, "--timeout", help="Exit when the manager is unreachable this long."),
+        lifetime: float | None = typer.Option(None, "--lifetime", help="Exit after this many seconds."),
+        token_file: Path | None = typer.Option(
+            None, "--token-file", help="Pilot token file (else ISTHMUS_PILOT_TOKEN)."
+        ),
+    ) -> None:
+        """Run a pilot: register with the manager, run the tasks it sends, report them."""
+        from isthmus.agent.pilot import main
+
+        argv = ["--url", url, "--node", node, "--slots", str(slots), "--timeout", str(timeout)]
+        if lifetime is not None:
+            argv += ["--lifetime", str(lifetime)]
+        if token_file is not None:
+            argv += ["--token-file", str(token_file)]
+        raise typer.Exit(main(argv))
