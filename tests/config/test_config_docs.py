@@ -23,7 +23,8 @@ def _doc_exists() -> None:
 
 
 def test_toml_examples_are_valid() -> None:
-    found = blocks("toml")
+    # a policy package's pyproject.toml (the entry-point example) is TOML but not an environment
+    found = [text for text in blocks("toml") if "[build-system]" not in text]
     assert len(found) >= 2
     for text in found:
         environment_from_text(text, "toml", file="docs/environments.md", default_name="example")

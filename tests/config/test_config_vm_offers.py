@@ -152,8 +152,7 @@ def test_an_environment_takes_a_bags_fair_share_policy(tmp_path: Path) -> None:
 
 
 def test_the_bags_fair_share_names_are_the_registry_policies_that_share_bags() -> None:
-    from isthmus.config.schema import BAG_FAIRSHARE
     from isthmus.policies import registry
 
     bags = {n for n in registry.names("fairshare") if registry.create("fairshare", n).shares == "bags"}
-    assert bags == set(BAG_FAIRSHARE)
+    assert set(registry.with_capability("fairshare", "shares", "bags")) == bags == {"gep", "sep"}

@@ -16,13 +16,14 @@ from contextlib import contextmanager
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.clock import PRIO_SUBMIT, SimClock
 from isthmus.engine.engine import Engine
 from isthmus.engine.state import JobEntry
 from isthmus.model import Environment, Job, Site, SiteKind, VmRequirements
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind
+from isthmus.model.states import VmState
 from isthmus.model.vmtypes import InstanceType, VmImage, type_misfit
 from isthmus.policies.build import build_policies
 from isthmus.policies.vmfit import PaperVms

@@ -1,4 +1,5 @@
-"""``isthmus policies``: every registered policy with its family, parameters and seed citation."""
+"""``isthmus policies``: every registered policy with its family, parameters, seed citation and the
+package it comes from (isthmus, or another package through the `isthmus.policies` entry points)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def _rows(family: str | None) -> list[dict[str, Any]]:
                 "name": p.name,
                 "summary": p.summary,
                 "seed": p.seed,
+                "source": p.source,
                 "parameters": [q.to_dict() for q in p.parameters],
             }
         )
@@ -52,7 +54,11 @@ def register(app: typer.Typer) -> None:
                 f"error: unknown policy family {family!r}; expected one of: {', '.join(registry.families())}", err=True
             )
             raise typer.Exit(2)
-        rows = _rows(family)
+        try:
+            rows = _rows(family)
+        except registry.PolicyError as exc:  # a policy another package added cannot be loaded
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
             return
@@ -71,5 +77,6 @@ def register(app: typer.Typer) -> None:
                 if q["help"]:
                     text += f"\n  {q['help']}"
                 params.append(text)
-            table.add_row(r["family"], r["name"], "\n".join(params) or "-", f"{r['seed']}\n{r['summary']}")
+            source = "" if r["source"] == registry.BUILTIN else f"\n(from {r['source']})"
+            table.add_row(r["family"], r["name"] + source, "\n".join(params) or "-", f"{r['seed']}\n{r['summary']}")
         Console().print(table)

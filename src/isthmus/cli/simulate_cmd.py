@@ -603,7 +603,10 @@ def _bag_options(
                 raise fail(f"{option} applies to bags of tasks: add --bag or --bags")
         return [], None, None
     if not _shares_bags(share):
-        raise fail(f"--fairshare: {share.name!r} does not grow bags of tasks: with bags give 'sep' or 'gep'")
+        from isthmus.policies.registry import with_capability
+
+        growing = " or ".join(repr(n) for n in with_capability("fairshare", "shares", "bags"))
+        raise fail(f"--fairshare: {share.name!r} does not grow bags of tasks: with bags give {growing}")
     defaults = BagSettings()
     settings = BagSettings(
         defaults.preemption_time if preemption_time is None else preemption_time,

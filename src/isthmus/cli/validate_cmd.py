@@ -138,7 +138,7 @@ def validate_command(
     from isthmus.cli.specs import parse_policy
     from isthmus.config import ConfigError, load_environment
     from isthmus.live.validate import ValidationCase, prepare_case, scale_environment, validate
-    from isthmus.policies.registry import PolicyError, check_policy
+    from isthmus.policies.registry import PolicyError, check_policy, info
     from isthmus.workloads import (
         SwfConversion,
         Workload,
@@ -163,8 +163,8 @@ def validate_command(
         prov = parse_policy(provisioning) if provisioning else environment.provisioning
         for c in choices:
             check_policy("allocation", c.name, c.params)
-            if c.name == "sjf-ideal":
-                raise ValueError("sjf-ideal knows actual runtimes: it exists in simulation only")
+            if info("allocation", c.name).cls.needs_true_runtimes:
+                raise ValueError(f"{c.name} knows actual runtimes: it exists in simulation only")
         check_policy("provisioning", prov.name, prov.params)
     except (PolicyError, ValueError) as exc:
         raise fail(str(exc)) from None

@@ -37,13 +37,10 @@ from isthmus.config.models import (
 )
 from isthmus.model.environment import Environment
 
-__all__ = ["BAG_FAIRSHARE", "Parts", "PolicyChecker", "check", "check_structure", "registry_check"]
+__all__ = ["Parts", "PolicyChecker", "check", "check_structure", "registry_check"]
 
 PolicyChecker = Callable[[str, str, Mapping[str, Any]], None]
 """Checks a policy's name and parameters for a family; raises ValueError (PolicyError) if invalid."""
-
-#: fair-share policies that split processors among bags of tasks (isthmus.policies.fairshare)
-BAG_FAIRSHARE = ("gep", "sep")
 
 S = TypeVar("S", bound=Spec)
 
@@ -335,19 +332,26 @@ def _registry_names(family: str) -> list[str] | None:
 
 
 def _fairshare_pairing(policies: PoliciesSpec) -> list[tuple[Loc, str]]:
-    """A fair-share policy that leases and releases VMs itself (vm-share) runs with provisioning
-    "none" or "on-demand" (paired: On-Demand's release rule): two policies leasing on the same
-    clouds independently would undo each other."""
-    if policies.fairshare is None or policies.fairshare.name != "vm-share":
+    """A fair-share policy that leases and releases VMs itself (vm-share) runs with a provisioning
+    policy that decides nothing or lends its release rule (`isthmus.policies.build.pairing_problem`)."""
+    from isthmus.policies import registry
+    from isthmus.policies.build import pairing_problem
+
+    if policies.fairshare is None:
         return []
-    prov = policies.provisioning.name
-    if prov in ("none", "on-demand"):
+    fair, prov = policies.fairshare.name, policies.provisioning.name
+    try:
+        problem = pairing_problem(registry.info("fairshare", fair).cls, registry.info("provisioning", prov).cls)
+    except registry.PolicyError:
+        return []  # an unknown name: reported by _policy_problems
+    if problem is None:
         return []
+    fits = " or ".join(f'"{n}"' for n in problem.fits)
     return [
         (
             ("policies", "provisioning"),
-            f'fair-share policy "vm-share" leases and releases the clouds\' VMs itself; set provisioning = "none" '
-            f'or "on-demand" (got {prov!r})',
+            f'fair-share policy "{fair}" leases and releases the clouds\' VMs itself; set provisioning = {fits} '
+            f"(got {prov!r})",
         )
     ]
 

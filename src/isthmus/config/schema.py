@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from isthmus.config.checks import BAG_FAIRSHARE, Parts, PolicyChecker, check, check_structure, registry_check
+from isthmus.config.checks import Parts, PolicyChecker, check, check_structure, registry_check
 from isthmus.config.convert import environment_to_dict, spec_to_environment
 from isthmus.config.errors import ConfigError, show_value
 from isthmus.config.models import (
@@ -30,7 +30,6 @@ from isthmus.config.render import LineLocator, pydantic_problems, to_problems
 from isthmus.model.environment import Environment
 
 __all__ = [
-    "BAG_FAIRSHARE",
     "BILLING_UNITS",
     "CLOUD_ONLY_KEYS",
     "EnvironmentSpec",

@@ -12,24 +12,14 @@ import bisect
 import itertools
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
-from enum import IntEnum
 
 from mypy_extensions import mypyc_attr
 
 from isthmus.engine.state import JobEntry
 from isthmus.model.job import Job
 from isthmus.model.site import Site
+from isthmus.model.states import VmState
 from isthmus.model.vmtypes import type_misfit
-
-
-class VmState(IntEnum):
-    """Life of a leased VM."""
-
-    BOOTING = 0
-    READY = 1
-    RELEASING = 2
-    GONE = 3
-
 
 #: every attribute of a Vm (its `__slots__`; named here because a class compiled with mypyc has no
 #: `__slots__` to read back)

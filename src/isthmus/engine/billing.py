@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import VmState
 from isthmus.engine.clock import EV_BILLING, PRIO_BILLING
 from isthmus.model.events import EventKind, KillCause
+from isthmus.model.states import VmState
 from isthmus.model.status import Status, StatusCode
 
 if TYPE_CHECKING:

@@ -36,9 +36,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import CloudBackend, Vm, VmState
+from isthmus.engine.backend import CloudBackend, Vm
 from isthmus.model.budget import BudgetCap
 from isthmus.model.job import Job
+from isthmus.model.states import VmState
 
 if TYPE_CHECKING:
     from isthmus.engine.ops import BillingOps, EngineOps

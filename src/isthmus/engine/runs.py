@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import VmState
 from isthmus.engine.clock import EV_TIMEOUT, PRIO_LIMIT
 from isthmus.model.events import EventKind, KillCause
-from isthmus.model.states import JobState
+from isthmus.model.states import JobState, VmState
 
 if TYPE_CHECKING:
     from isthmus.engine.ops import RunOps, WalltimeOps

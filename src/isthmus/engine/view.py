@@ -12,12 +12,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
-from isthmus.engine.backend import CloudBackend, SiteBackend, Vm, VmState
+from isthmus.engine.backend import CloudBackend, SiteBackend, Vm
 from isthmus.engine.peering import PeerState, resource_data
 from isthmus.engine.readonly import BucketsView, ReadOnlyList, SortedBucketsView, SortedGroup
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData
 from isthmus.model.site import Site
+from isthmus.model.states import VmState
 
 if TYPE_CHECKING:
     from isthmus.engine.ops import ViewOps

@@ -31,6 +31,8 @@ from isthmus.experiments.output import figure, markdown_table, save, write_csv
 from isthmus.experiments.result import ExperimentResult, finish, run_experiment
 from isthmus.experiments.runner import Point, Sweep, policy
 from isthmus.metrics.stats import mean_ci95
+from isthmus.policies import registry
+from isthmus.policies.api import capability
 from isthmus.workloads.conversion import RUN_CANCELLED
 
 #: Table 6.3: testbed -> maximum VMs
@@ -78,6 +80,12 @@ def _env(testbed: str, *, pools: bool = False, boot_time: float | None = None) -
     if boot_time is not None:
         params.append(f"boot_time={boot_time:g}")
     return f"villegas-{testbed}" + (":" + ",".join(params) if params else "")
+
+
+def _pools(provisioning: str) -> bool:
+    """Whether a provisioning policy keeps a pool of VMs per allocation queue (OD-2Q: the
+    testbed is split into a short and a long pool, served by FCFS-2Q's two queues)."""
+    return capability(registry.info("provisioning", provisioning).cls, "queues_needed") != 1
 
 
 def _point(workload: str, env: str, alloc: str, prov: str, labels: Mapping[str, Any], **kw: Any) -> Point:
@@ -195,8 +203,8 @@ def villegas_provisioning(
     points = [
         _point(
             f"{w}:procs={TESTBEDS[tb]},seed={s}",
-            _env(tb, pools=prov == "od-2q"),
-            "fcfs-2q" if prov == "od-2q" else "fcfs",
+            _env(tb, pools=_pools(prov)),
+            "fcfs-2q" if _pools(prov) else "fcfs",
             prov,
             {"testbed": tb, "workload": w, "seed": s},
         )
@@ -428,7 +436,7 @@ def villegas_short_long(
     points = [
         _point(
             f"{mix}:seed={s}",
-            _env(testbed, pools=prov == "od-2q", boot_time=bt),
+            _env(testbed, pools=_pools(prov), boot_time=bt),
             alloc,
             prov,
             {"mix": mix, "pair": f"{LABEL[prov]}+{LABEL[alloc]}", "boot_time": bt, "seed": s},

@@ -53,6 +53,8 @@ from isthmus.federation.links import (
 from isthmus.federation.protocol import (
     JOB_DESCRIPTION,
     PEER_HEADER,
+    PEER_JOB_STATES,
+    RETURNED,
     JobStatus,
     NotifyConn,
     NotifyJob,
@@ -79,8 +81,6 @@ notifyJob lost on the way)."""
 
 NOTIFY_ATTEMPTS = 5
 """Tries of one notifyJob before the origin's reconciliation is left to catch it up."""
-
-_STATES = frozenset(s.value for s in JobState)
 
 
 class LiveFederation:
@@ -174,7 +174,7 @@ class LiveFederation:
         reason = engine.log.reasons.get(entry.job.id, "handed back")
         self._set_job(rec.local_id, {"state": JobState.REJECTED.value, "reason": reason, "end_time": time.time()})
         self._history(rec.local_id, JobState.REJECTED.value, reason, entry.run)
-        self._queue_notify(rec, "returned", reason=reason)
+        self._queue_notify(rec, RETURNED, reason=reason)
 
     def notify(self, engine: Engine, entry: JobEntry, state: JobState) -> None:
         """A received job changed state here: notifyJob to its sender after the next commit."""
@@ -486,7 +486,7 @@ class LiveFederation:
                 if not status.known:
                     # the peer does not hold it: it never ran there (the peer stores a job before
                     # answering submitJob): reschedule it here
-                    self._apply(link, rec, "returned", "", None, f"peer {link.name} no longer knows it")
+                    self._apply(link, rec, RETURNED, "", None, f"peer {link.name} no longer knows it")
                 elif status.state != rec.state or status.where != rec.site:
                     self._apply(link, rec, status.state, status.where, status.exit_code, status.reason)
         except httpx.HTTPError as exc:
@@ -547,7 +547,7 @@ class LiveFederation:
                     delay = min(delay * 2, max(link.heartbeat, 1.0))
                     continue
                 if self.forwarded.get(rec.job_id) is rec:
-                    self._apply(link, rec, "returned", "", None, f"peer {link.name} refused it: {_detail(r)}")
+                    self._apply(link, rec, RETURNED, "", None, f"peer {link.name} refused it: {_detail(r)}")
                 return
         finally:
             rec.sending = False
@@ -571,7 +571,7 @@ class LiveFederation:
 
     def _queue_notify(self, rec: Received, state: str, *, where: str = "", reason: str = "") -> None:
         self._notified[rec.local_id] = state
-        if state in ("returned",) or JobState(state).terminal:
+        if state == RETURNED or JobState(state).terminal:
             self.received.pop(rec.local_id, None)
             self.by_sender.pop((rec.sender, rec.sender_id), None)
             self.by_origin.pop((rec.origin, rec.origin_id), None)
@@ -595,7 +595,7 @@ class LiveFederation:
             origin_id=rec.origin_id,
             state=state,
             where=where or self.name,
-            exit_code=row.get("exit_code") if state != "returned" else None,
+            exit_code=row.get("exit_code") if state != RETURNED else None,
             time=time.time(),
             reason=(reason or row.get("reason") or "")[:2000],
         ).model_dump()
@@ -768,18 +768,18 @@ class LiveFederation:
         """What the peer says of a job forwarded there: the job's state here follows it."""
         m, engine = self.m, self.m.engine
         job_id = rec.job_id
-        if state != "returned" and state not in _STATES:
+        if state not in PEER_JOB_STATES:
             log.warning("peer %s reports job %s in state %r, not one of isthmus's: ignored", link.name, job_id, state)
             return
         with contextlib.suppress(PersistError), m.ctx.external():
             relay = self.received.get(job_id)  # a job passing through here: tell its sender too
-            if state == "returned":
+            if state == RETURNED:
                 del self.forwarded[job_id]
-                self._set_forwarded(job_id, {"state": "returned", "open": False})
-                self._history(job_id, "returned", f"handed back by {link.name}: {reason}")
+                self._set_forwarded(job_id, {"state": RETURNED, "open": False})
+                self._history(job_id, RETURNED, f"handed back by {link.name}: {reason}")
                 if not engine.returned(job_id, link.name) and relay is not None:
                     self._set_job(job_id, {"state": JobState.REJECTED.value, "reason": reason, "end_time": time.time()})
-                    self._queue_notify(relay, "returned", reason=reason)
+                    self._queue_notify(relay, RETURNED, reason=reason)
             elif JobState(state).terminal:
                 del self.forwarded[job_id]
                 self._set_forwarded(job_id, {"state": state, "site": where, "open": False})
@@ -850,7 +850,7 @@ class LiveFederation:
                 self._apply(
                     nxt,
                     fwd,
-                    status.state if status.known else "cancelled",
+                    status.state if status.known else JobState.CANCELLED.value,
                     status.where,
                     status.exit_code,
                     status.reason,

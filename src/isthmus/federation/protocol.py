@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from isthmus.model.peers import ResourceData, SiteSummary
+from isthmus.model.states import JobState
 
 PEER_HEADER = "X-Isthmus-Peer"
 """The header naming the manager a peer request comes from."""
@@ -169,9 +170,21 @@ class SubmitJobReply(BaseModel):
     id: JobNo
 
 
-JobStateWord = Literal[
-    "queued", "starting", "running", "completed", "failed", "timeout", "cancelled", "lost", "rejected", "returned"
-]
+RETURNED = "returned"
+"""notifyJob's state of a job handed back unstarted (the IBM seed's FAILED: its sender reschedules it)."""
+
+PEER_JOB_STATES: tuple[str, ...] = (*(s.value for s in JobState if s is not JobState.UNKNOWN), RETURNED)
+"""The job states notifyJob carries: every `JobState` a peer can know (not UNKNOWN), and `RETURNED`."""
+
+
+def _peer_state(v: str) -> str:
+    if v not in PEER_JOB_STATES:
+        raise ValueError(f"expected one of {', '.join(PEER_JOB_STATES)}")
+    return v
+
+
+JobStateWord = Annotated[str, AfterValidator(_peer_state), Field(json_schema_extra={"enum": list(PEER_JOB_STATES)})]
+"""A job state in a notifyJob message: one of `PEER_JOB_STATES` (derived from `JobState`)."""
 
 
 class NotifyJob(BaseModel):

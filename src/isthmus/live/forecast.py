@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING
 from isthmus.config.errors import ConfigError
 from isthmus.config.loader import environment_from_text, parse_text
 from isthmus.config.schema import Loc, environment_to_dict, validate_document
-from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import EV_VM_READY, PRIO_VM, SimClock
 from isthmus.engine.engine import Engine
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job
+from isthmus.model.states import VmState
 from isthmus.sim.runner import simulated_backends
 
 if TYPE_CHECKING:

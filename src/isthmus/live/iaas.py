@@ -42,11 +42,12 @@ from isthmus.backends.errors import (
     SiteError,
 )
 from isthmus.backends.local import LocalCloud, vm_node_key
-from isthmus.engine.backend import Vm, VmState
+from isthmus.engine.backend import Vm
 from isthmus.engine.clock import EV_VM_GONE
 from isthmus.live.external import WorkerThread
 from isthmus.live.pilots import Node
 from isthmus.model.site import Site
+from isthmus.model.states import PilotState, VmState
 
 if TYPE_CHECKING:
     from isthmus.live.context import LiveContext
@@ -132,11 +133,11 @@ class ProviderCloud(WorkerThread, LocalCloud):
                 continue
             node.remote = True
             if vm.state is VmState.READY:  # its pilot re-registers
-                node.state = "awaiting"
+                node.state = PilotState.AWAITING
                 node.deadline = now + self.ctx.config.reattach_timeout
             elif vm.state is VmState.BOOTING:
                 node.booting = True
-                node.state = "spawned" if vm.id in self.instance_of else "queued"
+                node.state = PilotState.SPAWNED if vm.id in self.instance_of else PilotState.QUEUED
                 node.deadline = vm.leased_at + self.settings.boot_timeout if vm.id in self.instance_of else math.inf
         self.reconcile()
 
@@ -158,7 +159,7 @@ class ProviderCloud(WorkerThread, LocalCloud):
         )
         size, image = self.size_and_image(node.vm)
         request = LeaseRequest(node.key, size, image, user_data=script)
-        node.state = "queued"
+        node.state = PilotState.QUEUED
         node.deadline = math.inf
         vm_id = node.vm
         self.ctx.later(0.0, self._lease, request, vm_id)
@@ -203,10 +204,10 @@ class ProviderCloud(WorkerThread, LocalCloud):
             self._terminate(outcome.provider_id, vm_id)
             return
         node = self.ctx.hub.nodes.get(key)
-        if node is not None and node.state == "queued":
-            node.state = "spawned"
+        if node is not None and node.state == PilotState.QUEUED:
+            node.state = PilotState.SPAWNED
             node.deadline = time.time() + self.settings.boot_timeout
-            self.ctx.hub.set_pilot_row(node, "spawned")
+            self.ctx.hub.set_pilot_row(node, PilotState.SPAWNED)
         log.info("site %s: VM %s is instance %s", self.name, key, outcome.provider_id)
 
     def _refused(self, err: SiteError) -> None:
@@ -304,8 +305,8 @@ class ProviderCloud(WorkerThread, LocalCloud):
                     self.instance_of[vm.id] = pid
                     self.ctx.store.set_vm_provider_id(self.index, vm.id, pid)
                     node = self.ctx.hub.nodes.get(key)
-                    if node is not None and node.state == "queued":
-                        node.state = "spawned"
+                    if node is not None and node.state == PilotState.QUEUED:
+                        node.state = PilotState.SPAWNED
                         node.deadline = vm.leased_at + self.settings.boot_timeout
                     log.warning("site %s: VM %s adopted instance %s", self.name, key, pid)
                 if pid is not None and pid in {i.provider_id for i in found}:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from isthmus.agent.pilot import task_outputs
-from isthmus.config.schema import BAG_FAIRSHARE
 from isthmus.engine.matching import admission_refusal, unmatched_fields
 from isthmus.live.bag_tasks import out_dir
 from isthmus.live.errors import PersistError, RequestError
@@ -24,6 +23,7 @@ from isthmus.model.job import Job, JobKind, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
 from isthmus.model.status import Status
 from isthmus.model.vmtypes import is_empty
+from isthmus.policies import registry
 from isthmus.store import tables as db
 
 if TYPE_CHECKING:
@@ -81,11 +81,12 @@ class Intake:
         ctx = self.ctx
         self._check_open()
         fair = ctx.env.fairshare
-        if fair is None or fair.name not in BAG_FAIRSHARE:
+        if fair is None or registry.info("fairshare", fair.name).cls.shares != "bags":
+            bag_policies = " or ".join(f'"{n}"' for n in registry.with_capability("fairshare", "shares", "bags"))
             raise RequestError(
                 400,
                 f"tasks: environment {ctx.env.name!r} has no fair-share policy for bags of tasks: set "
-                'policies.fairshare = "sep" or "gep" (docs/bags.md)',
+                f"policies.fairshare = {bag_policies} (docs/bags.md)",
             )
         if not ctx.engine.bags.sites:
             raise RequestError(

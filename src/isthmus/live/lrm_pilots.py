@@ -59,7 +59,7 @@ from isthmus.engine.state import JobEntry
 from isthmus.live.external import WorkerThread, cancel_quietly
 from isthmus.live.pilots import Node
 from isthmus.model.site import Site
-from isthmus.model.states import JobState
+from isthmus.model.states import JobState, PilotState
 
 if TYPE_CHECKING:
     from isthmus.live.context import LiveContext
@@ -123,10 +123,14 @@ class PilotJobs(WorkerThread, LocalCluster):
         pilot's re-registration (`begin` then checks their jobs with the LRM)."""
         for row in rows:
             key = str(row["node"])
-            if row["site"] != self.index or position_of(key) < 0 or row["state"] in ("exited", "lost"):
+            if (
+                row["site"] != self.index
+                or position_of(key) < 0
+                or row["state"] in (PilotState.EXITED, PilotState.LOST)
+            ):
                 continue
             node = Node(key, self.index, int(row["slots"]), remote=True)
-            node.state = "awaiting"
+            node.state = PilotState.AWAITING
             node.deadline = now + self.ctx.config.reattach_timeout
             self.ctx.hub.nodes[key] = node
             if row.get("registered_at"):
@@ -158,7 +162,7 @@ class PilotJobs(WorkerThread, LocalCluster):
                     continue
                 self.job_of[node.key] = pid
                 if result[pid].state is JobState.QUEUED:
-                    node.state = "queued"
+                    node.state = PilotState.QUEUED
                     node.deadline = math.inf
             if stale:
                 log.warning(
@@ -247,7 +251,7 @@ class PilotJobs(WorkerThread, LocalCluster):
             stdout=str(pilots / f"{safe}.log"),
             env=env,
         )
-        node.state = "queued"
+        node.state = PilotState.QUEUED
         node.deadline = math.inf
         self.worker.call(self.system.submit, [request], done=lambda r: self._submitted(node.key, r))
 
@@ -298,7 +302,7 @@ class PilotJobs(WorkerThread, LocalCluster):
         with contextlib.suppress(OSError):
             token_path(self.ctx.state_dir, node.key).unlink()
         pid = self.job_of.pop(node.key, None)
-        if pid is None and node.state == "queued":  # its submission has not answered yet
+        if pid is None and node.state == PilotState.QUEUED:  # its submission has not answered yet
             self.cancel_when_known.add(node.key)
         else:
             self.worker.call(self.system.cancel, [pid], done=lambda r: None)
@@ -341,8 +345,8 @@ class PilotJobs(WorkerThread, LocalCluster):
         no demand): queued pilot jobs at once, registered ones once idle `idle_release` seconds."""
         held = [n for n in self.nodes() if n.key not in self.retiring]
         busy = {slot[0] for slot in self.slots}
-        queued = [n for n in held if n.state == "queued"]
-        idle = [n for n in held if n.state == "registered" and n.key not in busy]
+        queued = [n for n in held if n.state == PilotState.QUEUED]
+        idle = [n for n in held if n.state == PilotState.REGISTERED and n.key not in busy]
         idle.sort(key=lambda n: self.idle_since.get(n.key, now))  # longest idle first
         excess = len(held) - self.positions_allowed()
         for node in (queued + idle)[: max(0, excess)]:
@@ -368,7 +372,7 @@ class PilotJobs(WorkerThread, LocalCluster):
         only_bags = {
             n.key: self.ctx.bags.lanes_on(n.key)
             for n in self.nodes()
-            if n.state == "registered"
+            if n.state == PilotState.REGISTERED
             and n.key not in self.retiring
             and any(k == n.key for k, _ in self.slots)
             and all(bags.get(job) is not None for (k, _), job in self.slots.items() if k == n.key)
@@ -394,7 +398,7 @@ class PilotJobs(WorkerThread, LocalCluster):
         """End one pilot: cancel its job if still queued in the LRM, else tell it to exit."""
         log.info("site %s: pilot %s ends: %s", self.name, node.key, reason)
         self.idle_since.pop(node.key, None)
-        if node.state == "queued":
+        if node.state == PilotState.QUEUED:
             self._drop(node)
         else:
             self._end(node, reason)
@@ -428,10 +432,10 @@ class PilotJobs(WorkerThread, LocalCluster):
                         self.ctx.hub.node_lost(node, f"its pilot job {pid} ended ({native})")
                 elif node is not None and st.state is JobState.RUNNING:
                     self.since.setdefault(key, now)
-                    if node.state == "queued":  # the LRM runs it: the agent registers shortly
-                        node.state = "spawned"
+                    if node.state == PilotState.QUEUED:  # the LRM runs it: the agent registers shortly
+                        node.state = PilotState.SPAWNED
                         node.deadline = now + self.ctx.config.spawn_timeout
-                        self.ctx.hub.set_pilot_row(node, "spawned")
+                        self.ctx.hub.set_pilot_row(node, PilotState.SPAWNED)
             self._renew(now)
             self._shrink(now)
             self._recount()
@@ -445,7 +449,7 @@ class PilotJobs(WorkerThread, LocalCluster):
             for node in self.nodes():
                 since = self.since.get(node.key)
                 if (
-                    node.state == "registered"
+                    node.state == PilotState.REGISTERED
                     and since is not None
                     and node.key not in self.retiring
                     and walltime - (now - since) <= self.lrm.renew_before
@@ -473,7 +477,9 @@ class PilotJobs(WorkerThread, LocalCluster):
         usable = [
             n
             for n in self.nodes()
-            if n.state in ("registered", "awaiting") and n.key not in self.retiring and n.key not in self.vacating
+            if n.state in (PilotState.REGISTERED, PilotState.AWAITING)
+            and n.key not in self.retiring
+            and n.key not in self.vacating
         ]
         busy = {slot[0] for slot in self.slots}
         now = time.time()

@@ -48,6 +48,7 @@ from isthmus.live.intake import Intake
 from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.live.pilots import Node, PilotHub
 from isthmus.live.recovery import recover
+from isthmus.model.states import PilotState
 from isthmus.model.status import Status
 from isthmus.store import tables as db
 from isthmus.store.projector import Projector
@@ -251,7 +252,7 @@ class Manager:
         if not self.config.stop_pilots_on_exit:
             return
         for node in self.hub.nodes.values():
-            if node.state in ("registered", "awaiting", "spawned"):
+            if node.state in (PilotState.REGISTERED, PilotState.AWAITING, PilotState.SPAWNED):
                 if mode == "kill":
                     node.send({"op": "exit", "reason": "manager shutting down"})
                 else:
@@ -300,7 +301,7 @@ class Manager:
         the stop signal answered while the server still served them."""
         for node in self.hub.nodes.values():
             if node.pid is not None:
-                self.hub.set_pilot_row(node, "detached")
+                self.hub.set_pilot_row(node, PilotState.DETACHED)
 
     async def _stop_pilots(self) -> None:
         nodes = self.hub.nodes.values()
@@ -321,7 +322,7 @@ class Manager:
                         node.proc.wait(timeout=2)
                     except subprocess.TimeoutExpired:
                         pass
-                self.hub.set_pilot_row(node, "exited")
+                self.hub.set_pilot_row(node, PilotState.EXITED)
 
     def _first_start(self) -> None:
         token_file = self.state_dir / "admin.token"

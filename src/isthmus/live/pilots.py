@@ -28,12 +28,13 @@ from sqlalchemy import delete, insert, select, update
 from isthmus.agent.fresh import remove_pools
 from isthmus.agent.runexit import recorded_exit
 from isthmus.backends.local import Slot, kill_group, kill_run, spawn_pilot, still_pilot, vm_node_key
-from isthmus.engine.backend import CloudBackend, Vm, VmState
+from isthmus.engine.backend import CloudBackend, Vm
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
 from isthmus.engine.state import JobEntry, JobState
 from isthmus.live.errors import RequestError
 from isthmus.live.jobfiles import run_files
 from isthmus.live.lost_runs import kill_lost_run, poison_reason
+from isthmus.model.states import PilotState, VmState
 from isthmus.store import tables as db
 from isthmus.store.projector import RunRecord
 from isthmus.store.tokens import hash_token, new_token
@@ -77,7 +78,7 @@ class Node:
     slots: int
     vm: int | None = None
     remote: bool = False  # its pilot is a job of a batch system, on another node: never signalled from here
-    state: str = "down"  # down | queued (in a batch system) | spawned | awaiting | registered | exiting
+    state: PilotState = PilotState.DOWN  # in memory: DOWN, QUEUED, SPAWNED, AWAITING, REGISTERED or EXITING
     pilot_id: str | None = None
     pid: int | None = None
     proc: subprocess.Popen[bytes] | None = None
@@ -149,7 +150,7 @@ class PilotHub:
         self._incarnation = secrets.token_hex(3)
         self._pilot_counter = 0
         self._last_housekeeping = 0.0
-        self._unwritten_rows: dict[str, str] = {}  # node -> state whose pilot row a failed write lost
+        self._unwritten_rows: dict[str, PilotState] = {}  # node -> state whose pilot row a failed write lost
 
     # --------------------------------------------------------- what the projector asks
 
@@ -261,7 +262,7 @@ class PilotHub:
 
     def boot_vm(self, key: str) -> None:
         node = self.nodes.get(key)
-        if node is None or node.state != "down":
+        if node is None or node.state != PilotState.DOWN:
             return
         node.booting = True
         self.spawn(node)
@@ -269,7 +270,7 @@ class PilotHub:
     def vm_discarded(self, site: int, vm_id: int) -> None:
         """PilotHub: a failed VM is gone: stop whatever is left of its pilot."""
         node = self.nodes.pop(vm_node_key(site, vm_id), None)
-        if node is not None and node.state != "down":
+        if node is not None and node.state != PilotState.DOWN:
             self.retire(node, "VM failed")
 
     def vm_shutdown(self, site: int, vm: Vm, delay: float) -> None:
@@ -314,21 +315,21 @@ class PilotHub:
         )
         node.proc = proc
         node.pid = proc.pid
-        node.state = "spawned"
+        node.state = PilotState.SPAWNED
         node.pilot_id = None
         node.deadline = time.time() + self.ctx.config.spawn_timeout
-        self.set_pilot_row(node, "spawned")
+        self.set_pilot_row(node, PilotState.SPAWNED)
 
     def retire(self, node: Node, reason: str) -> None:
         """Tell the pilot of `node` to exit (its runs end with it); its token stops working."""
         node.send({"op": "exit", "reason": reason})
-        node.state = "exiting"
+        node.state = PilotState.EXITING
         pid, proc = node.pid, node.proc
         self.ctx.later(2.0, self.terminate, pid, proc)
         self.token_generation += 1  # the API forgets cached pilot tokens
         with self.ctx.store.begin() as conn:
             conn.execute(delete(db.tokens).where(db.tokens.c.node == node.key))
-        self.set_pilot_row(node, "exited")
+        self.set_pilot_row(node, PilotState.EXITED)
 
     def terminate(self, pid: int | None, proc: subprocess.Popen[bytes] | None) -> None:
         """SIGTERM a pilot's group now (it kills its runs), SIGKILL it 3 s later; never blocks."""
@@ -344,7 +345,7 @@ class PilotHub:
 
         self.ctx.later(3.0, _hard)
 
-    def set_pilot_row(self, node: Node, state: str) -> None:
+    def set_pilot_row(self, node: Node, state: PilotState) -> None:
         """Record a pilot's state in the pilots table (what `isthmus sites` shows). Best effort:
         while the database refuses writes the row is rewritten by housekeeping once it works."""
         try:
@@ -354,28 +355,28 @@ class PilotHub:
             log.debug("pilot row of %s not written: %s", node.key, exc)
             self._unwritten_rows[node.key] = state
 
-    def _write_pilot_row(self, node: Node, state: str) -> None:
+    def _write_pilot_row(self, node: Node, state: PilotState) -> None:
         now = time.time()
         values = {
             "site": node.site,
             "slots": node.slots,
             "pid": node.pid,
             "host": node.host or None,
-            "state": state,
+            "state": state.value,
             "last_seen": node.last_seen or None,
         }
         with self.ctx.store.begin() as conn:
             if conn.execute(select(db.pilots.c.node).where(db.pilots.c.node == node.key)).first() is None:
                 conn.execute(insert(db.pilots).values(node=node.key, registered_at=None, **values))
             else:
-                if state == "registered":
+                if state is PilotState.REGISTERED:
                     values["registered_at"] = now
                 conn.execute(update(db.pilots).where(db.pilots.c.node == node.key).values(**values))
 
     def register(self, node_key: str, body: dict[str, Any]) -> dict[str, Any]:
         """A pilot (re)registers: reconcile what it runs with what the manager assigned."""
         node = self.nodes.get(node_key)
-        if node is None or node.state == "exiting":
+        if node is None or node.state == PilotState.EXITING:
             raise RequestError(410, f"node {node_key} is not part of this manager any more")
         with self.ctx.external():
             now = time.time()
@@ -386,7 +387,7 @@ class PilotHub:
             node.host = str(body.get("host") or "")
             node.last_seen = now
             node.deadline = math.inf
-            node.state = "registered"
+            node.state = PilotState.REGISTERED
             node.booting = False
             running = {(int(t["job"]), int(t["run"])) for t in body.get("running", [])}
             pids = {(int(t["job"]), int(t["run"])): _pid(t.get("pid")) for t in body.get("running", [])}
@@ -418,7 +419,7 @@ class PilotHub:
             self.ctx.bags.launchers_failed(node, "its pilot registered afresh")
             for lane in body.get("lanes", []):
                 node.send({"op": "preempt", "bag": int(lane["bag"]), "lane": int(lane["lane"])})
-            self.set_pilot_row(node, "registered")
+            self.set_pilot_row(node, PilotState.REGISTERED)
             launcher = self.launchers.get(node.site)
             if launcher is not None:
                 launcher.registered(node)
@@ -446,7 +447,7 @@ class PilotHub:
 
     def _node_for(self, node_key: str, pilot_id: str) -> Node:
         node = self.nodes.get(node_key)
-        if node is None or node.state == "exiting":
+        if node is None or node.state == PilotState.EXITING:
             raise RequestError(410, f"node {node_key} is not part of this manager any more")
         if node.pilot_id != pilot_id:
             raise RequestError(409, "unknown pilot registration; register again")
@@ -625,11 +626,15 @@ class PilotHub:
                     self._unwritten_rows.pop(key, None)
         lost: list[tuple[Node, str]] = []
         for node in list(self.nodes.values()):
-            if node.state == "registered" and now - node.last_seen > self.ctx.config.heartbeat_timeout:
+            if node.state == PilotState.REGISTERED and now - node.last_seen > self.ctx.config.heartbeat_timeout:
                 lost.append((node, "no heartbeat"))
-            elif node.state in ("spawned", "awaiting") and now > node.deadline:
+            elif node.state in (PilotState.SPAWNED, PilotState.AWAITING) and now > node.deadline:
                 lost.append((node, "did not register in time"))
-            elif node.state in ("spawned", "registered") and node.proc is not None and node.proc.poll() is not None:
+            elif (
+                node.state in (PilotState.SPAWNED, PilotState.REGISTERED)
+                and node.proc is not None
+                and node.proc.poll() is not None
+            ):
                 lost.append((node, f"pilot exited with {node.proc.returncode}"))
         if lost:
             with self.ctx.external():
@@ -643,7 +648,7 @@ class PilotHub:
             # provisioning policy decides whether to lease another
             log.warning("VM %s failed to boot: its pilot %s", node.key, why)
             self.terminate(node.pid, node.proc)
-            self.set_pilot_row(node, "lost")
+            self.set_pilot_row(node, PilotState.LOST)
             self.ctx.engine.vm_failed(node.site, node.vm, f"boot failed: its pilot {why}")
             return True
         log.warning("pilot of %s lost: %s", node.key, why)
@@ -655,7 +660,7 @@ class PilotHub:
             if a.pid:
                 kill_run(a.pid, a.job, a.run)
             self.lose(a, f"pilot of {node.key} lost ({why})")
-        self.set_pilot_row(node, "lost")
+        self.set_pilot_row(node, PilotState.LOST)
         launcher = self.launchers.get(node.site)
         if launcher is not None:
             launcher.pilot_lost(node)  # a new pilot job, under a new key

@@ -17,18 +17,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from isthmus.backends.local import pid_is_pilot, vm_node_key
-from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.budgets import merge_charged, restore_vm_users
 from isthmus.engine.history import HistoryReplay
 from isthmus.live.pilots import Node
-from isthmus.model.states import JobState
+from isthmus.model.states import JobState, PilotState, VmState
 
 if TYPE_CHECKING:
     from isthmus.live.context import LiveContext
 
 log = logging.getLogger("isthmus.live")
-
-_VM_STATES = {"booting": VmState.BOOTING, "ready": VmState.READY, "releasing": VmState.RELEASING}
 
 
 def recover(ctx: LiveContext) -> None:
@@ -49,7 +47,7 @@ def recover(ctx: LiveContext) -> None:
         backend = engine.backends[row["site"]]
         if not isinstance(backend, CloudBackend):
             continue
-        state = _VM_STATES[row["state"]]
+        state = VmState(row["state"])
         vm = backend.restore_vm(
             row["vm"],
             state,
@@ -72,7 +70,7 @@ def recover(ctx: LiveContext) -> None:
         hub.nodes[key] = Node(key, row["site"], vm.cores, vm=vm.id, remote=row["site"] in hub.launchers)
     for row in store.vm_rows():
         # leases that ended (or are ending) before the restart still count against the budgets
-        if row["state"] in ("gone", "releasing") and isinstance(engine.backends[row["site"]], CloudBackend):
+        if row["state"] in (VmState.GONE, VmState.RELEASING) and isinstance(engine.backends[row["site"]], CloudBackend):
             user = engine.ledger.vm_user.get((row["site"], row["vm"]), "")
             engine.book_past_lease(
                 row["site"],
@@ -132,12 +130,12 @@ def recover(ctx: LiveContext) -> None:
         backend = engine.backends[node.site]
         if (
             old
-            and old["state"] in ("spawned", "registered", "detached")
+            and old["state"] in (PilotState.SPAWNED, PilotState.REGISTERED, PilotState.DETACHED)
             and old.get("pid")
             and pid_is_pilot(old["pid"])
         ):
             node.pid = old["pid"]
-            node.state = "awaiting"
+            node.state = PilotState.AWAITING
             node.deadline = now + ctx.config.reattach_timeout
         elif (
             node.vm is not None and isinstance(backend, CloudBackend) and backend.vms[node.vm].state is VmState.BOOTING

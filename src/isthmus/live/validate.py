@@ -44,7 +44,7 @@ from isthmus.metrics.run import RunMetrics, compute_run_metrics, write_run
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
-from isthmus.model.states import TERMINAL_NAMES
+from isthmus.model.states import TERMINAL_NAMES, PilotState
 from isthmus.policies import registry
 from isthmus.workloads import Workload, reduce_workload
 
@@ -315,7 +315,7 @@ def run_live(
         # is ready once its capacity is discovered
         n_pilots = sum(s.nodes for s in env.sites if not s.is_cloud and (s.lrm is None or s.lrm.mode == "pilot"))
         _wait_for(
-            lambda: sum(p["state"] == "registered" for p in admin.pilots()) >= n_pilots,
+            lambda: sum(p["state"] == PilotState.REGISTERED for p in admin.pilots()) >= n_pilots,
             60,
             f"{n_pilots} cluster pilots to register",
         )
@@ -564,8 +564,8 @@ def validate(
         base = work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="isthmus-validate-")))
         for choice in policies:
             label = policy_label(choice)
-            if choice.name == "sjf-ideal":
-                raise ValueError("sjf-ideal knows actual runtimes: it exists in simulation only")
+            if registry.info("allocation", choice.name).cls.needs_true_runtimes:
+                raise ValueError(f"{choice.name} knows actual runtimes: it exists in simulation only")
             say(f"{label}: simulating")
             sim = simulate_case(case, choice, prov)
             say(f"{label}: running live")

@@ -42,6 +42,7 @@ from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job
 from isthmus.model.jobtable import JobsById, JobTable
+from isthmus.model.states import JobState
 
 if TYPE_CHECKING:  # pyarrow (about 30 MB) is imported when records are turned into Arrow or files
     import pyarrow as pa
@@ -82,7 +83,8 @@ COLUMNS: tuple[str, ...] = (
 
 
 class JobStatus(IntEnum):
-    """How a job ended (or not) by the horizon."""
+    """How a job ended (or not) by the horizon: a terminal `JobState` (`STATUS_STATES`), or
+    UNFINISHED. The codes are those of the `status` column of `JobColumns`."""
 
     COMPLETED = 0
     FAILED = 1
@@ -91,9 +93,28 @@ class JobStatus(IntEnum):
     UNFINISHED = 4
 
     @property
+    def state(self) -> JobState | None:
+        """The job state this status reports; None for UNFINISHED (no end by the horizon)."""
+        return STATUS_STATES[self]
+
+    @property
     def label(self) -> str:
-        """The lower-case name written in files, e.g. 'completed'."""
-        return self.name.lower()
+        """The word written in files: its job state's ('completed'), or 'unfinished'."""
+        state = STATUS_STATES[self]
+        return UNFINISHED_LABEL if state is None else state.value
+
+
+STATUS_STATES: Mapping[JobStatus, JobState | None] = {
+    JobStatus.COMPLETED: JobState.COMPLETED,
+    JobStatus.FAILED: JobState.FAILED,
+    JobStatus.CANCELLED: JobState.CANCELLED,
+    JobStatus.REJECTED: JobState.REJECTED,
+    JobStatus.UNFINISHED: None,
+}
+"""The `JobState` each record status reports (the words of `isthmus.model.states`)."""
+
+UNFINISHED_LABEL = "unfinished"
+"""The label of a job that did not end by the horizon (no job state: it was not over)."""
 
 
 _STATUS_LABELS = np.array([s.label for s in JobStatus], dtype=object)

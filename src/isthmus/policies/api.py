@@ -459,7 +459,13 @@ class AllocationDefaults:
 
 
 class ProvisioningPolicy(Protocol):
-    """Decides when to lease and release cloud VMs."""
+    """Decides when to lease and release cloud VMs.
+
+    Its capabilities (`CAPABILITIES`): `decides_nothing` (it never leases nor releases: no
+    provisioning), `lends_release_rule` (it is an `IdleReleaseRule` a fair-share policy that
+    leases VMs itself may decide with) and `queues_needed` (the allocation queues it needs, one
+    pool of VMs each).
+    """
 
     name: ClassVar[str]
 
@@ -480,7 +486,12 @@ class SelectionPolicy(Protocol):
 
 class FairSharePolicy(Protocol):
     """Splits resources fairly: idle processors among bags of tasks (grow and shrink decisions,
-    `shares = "bags"`) or each cloud's VMs among users (`shares = "vms"`)."""
+    `shares = "bags"`) or each cloud's VMs among users (`shares = "vms"`).
+
+    A policy that leases and releases VMs itself (`leases_vms`, `CAPABILITIES`) runs with a
+    provisioning policy that decides nothing, or with one that lends its release rule: it is
+    then given that policy through `pair(provisioning)` and they decide as one.
+    """
 
     name: ClassVar[str]
     shares: ClassVar[Literal["bags", "vms"]]
@@ -503,3 +514,49 @@ class RuntimePredictor(Protocol):
     def predict(self, view: View, job: Job) -> float:
         """Predicted runtime of `job` in seconds."""
         ...
+
+
+class IdleReleaseRule(Protocol):
+    """A provisioning policy's rule for releasing idle VMs, lent to a fair-share policy that
+    leases VMs itself (`lends_release_rule`): the fair-share policy decides which VMs each user
+    keeps, the rule when the idle ones nobody keeps go (On-Demand: billing-aware)."""
+
+    def release_idle(
+        self,
+        view: View,
+        clouds: dict[int, CloudInfo],
+        leased: dict[int, int],
+        kept: dict[int, set[int]],
+        out: list[Decision],
+    ) -> list[Decision]:
+        """Add to `out` the releases the rule makes of the idle VMs of `clouds` not in `kept`
+        (`leased`: the VMs each cloud keeps once this round's other releases are done)."""
+        ...
+
+
+CAPABILITIES: Mapping[str, object] = {
+    # allocation (AllocationDefaults sets each on every allocation policy)
+    "head_of_line": False,
+    "backfills_behind_reservation": False,
+    "uses_size_index": False,
+    "runtime_index": None,
+    "uses_queue_columns": False,
+    "uses_prediction": False,
+    # allocation and prediction: reads every job's actual runtime, so simulation only
+    "needs_true_runtimes": False,
+    # provisioning
+    "decides_nothing": False,
+    "lends_release_rule": False,
+    "queues_needed": 1,
+    # fair share: what it splits ("bags" or "vms"), and whether it leases VMs itself
+    "shares": None,
+    "leases_vms": False,
+}
+"""What a policy can do or needs, by attribute name, with the value for a class that does not set
+it. Code outside the policies asks these attributes (`capability`), never a policy's name."""
+
+
+def capability(policy: object, name: str) -> object:
+    """The capability `name` of `policy` (a policy or its class): its class attribute, else the
+    default of `CAPABILITIES`; KeyError for a name that is not a capability."""
+    return getattr(policy, name, CAPABILITIES[name])

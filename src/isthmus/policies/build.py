@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from isthmus.model.environment import PolicyChoice
 from isthmus.policies import registry
-from isthmus.policies.api import AllocationPolicy, DecidingPolicy, ProvisioningPolicy, RuntimePredictor
+from isthmus.policies.api import AllocationPolicy, DecidingPolicy, ProvisioningPolicy, RuntimePredictor, capability
+from isthmus.policies.provisioning.static import NoProvisioning
 
 #: The runtime predictor of KOALA-C §III-B, used when a policy needs predictions.
 DEFAULT_PREDICTOR = PolicyChoice("user-last-two")
@@ -69,13 +71,41 @@ def build_policies(
                 f"{family!r} is not a family of policies consulted each round besides allocation and provisioning"
             )
         built[family] = policy = registry.create(family, choice.name, choice.params)
-        if getattr(policy, "leases_vms", False) and prov.name != "none":
-            if prov.name not in getattr(policy, "pairs_with", ()):
-                raise registry.PolicyError(
-                    f"{family} policy {choice.name!r} leases and releases the clouds' VMs itself; it runs with "
-                    f"provisioning 'none' or {', '.join(repr(n) for n in policy.pairs_with)}, not {prov.name!r}"
-                )
+        problem = pairing_problem(policy, prov)
+        if problem is not None:
+            raise registry.PolicyError(
+                f"{family} policy {problem.fairshare!r} leases and releases the clouds' VMs itself; it runs with "
+                f"provisioning {' or '.join(repr(n) for n in problem.fits)}, not {problem.provisioning!r}"
+            )
+        if capability(policy, "leases_vms") and capability(prov, "lends_release_rule"):
             # the pair decides together (vm-share reads On-Demand's release rule): one policy, one round
             policy.pair(prov)
-            prov = registry.create("provisioning", "none", {})
+            prov = NoProvisioning()
     return PolicySet(alloc, prov, pred, built)
+
+
+class PairingProblem(NamedTuple):
+    """A fair-share policy that leases VMs itself given with a provisioning policy it cannot run
+    with, and the provisioning policies it can run with."""
+
+    fairshare: str
+    provisioning: str
+    fits: tuple[str, ...]
+
+
+def pairing_problem(fairshare: object, provisioning: object) -> PairingProblem | None:
+    """Why a fair-share policy cannot run with a provisioning policy (each a policy or its class);
+    None when it can. One that leases and releases VMs itself (`leases_vms`) runs only with a
+    provisioning policy that decides nothing or lends its release rule: two policies leasing on
+    the same clouds independently would undo each other."""
+    if not capability(fairshare, "leases_vms"):
+        return None
+    if capability(provisioning, "decides_nothing") or capability(provisioning, "lends_release_rule"):
+        return None
+    fits = {
+        *registry.with_capability("provisioning", "decides_nothing"),
+        *registry.with_capability("provisioning", "lends_release_rule"),
+    }
+    return PairingProblem(
+        str(getattr(fairshare, "name", "?")), str(getattr(provisioning, "name", "?")), tuple(sorted(fits))
+    )

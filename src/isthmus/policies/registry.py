@@ -3,13 +3,21 @@
 Each policy module defines one class with a `name`, a `seed` (the seed document and section
 it implements), a docstring, and a `Params` pydantic model (extra keys forbidden). The table below maps names to modules
 (imported lazily, as Libcloud's driver registry does); duplicate names are refused.
+
+Policies of other packages join through the entry-point group `isthmus.policies` (`ENTRY_POINT_GROUP`):
+an entry point named ``<family>.<name>`` whose value is ``module:Class`` (docs/environments.md,
+"Adding a policy from your own package"). They are read once, the first time the table is used.
+One naming a policy that exists is refused with a warning (the name keeps its first policy); one
+naming an unknown family or a malformed name or target too, and asking for its name says why.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import re
 import types
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
@@ -19,6 +27,14 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from isthmus.model.text import show_value
+
+ENTRY_POINT_GROUP = "isthmus.policies"
+"""The entry-point group through which other packages add policies (``<family>.<name> = module:Class``)."""
+
+BUILTIN = "isthmus"
+"""The source of the policies isthmus ships (`PolicyInfo.source`)."""
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 #: Families and the order in which their policies decide in a round (None: not consulted each
 #: round). Provisioning looks first (VMs leased this round count as capacity for allocation),
@@ -86,6 +102,43 @@ _TABLE: dict[str, dict[str, str]] = {
     },
 }
 
+#: (family, name) -> the distribution an entry point added it from (policies isthmus ships are absent)
+_SOURCES: dict[tuple[str, str], str] = {}
+#: (family, name) -> why an entry point naming it was refused
+_REFUSED: dict[tuple[str, str], str] = {}
+_entry_points_read = False
+
+
+def _read_entry_points() -> None:
+    """Register the policies of the `ENTRY_POINT_GROUP` entry points (once per process)."""
+    global _entry_points_read  # noqa: PLW0603  (the table is module state: read it once)
+    if _entry_points_read:
+        return
+    _entry_points_read = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else "?"
+        family, _, name = ep.name.partition(".")
+        problem = None
+        if family not in _TABLE:
+            problem = f"unknown policy family {family!r}; expected one of: {', '.join(families())}"
+        elif not _NAME.match(name):
+            problem = f"policy name {name!r}: use lower-case letters, digits, '-' and '_'"
+        elif ":" not in ep.value:
+            problem = f"{ep.value!r} is not module:Class"
+        elif name in _TABLE[family]:
+            where = _SOURCES.get((family, name), BUILTIN)
+            problem = f"{family} policy {name!r} is already registered (by {where}: {_TABLE[family][name]})"
+        if problem is not None:
+            warnings.warn(
+                f"entry point {ep.name!r} of {dist} (group {ENTRY_POINT_GROUP}) refused: {problem}", stacklevel=3
+            )
+            _REFUSED[(family, name)] = f"the entry point of {dist} was refused: {problem}"
+            continue
+        _TABLE[family][name] = ep.value
+        _SOURCES[(family, name)] = dist
+
 
 def families() -> tuple[str, ...]:
     """The policy families, in the order they decide in a round (non-deciding families last)."""
@@ -150,6 +203,8 @@ class PolicyInfo:
     cls: type[Any]
     summary: str
     seed: str
+    #: the distribution it comes from: `BUILTIN`, or the package whose entry point added it
+    source: str = BUILTIN
 
     @property
     def parameters(self) -> list[ParamInfo]:
@@ -172,9 +227,11 @@ def unregister(family: str, name: str) -> None:
     if name not in table:
         raise PolicyError(f"{family} policy {name!r} is not registered")
     del table[name]
+    _SOURCES.pop((family, name), None)
 
 
 def _family(family: str) -> dict[str, str]:
+    _read_entry_points()
     try:
         return _TABLE[family]
     except KeyError:
@@ -192,11 +249,29 @@ def info(family: str, name: str) -> PolicyInfo:
     table = _family(family)
     target = table.get(name)
     if target is None:
-        raise PolicyError(f"unknown {family} policy {name!r}; valid names: {', '.join(sorted(table))}")
+        refused = _REFUSED.get((family, name))
+        why = f" ({refused})" if refused else ""
+        raise PolicyError(f"unknown {family} policy {name!r}{why}; valid names: {', '.join(sorted(table))}")
     module_name, _, cls_name = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise PolicyError(f"{family} policy {name!r}: cannot load {target}: {exc}") from exc
+    source = _SOURCES.get((family, name), BUILTIN)
+    if source != BUILTIN and getattr(cls, "name", None) != name:  # its decisions and runs would go by another name
+        raise PolicyError(
+            f"{family} policy {name!r} of {source}: its class {target} is named {getattr(cls, 'name', None)!r}"
+        )
     doc = (cls.__doc__ or "").strip().splitlines()
-    return PolicyInfo(family, name, cls, doc[0] if doc else "", str(getattr(cls, "seed", "")))
+    return PolicyInfo(family, name, cls, doc[0] if doc else "", str(getattr(cls, "seed", "")), source)
+
+
+def with_capability(family: str, name: str, value: object = True) -> list[str]:
+    """The names of the `family` policies whose capability `name` (`isthmus.policies.api.CAPABILITIES`)
+    is `value`, sorted (each policy's module is imported)."""
+    from isthmus.policies.api import capability
+
+    return [n for n in names(family) if capability(info(family, n).cls, name) == value]
 
 
 def all_policies() -> list[PolicyInfo]:

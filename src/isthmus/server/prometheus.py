@@ -18,15 +18,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from isthmus.engine.backend import CloudBackend, VmState
-from isthmus.model.states import TERMINAL_NAMES
+from isthmus.engine.backend import CloudBackend
+from isthmus.model.states import TERMINAL_NAMES, JobState, TaskState, VmState
 
 if TYPE_CHECKING:
     from isthmus.live.manager import Manager
 
 ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 API_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-JOB_STATES = ("queued", "running", *sorted(TERMINAL_NAMES))
+JOB_STATES = (JobState.QUEUED.value, JobState.RUNNING.value, *sorted(TERMINAL_NAMES))
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
@@ -114,10 +114,10 @@ class ManagerCollector(Collector):
         tasks = GaugeMetricFamily("isthmus_bag_tasks", "Tasks of unfinished bags by state", labels=["state"])
         for state, n in (
             # not yet started: in the bag's queue or on a launcher's local list (as the API says)
-            ("queued", sum(b.job.tasks - b.done - b.failed - b.running for b in active)),
-            ("running", sum(b.running for b in active)),
-            ("done", sum(b.done for b in active)),
-            ("failed", sum(b.failed for b in active)),
+            (TaskState.QUEUED.value, sum(b.job.tasks - b.done - b.failed - b.running for b in active)),
+            (TaskState.RUNNING.value, sum(b.running for b in active)),
+            (TaskState.DONE.value, sum(b.done for b in active)),
+            (TaskState.FAILED.value, sum(b.failed for b in active)),
         ):
             tasks.add_metric([state], n)
         yield tasks

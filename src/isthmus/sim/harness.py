@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import SimClock
 from isthmus.engine.engine import Engine
@@ -23,7 +23,7 @@ from isthmus.model.decisions import Decision, GrowBag, StartJob
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData, SiteSummary
-from isthmus.model.states import JobState
+from isthmus.model.states import JobState, VmState
 from isthmus.model.status import Status
 from isthmus.policies.build import DEFAULT_PREDICTOR
 from isthmus.sim.runner import simulated_backends

@@ -19,6 +19,7 @@ from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventLog
 from isthmus.model.job import Job, JobKind
 from isthmus.model.jobtable import JobTable
+from isthmus.policies import registry
 from isthmus.policies.build import DEFAULT_PREDICTOR
 from isthmus.sim.backends import SimCloud, SimCluster
 
@@ -137,7 +138,8 @@ def simulate(
     sharing = cast("FairSharePolicy | None", policies.others.get("fairshare"))  # the family's protocol
     shares = sharing.shares if sharing is not None else None
     if bags and shares != "bags":
-        raise ValueError("bags of tasks need a fair-share policy that grows them (e.g. 'sep' or 'gep')")
+        growing = " or ".join(repr(n) for n in registry.with_capability("fairshare", "shares", "bags"))
+        raise ValueError(f"bags of tasks need a fair-share policy that grows them ({growing})")
     if shares == "bags" and not bags:
         assert fair is not None
         raise ValueError(f"fair-share policy {fair.name!r} given without any bag of tasks to share processors among")

@@ -22,7 +22,7 @@ from sqlalchemy import insert, update
 
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, EventLog, KillCause
-from isthmus.model.states import JobState
+from isthmus.model.states import JobState, TaskState, VmState
 from isthmus.store import tables as db
 
 _KILL_NAMES = {int(c): c.name.lower() for c in KillCause}
@@ -65,9 +65,9 @@ class BagDetails(Protocol):
 
 
 _TASK_ENDS = {
-    int(EventKind.TASK_END): ("done", 0),
-    int(EventKind.TASK_RETRY): ("queued", 1),
-    int(EventKind.TASK_FAIL): ("failed", 1),
+    int(EventKind.TASK_END): (TaskState.DONE.value, 0),
+    int(EventKind.TASK_RETRY): (TaskState.QUEUED.value, 1),
+    int(EventKind.TASK_FAIL): (TaskState.FAILED.value, 1),
 }
 
 
@@ -196,7 +196,7 @@ class Projector:
                     {
                         "job_id": job,
                         "time": t,
-                        "state": "queued",
+                        "state": JobState.QUEUED.value,
                         "run": run,
                         "detail": f"requeued (queue {int(value)})",
                     }
@@ -208,17 +208,21 @@ class Projector:
                     tasks.clear()
                     conn.execute(
                         update(db.bag_tasks)
-                        .where(db.bag_tasks.c.bag == job, db.bag_tasks.c.state == "running")
-                        .values(state="queued")
+                        .where(db.bag_tasks.c.bag == job, db.bag_tasks.c.state == TaskState.RUNNING.value)
+                        .values(state=TaskState.QUEUED.value)
                     )
-                history.append({"job_id": job, "time": t, "state": "cancelled", "run": run, "detail": "cancelled"})
+                history.append(
+                    {"job_id": job, "time": t, "state": JobState.CANCELLED.value, "run": run, "detail": "cancelled"}
+                )
                 ended.append(job)
             elif kind == EventKind.REJECT:
                 reason = self.log.reasons.get(job, "rejected")
                 conn.execute(
                     update(J).where(J.c.id == job).values(state=JobState.REJECTED.value, reason=reason, end_time=t)
                 )
-                history.append({"job_id": job, "time": t, "state": "rejected", "run": max(run, 0), "detail": reason})
+                history.append(
+                    {"job_id": job, "time": t, "state": JobState.REJECTED.value, "run": max(run, 0), "detail": reason}
+                )
                 ended.append(job)
             elif kind == EventKind.VM_LEASE:
                 vm_type = int(value)  # the instance type's index
@@ -226,7 +230,13 @@ class Projector:
                 image = self._vm_image(site, vm)
                 conn.execute(
                     insert(db.vms).values(
-                        site=site, vm=vm, state="booting", cores=cores, leased_at=t, vm_type=vm_type, image=image
+                        site=site,
+                        vm=vm,
+                        state=VmState.BOOTING.value,
+                        cores=cores,
+                        leased_at=t,
+                        vm_type=vm_type,
+                        image=image,
                     )
                 )
             elif kind == EventKind.VM_USER:
@@ -234,17 +244,21 @@ class Projector:
                 conn.execute(update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(owner=owner))
             elif kind == EventKind.VM_READY:
                 conn.execute(
-                    update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(state="ready", ready_at=t)
+                    update(db.vms)
+                    .where(db.vms.c.site == site, db.vms.c.vm == vm)
+                    .values(state=VmState.READY.value, ready_at=t)
                 )
             elif kind == EventKind.VM_RELEASE:
                 conn.execute(
                     update(db.vms)
                     .where(db.vms.c.site == site, db.vms.c.vm == vm)
-                    .values(state="releasing", released_at=t)
+                    .values(state=VmState.RELEASING.value, released_at=t)
                 )
             elif kind == EventKind.VM_GONE:
                 conn.execute(
-                    update(db.vms).where(db.vms.c.site == site, db.vms.c.vm == vm).values(state="gone", gone_at=t)
+                    update(db.vms)
+                    .where(db.vms.c.site == site, db.vms.c.vm == vm)
+                    .values(state=VmState.GONE.value, gone_at=t)
                 )
         _flush(conn, tasks)
         if history:
@@ -270,7 +284,11 @@ class Projector:
         """What a bag's event implies for its job row and its task rows."""
         J = db.jobs  # noqa: N806
         if kind == EventKind.GROW:
-            conn.execute(update(J).where(J.c.id == bag, J.c.state == "queued").values(state="running", start_time=t))
+            conn.execute(
+                update(J)
+                .where(J.c.id == bag, J.c.state == JobState.QUEUED.value)
+                .values(state=JobState.RUNNING.value, start_time=t)
+            )
         elif kind == EventKind.TASK_START:
             tasks.append((db.UPDATE_TASK_START, {"b_bag": bag, "b_idx": task, "b_node": bags.node(bag, slot)}))
         elif kind in _TASK_ENDS:

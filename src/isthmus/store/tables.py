@@ -38,7 +38,7 @@ from sqlalchemy import (
 )
 
 from isthmus.model.events import EventKind, EventLog
-from isthmus.model.states import TERMINAL_NAMES
+from isthmus.model.states import TERMINAL_NAMES, JobState, TaskState, VmState
 
 metadata = MetaData()
 
@@ -149,7 +149,7 @@ vms = Table(
     metadata,
     Column("site", Integer, primary_key=True, autoincrement=False),
     Column("vm", Integer, primary_key=True, autoincrement=False),
-    Column("state", String(12), nullable=False),
+    Column("state", String(12), nullable=False),  # a VmState (isthmus.model.states)
     Column("cores", Integer, nullable=False),
     Column("leased_at", Float, nullable=False),
     Column("ready_at", Float, nullable=True),
@@ -169,7 +169,7 @@ pilots = Table(
     Column("slots", Integer, nullable=False),
     Column("pid", Integer, nullable=True),
     Column("host", String(128), nullable=True),
-    Column("state", String(12), nullable=False),  # spawned | registered | lost | exited
+    Column("state", String(12), nullable=False),  # a PilotState (isthmus.model.states)
     Column("registered_at", Float, nullable=True),
     Column("last_seen", Float, nullable=True),
 )
@@ -182,7 +182,7 @@ bag_tasks = Table(
     Column("bag", Integer, primary_key=True, autoincrement=False),
     Column("idx", Integer, primary_key=True, autoincrement=False),
     Column("command", Text, nullable=False),
-    Column("state", String(12), nullable=False),  # queued | running | done | failed
+    Column("state", String(12), nullable=False),  # a TaskState (isthmus.model.states)
     Column("attempts", Integer, nullable=False, default=0),  # runs started
     Column("failures", Integer, nullable=False, default=0),  # runs that exited non-zero
     Column("exit_code", Integer, nullable=True),  # of its last run that ended
@@ -191,9 +191,6 @@ bag_tasks = Table(
     Column("node", String(64), nullable=True),  # the pilot node of its last run
     Column("output", Text, nullable=False),  # its stdout file (stderr: the same name ending in .err)
 )
-
-BAG_TASK_STATES = ("queued", "running", "done", "failed")
-"""The states of a bag's task in the `bag_tasks` table."""
 
 forwarded_jobs = Table(
     "forwarded_jobs",
@@ -240,7 +237,7 @@ UPDATE_JOB_START = (
     update(jobs)
     .where(jobs.c.id == bindparam("b_id"))
     .values(
-        state="starting",
+        state=JobState.STARTING.value,
         site=bindparam("b_site"),
         slots=bindparam("b_slots"),
         run=bindparam("b_run"),
@@ -266,7 +263,7 @@ _TASK_KEY = (bag_tasks.c.bag == bindparam("b_bag"), bag_tasks.c.idx == bindparam
 UPDATE_TASK_START = (
     update(bag_tasks)
     .where(*_TASK_KEY)
-    .values(state="running", attempts=bag_tasks.c.attempts + 1, node=bindparam("b_node"))
+    .values(state=TaskState.RUNNING.value, attempts=bag_tasks.c.attempts + 1, node=bindparam("b_node"))
 )
 UPDATE_TASK_END = (
     update(bag_tasks)
@@ -279,16 +276,16 @@ UPDATE_TASK_END = (
         end_time=bindparam("b_time"),
     )
 )
-UPDATE_TASK_QUEUED = update(bag_tasks).where(*_TASK_KEY).values(state="queued")
+UPDATE_TASK_QUEUED = update(bag_tasks).where(*_TASK_KEY).values(state=TaskState.QUEUED.value)
 COUNT_FAILED_TASKS = (
     select(func.count())
     .select_from(bag_tasks)
-    .where(bag_tasks.c.bag == bindparam("b_bag"), bag_tasks.c.state == "failed")
+    .where(bag_tasks.c.bag == bindparam("b_bag"), bag_tasks.c.state == TaskState.FAILED.value)
 )
 UPDATE_JOB_RUNNING = (
     update(jobs)
-    .where(jobs.c.id == bindparam("b_id"), jobs.c.run == bindparam("b_run"), jobs.c.state == "starting")
-    .values(state="running")
+    .where(jobs.c.id == bindparam("b_id"), jobs.c.run == bindparam("b_run"), jobs.c.state == JobState.STARTING.value)
+    .values(state=JobState.RUNNING.value)
 )
 
 
@@ -480,7 +477,7 @@ class Store:
         """VM leases, by site and id."""
         q = select(vms).order_by(vms.c.site, vms.c.vm)
         if live_only:
-            q = q.where(vms.c.state != "gone")
+            q = q.where(vms.c.state != VmState.GONE.value)
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
@@ -492,7 +489,7 @@ class Store:
     def vm_provider_ids(self, site: int) -> dict[int, str]:
         """The recorded instance ids of the live VMs of `site`, by VM id."""
         q = select(vms.c.vm, vms.c.provider_id).where(
-            vms.c.site == site, vms.c.state != "gone", vms.c.provider_id.is_not(None)
+            vms.c.site == site, vms.c.state != VmState.GONE.value, vms.c.provider_id.is_not(None)
         )
         with self.engine.connect() as conn:
             return {int(vm): str(pid) for vm, pid in conn.execute(q)}
@@ -576,7 +573,9 @@ class Store:
         """After a restart: the tasks of `bag` recorded as running wait in its queue again."""
         with self.engine.begin() as conn:
             conn.execute(
-                update(bag_tasks).where(bag_tasks.c.bag == bag, bag_tasks.c.state == "running").values(state="queued")
+                update(bag_tasks)
+                .where(bag_tasks.c.bag == bag, bag_tasks.c.state == TaskState.RUNNING.value)
+                .values(state=TaskState.QUEUED.value)
             )
 
     def bag_counts(self, bag: int) -> dict[str, int]:

@@ -17,9 +17,9 @@ from typing import Any, NoReturn, TypeVar
 import typer
 
 from isthmus.live.client import ApiError, Client, default_token
-from isthmus.model.states import TERMINAL_NAMES
+from isthmus.model.states import TERMINAL_NAMES, TaskState
 
-BAG_TASK_STATES = ("queued", "running", "done", "failed")
+BAG_TASK_STATES = tuple(s.value for s in TaskState)
 """The states of a bag's task (the API's results index)."""
 
 URL_OPT = typer.Option(None, "--url", envvar="ISTHMUS_URL", help="Manager URL (default http://127.0.0.1:8750).")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import CloudBackend, VmState
+from isthmus.engine.backend import CloudBackend
 from isthmus.engine.kinds import register
 from isthmus.model.decisions import ReleaseVms
 from isthmus.model.events import EventKind
+from isthmus.model.states import VmState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:

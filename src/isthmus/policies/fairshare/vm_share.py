@@ -14,14 +14,13 @@ to match the queued jobs' requirements (Appendix I) and shut down once no job ne
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.model.decisions import Decision, KillJob, ReleaseVms, RetireVms
-from isthmus.policies.api import CloudInfo, JobInfo, View, VmInfo
+from isthmus.policies.api import CloudInfo, IdleReleaseRule, JobInfo, View, VmInfo, capability
 from isthmus.policies.provisioning.common import usable_clouds
-from isthmus.policies.provisioning.on_demand import OnDemand
 from isthmus.policies.vmfit import LeasePlan, PaperVms, lease_plan
 
 
@@ -73,8 +72,9 @@ class VmShare:
     VM released at once). A user under its share gets VMs leased for it (LeaseVms with the user:
     they run its jobs only), up to its share and the room left below `max_vms`. Idle VMs no queued
     job of their user needs are released. VMs not serving a user (leased by hand) are left alone.
-    It leases and releases itself: the environment's provisioning policy is "none", or
-    "on-demand" (`pair`: idle VMs no job needs then go by On-Demand's billing-aware rule).
+    It leases and releases itself: the environment's provisioning policy decides nothing ("none"),
+    or lends its release rule ("on-demand"; `pair`: idle VMs no job needs then go by On-Demand's
+    billing-aware rule).
     """
 
     name: ClassVar[str] = "vm-share"
@@ -82,15 +82,14 @@ class VmShare:
     Params = VmShareParams
     #: what it splits: each cloud's VMs among users
     shares: ClassVar[Literal["bags", "vms"]] = "vms"
-    #: leases and releases VMs itself (build_policies pairs it with provisioning "none")
+    #: leases and releases VMs itself (build_policies pairs it with a provisioning policy that
+    #: decides nothing or lends its release rule)
     leases_vms: ClassVar[bool] = True
-    #: provisioning policies it runs with, deciding together (`pair`)
-    pairs_with: ClassVar[tuple[str, ...]] = ("on-demand",)
 
     def __init__(self, params: VmShareParams | None = None) -> None:
         self.params = params or VmShareParams()
         #: the On-Demand policy whose release rule decides when idle VMs no job needs go
-        self._on_demand: OnDemand | None = None
+        self._release_rule: IdleReleaseRule | None = None
 
     def pair(self, provisioning: object) -> None:
         """Run with On-Demand provisioning (build_policies): On-Demand's demand is what each
@@ -98,9 +97,11 @@ class VmShare:
         `isthmus.policies.vmfit`), vm-share splits it by even shares and rebalances, and an idle
         VM no job of its user needs goes by On-Demand's rule (a paid VM only close to the end of
         its billing increment, a free one after the idle time) instead of at once."""
-        if not isinstance(provisioning, OnDemand):
-            raise TypeError(f"vm-share pairs with On-Demand, not {provisioning!r}")
-        self._on_demand = provisioning
+        if not capability(provisioning, "lends_release_rule"):
+            raise TypeError(
+                f"vm-share pairs with a provisioning policy that lends its release rule, not {provisioning!r}"
+            )
+        self._release_rule = cast(IdleReleaseRule, provisioning)
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Per cloud: releases, retirements (and kills) of over-share VMs, leases for users under their share."""
@@ -179,7 +180,7 @@ class VmShare:
             # idle VMs no queued job of the user was placed on: not needed any more (§3.2)
             spare = [v for v in idle if v.id not in claimed[user]]
             over = len(own) - share
-            if self._on_demand is None:
+            if self._release_rule is None:
                 gone = spare + [v for v in idle if v.id in claimed[user]][: max(0, over - len(spare))]
             else:  # what others need back now; idle VMs no job needs go by On-Demand's rule
                 over = min(over, needed)
@@ -196,9 +197,9 @@ class VmShare:
                     kills.extend(j for j in self._jobs_on(c, v.id) if j not in kills)
         if release:
             out.append(ReleaseVms(index, tuple(release), by=self.name))
-        if self._on_demand is not None:
+        if self._release_rule is not None:
             kept = set(release).union(retire, *claimed.values())
-            self._on_demand.release_idle(view, {index: c}, {index: c.leased - len(release)}, {index: kept}, out)
+            self._release_rule.release_idle(view, {index: c}, {index: c.leased - len(release)}, {index: kept}, out)
         if retire:
             out.append(RetireVms(index, tuple(retire), by=self.name))
         for job_id in kills:

@@ -47,13 +47,15 @@ class OnDemand2Q:
     name: ClassVar[str] = "od-2q"
     seed: ClassVar[str] = "Villegas dissertation §6.3.1, Table 6.1 policy 8 (OD-2Q)"
     Params = Od2QParams
+    #: a pool of VMs per queue: the allocation policy keeps short jobs in queue 0, long ones in 1
+    queues_needed: ClassVar[int] = 2
 
     def __init__(self, params: Od2QParams | None = None) -> None:
         self.params = params or Od2QParams()
 
     def decide(self, view: View) -> Iterable[Decision]:
         """Per pool: leases for its queue's unassigned jobs, releases after the pool's idle time."""
-        if view.stages != 2:
+        if view.stages != self.queues_needed:
             raise ValueError(
                 f"od-2q needs an allocation policy with a short and a long queue (fcfs-2q); this one has {view.stages}"
             )

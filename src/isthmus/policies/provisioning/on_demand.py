@@ -52,6 +52,8 @@ class OnDemand:
     name: ClassVar[str] = "on-demand"
     seed: ClassVar[str] = "KOALA-C §III-B (On-Demand provisioning)"
     Params = OnDemandParams
+    #: its rule for idle VMs (`release_idle`) decides with a fair-share policy that leases VMs itself
+    lends_release_rule: ClassVar[bool] = True
 
     def __init__(self, params: OnDemandParams | None = None) -> None:
         self.params = params or OnDemandParams()

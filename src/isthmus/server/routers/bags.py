@@ -5,7 +5,7 @@ user's bag answers 404 like one that does not exist.
 """
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi import Path as PathParam
@@ -14,6 +14,7 @@ from fastapi.responses import PlainTextResponse
 from isthmus.agent.pilot import task_outputs
 from isthmus.live.bag_tasks import progress
 from isthmus.live.manager import Manager
+from isthmus.model.states import TaskState
 from isthmus.server.auth import Auth, Principal
 from isthmus.server.routers.common import BODY, USER, DecimalDigits, JobId, errors, own_job, text_route_errors
 from isthmus.server.schemas import INT64_MAX, BagInfo, BagProgress, BagRequest, SubmitResponse, TaskResult
@@ -87,7 +88,7 @@ def bags_router(manager: Manager, auth: Auth) -> APIRouter:
     async def bag_results(
         job_id: JobId,
         p: User,
-        state: Annotated[list[Literal["queued", "running", "done", "failed"]] | None, Query()] = None,
+        state: Annotated[list[TaskState] | None, Query()] = None,
         offset: Annotated[int, DecimalDigits, Query(ge=0, le=INT64_MAX)] = 0,
         limit: Annotated[int, DecimalDigits, Query(ge=1, le=100000)] = 100000,
     ) -> list[TaskResult]:

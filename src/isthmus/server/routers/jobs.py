@@ -17,6 +17,7 @@ from isthmus.federation.live import LiveFederation
 from isthmus.live.bag_tasks import progress
 from isthmus.live.jobfiles import OutputUnreadable, read_run_output
 from isthmus.live.manager import Manager
+from isthmus.model.states import JobState
 from isthmus.server.auth import Auth, Principal
 from isthmus.server.routers.common import BODY, USER, DecimalDigits, JobId, errors, own_job, text_route_errors
 from isthmus.server.schemas import (
@@ -66,7 +67,7 @@ def job_info(
         if federation is not None:
             info.forwarded = federation.forwarded_info(row["id"])
             info.received = federation.received_info(row["id"])
-        status = manager.why(row["id"]) if row["state"] == "queued" else None
+        status = manager.why(row["id"]) if row["state"] == JobState.QUEUED else None
         if status is not None:
             info.reason = status.reason
             info.reason_code = status.code.label
@@ -204,7 +205,7 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
         ok = manager.cancel(job_id)
         if not ok:
             raise HTTPException(409, f"job {job_id} is not active")
-        return {"id": job_id, "state": "cancelled"}
+        return {"id": job_id, "state": JobState.CANCELLED.value}
 
     @router.get(
         "/jobs/{job_id}/output",
@@ -230,7 +231,7 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
         r = row["run"] if run is None else run
         if r < 1:
             return PlainTextResponse("", headers={"X-Offset": str(offset)})
-        starting = r == row["run"] and row["state"] == "starting"
+        starting = r == row["run"] and row["state"] == JobState.STARTING
         try:  # a user's file that could not be opened: the spool has the reason
             data = read_run_output(
                 row["spec"], job_id, row["spool"], r, stream=stream, offset=offset, starting=starting
