@@ -176,10 +176,11 @@ def test_too_large_job_is_refused_and_repeated_submit_answers_the_same_id(pair: 
     with pair["B"].client() as b:
         assert [j["id"] for j in b.jobs(all_=True) if j["user"] == "alice@A"] == [local]
         wait_state(b, local, ("running",), 20)
-    # queryJob and cancelJob by the sender's id; an unknown one is "not known"
+    # queryJob and cancelJob by the sender's id; one the sender never sent answers 404
     q = call(pair, "/peer/jobs/query", {"sender_id": 601})
     assert q.status_code == 200 and q.json()["state"] == "running" and q.json()["where"] == "B/c1"
-    assert call(pair, "/peer/jobs/query", {"sender_id": 999999}).json()["known"] is False
+    unknown = call(pair, "/peer/jobs/query", {"sender_id": 999999})
+    assert unknown.status_code == 404 and unknown.json()["detail"] == "A sent no job 999999 here"
     c = call(pair, "/peer/jobs/cancel", {"sender_id": 601})
     assert c.status_code == 200 and c.json()["state"] == "cancelled"
     # a notifyJob about a job B never forwarded to A

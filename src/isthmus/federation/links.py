@@ -109,3 +109,44 @@ class Received:
     sender: str
     sender_id: int
     chain: tuple[str, ...]
+
+
+class ReceivedIndex:
+    """Where the active received jobs are found by what a peer's message names them with. Every
+    key starts with the sender, the peer authenticated for the request that delivered the job:
+    a peer finds only the jobs it sent itself, so knowing (or guessing) the ids another peer
+    uses neither merges its job into theirs nor lets it act on theirs."""
+
+    def __init__(self) -> None:
+        self._by_sender: dict[tuple[str, int], int] = {}
+        self._by_origin: dict[tuple[str, str, int], int] = {}
+        self._newest: dict[tuple[str, str], int] = {}
+
+    def add(self, rec: Received) -> None:
+        """Index a job received from `rec.sender`."""
+        self._by_sender[(rec.sender, rec.sender_id)] = rec.local_id
+        self._by_origin[(rec.sender, rec.origin, rec.origin_id)] = rec.local_id
+        self.saw(rec.sender, rec.origin, rec.origin_id)
+
+    def remove(self, rec: Received) -> None:
+        """Forget an ended or handed-back job (the database still answers for it)."""
+        self._by_sender.pop((rec.sender, rec.sender_id), None)
+        self._by_origin.pop((rec.sender, rec.origin, rec.origin_id), None)
+
+    def saw(self, sender: str, origin: str, origin_id: int) -> None:
+        """Record that `sender` delivered origin id `origin_id` of `origin` (now or before a restart)."""
+        key = (sender, origin)
+        self._newest[key] = max(self._newest.get(key, 0), origin_id)
+
+    def by_sender(self, sender: str, sender_id: int) -> int | None:
+        """The local id of the active job `sender` sent as its job `sender_id`."""
+        return self._by_sender.get((sender, sender_id))
+
+    def by_origin(self, sender: str, origin: str, origin_id: int) -> int | None:
+        """The local id of the active job `sender` sent for origin `origin`'s job `origin_id`."""
+        return self._by_origin.get((sender, origin, origin_id))
+
+    def maybe_seen(self, sender: str, origin: str, origin_id: int) -> bool:
+        """False when `sender` surely never delivered this origin id (it is larger than any it
+        delivered for `origin`), so the database need not be asked."""
+        return origin_id <= self._newest.get((sender, origin), 0)

@@ -47,6 +47,7 @@ from isthmus.federation.links import (
     InvalidFieldError,
     PeerLink,
     Received,
+    ReceivedIndex,
     grant,
     load_secret,
 )
@@ -82,6 +83,9 @@ notifyJob lost on the way)."""
 NOTIFY_ATTEMPTS = 5
 """Tries of one notifyJob before the origin's reconciliation is left to catch it up."""
 
+_UNKNOWN = JobStatus(id=0, state="unknown", where="", known=False)
+"""A peer's answer that it holds no such job from this manager (its 404 to queryJob or cancelJob)."""
+
 
 class LiveFederation:
     """The peers of a live manager (implements `isthmus.engine.peering.Federation`)."""
@@ -99,12 +103,9 @@ class LiveFederation:
         self._peers = [link.state for link in self.links]
         #: open forwarded jobs by their id here
         self.forwarded: dict[int, Forwarded] = {}
-        #: active received jobs by their local id, and the local id by (sender, sender's id)
+        #: active received jobs by their local id, and found by what their sender names them
         self.received: dict[int, Received] = {}
-        self.by_sender: dict[tuple[str, int], int] = {}
-        self.by_origin: dict[tuple[str, int], int] = {}
-        #: the largest origin id ever received from each origin (a larger one is surely new)
-        self.newest: dict[str, int] = {}
+        self.index = ReceivedIndex()
         self._notified: dict[int, str] = {}
         self._rows: list[tuple[str, Any, Any]] = []
         self._outbox: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -285,8 +286,9 @@ class LiveFederation:
             received = conn.execute(
                 select(R).join(J, J.c.id == R.c.local_id).where(J.c.state.not_in(db.TERMINAL))
             ).all()
-            for origin, newest in conn.execute(select(R.c.origin, func.max(R.c.origin_id)).group_by(R.c.origin)):
-                self.newest[origin] = int(newest)
+            newest = select(R.c.sender, R.c.origin, func.max(R.c.origin_id)).group_by(R.c.sender, R.c.origin)
+            for sender, origin, top in conn.execute(newest):
+                self.index.saw(sender, origin, int(top))
             chained = {
                 int(r.local_id)
                 for r in conn.execute(
@@ -298,8 +300,7 @@ class LiveFederation:
                 int(r.local_id), r.origin, int(r.origin_id), r.sender, int(r.sender_id), tuple(json.loads(r.chain))
             )
             self.received[got.local_id] = got
-            self.by_sender[(got.sender, got.sender_id)] = got.local_id
-            self.by_origin[(got.origin, got.origin_id)] = got.local_id
+            self.index.add(got)
             entry = engine.entries.get(got.local_id)
             if entry is not None:
                 entry.chain = got.chain
@@ -478,9 +479,12 @@ class LiveFederation:
                         self._spawn(self._submit(rec))
                     continue
                 r = await self._call(link, "POST", "/peer/jobs/query", {"sender_id": rec.job_id})
-                if r.status_code != 200:
+                if r.status_code == 404:
+                    status = _UNKNOWN
+                elif r.status_code == 200:
+                    status = JobStatus.model_validate(r.json())
+                else:
                     continue
-                status = JobStatus.model_validate(r.json())
                 if self.forwarded.get(rec.job_id) is not rec:
                     continue
                 if not status.known:
@@ -501,10 +505,7 @@ class LiveFederation:
         link = self.by_name.get(rec.peer)
         if link is None:
             return  # no longer configured: the job stays forwarded (docs/federation.md)
-        origin_id = rec.job_id
-        if len(rec.chain) > 1:
-            got = self.received.get(rec.job_id)
-            origin_id = got.origin_id if got is not None else rec.job_id
+        _, origin_id = self._origin_of(rec)
         body = {
             "origin_id": origin_id,
             "sender_id": rec.job_id,
@@ -558,6 +559,8 @@ class LiveFederation:
     async def _cancel_remote(self, link: PeerLink, job_id: int) -> JobStatus | None:
         try:
             r = await self._call(link, "POST", "/peer/jobs/cancel", {"sender_id": job_id})
+            if r.status_code == 404:
+                return _UNKNOWN
             return JobStatus.model_validate(r.json()) if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -573,8 +576,7 @@ class LiveFederation:
         self._notified[rec.local_id] = state
         if state == RETURNED or JobState(state).terminal:
             self.received.pop(rec.local_id, None)
-            self.by_sender.pop((rec.sender, rec.sender_id), None)
-            self.by_origin.pop((rec.origin, rec.origin_id), None)
+            self.index.remove(rec)
             self._notified.pop(rec.local_id, None)
         self._outbox.append(lambda: self._notify(rec, state, where, reason))
 
@@ -692,7 +694,7 @@ class LiveFederation:
             raise RequestError(409, f"the job visited {len(chain)} managers; this manager accepts at most {hops}")
         if not link.state.role.consumes:
             raise RequestError(403, f"{link.name} may not forward jobs here (it is configured as a provider only)")
-        known = self._received_id(chain[0], body.origin_id)
+        known = self._received_id(link.name, chain[0], body.origin_id)
         if known is not None:
             return known
         size = int(spec["size"])
@@ -705,9 +707,7 @@ class LiveFederation:
         def register(local_id: int) -> None:
             rec = Received(local_id, chain[0], body.origin_id, link.name, body.sender_id, chain)
             self.received[local_id] = rec
-            self.by_sender[(link.name, body.sender_id)] = local_id
-            self.by_origin[(chain[0], body.origin_id)] = local_id
-            self.newest[chain[0]] = max(self.newest.get(chain[0], 0), body.origin_id)
+            self.index.add(rec)
             self._rows.append(
                 (
                     "insert",
@@ -728,32 +728,43 @@ class LiveFederation:
         await self.m.committed()
         return local
 
-    def _received_id(self, origin: str, origin_id: int) -> int | None:
-        local = self.by_origin.get((origin, origin_id))
+    def _received_id(self, sender: str, origin: str, origin_id: int) -> int | None:
+        """The local id of the job `sender` already delivered for `origin`'s job `origin_id`
+        (another sender's job with the same origin and id is not it)."""
+        local = self.index.by_origin(sender, origin, origin_id)
         if local is not None:
             return local
-        if origin_id > self.newest.get(origin, 0):
+        if not self.index.maybe_seen(sender, origin, origin_id):
             return None  # never received: no need to ask the database
         R = db.received_jobs  # noqa: N806
         with self.m.store.engine.connect() as conn:
-            found = conn.execute(select(R.c.local_id).where(R.c.origin == origin, R.c.origin_id == origin_id)).scalar()
+            found = conn.execute(
+                select(R.c.local_id).where(R.c.sender == sender, R.c.origin == origin, R.c.origin_id == origin_id)
+            ).scalar()
         return None if found is None else int(found)
 
-    def _local_of(self, link: PeerLink, sender_id: int) -> int | None:
-        local = self.by_sender.get((link.name, sender_id))
+    def _local_of(self, link: PeerLink, sender_id: int) -> int:
+        """The local id of the job `link`'s peer sent as its job `sender_id`; 404 when it sent
+        none so (the same answer whether or not another peer's job has that id here)."""
+        local = self.index.by_sender(link.name, sender_id)
         if local is not None:
             return local
         R = db.received_jobs  # noqa: N806
         with self.m.store.engine.connect() as conn:
             found = conn.execute(
-                select(R.c.local_id).where(R.c.sender == link.name, R.c.sender_id == sender_id)
+                select(R.c.local_id)
+                .where(R.c.sender == link.name, R.c.sender_id == sender_id)
+                .order_by(R.c.local_id.desc())
             ).scalar()
-        return None if found is None else int(found)
+        if found is None:
+            raise RequestError(404, f"{link.name} sent no job {sender_id} here")
+        return int(found)
 
     def on_notify_job(self, link: PeerLink, body: NotifyJob) -> None:
-        """notifyJob: the state of a job this manager forwarded to `link`'s peer."""
+        """notifyJob: the state of a job this manager forwarded to `link`'s peer (404 for any
+        other job, also one forwarded to another peer, and when the origin named is not the job's)."""
         rec = self.forwarded.get(body.job_id)
-        if rec is None or rec.peer != link.name:
+        if rec is None or rec.peer != link.name or (body.origin, body.origin_id) != self._origin_of(rec):
             raise RequestError(404, f"no job {body.job_id} forwarded from here to {link.name} is open")
         if rec.remote_id is not None and rec.remote_id != body.remote_id:
             raise RequestError(409, f"job {body.job_id} is job {rec.remote_id} at {link.name}, not {body.remote_id}")
@@ -761,6 +772,13 @@ class LiveFederation:
             rec.remote_id = body.remote_id
             self._set_forwarded(rec.job_id, {"remote_id": body.remote_id})
         self._apply(link, rec, body.state, body.where, body.exit_code, body.reason)
+
+    def _origin_of(self, rec: Forwarded) -> tuple[str, int]:
+        """The origin of a forwarded job and its id there (what its submitJob said)."""
+        if len(rec.chain) > 1:
+            got = self.received.get(rec.job_id)
+            return rec.chain[0], got.origin_id if got is not None else rec.job_id
+        return rec.chain[0], rec.job_id
 
     def _apply(
         self, link: PeerLink, rec: Forwarded, state: str, where: str, exit_code: int | None, reason: str
@@ -806,8 +824,6 @@ class LiveFederation:
     async def on_query(self, link: PeerLink, sender_id: int) -> JobStatus:
         """queryJob: the job's state here, or where it went (following the chain)."""
         local = self._local_of(link, sender_id)
-        if local is None:
-            return JobStatus(id=0, state="unknown", where="", known=False)
         fwd = self.forwarded.get(local)
         nxt = self.by_name.get(fwd.peer) if fwd is not None else None
         if fwd is not None and fwd.remote_id is not None and nxt is not None:
@@ -838,8 +854,6 @@ class LiveFederation:
     async def on_cancel(self, link: PeerLink, sender_id: int) -> JobStatus:
         """cancelJob: cancel the job here, or where it went (following the chain)."""
         local = self._local_of(link, sender_id)
-        if local is None:
-            return JobStatus(id=0, state="unknown", where="", known=False)
         fwd = self.forwarded.get(local)
         if fwd is not None:
             nxt = self.by_name.get(fwd.peer)

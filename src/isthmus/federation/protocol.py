@@ -14,12 +14,14 @@ requestResourceData GET  /peer/resources        - / `ResourceDataBody` (full)
 sendResourceData    POST /peer/resources        `ResourceDataBody` / 204 (pushed on change)
 submitJob           POST /peer/jobs             `SubmitJob` / `SubmitJobReply` (local id)
 notifyJob           POST /peer/jobs/notify      `NotifyJob` / 204
-queryJob            POST /peer/jobs/query       `JobRef` / `JobStatus` (follows the chain)
-cancelJob           POST /peer/jobs/cancel      `JobRef` / `JobStatus` (follows the chain)
+queryJob            POST /peer/jobs/query       `JobRef` / `JobStatus` (follows the chain; 404)
+cancelJob           POST /peer/jobs/cancel      `JobRef` / `JobStatus` (follows the chain; 404)
 ==================  ==========================  =============================================
 
 A request is authenticated by the secret shared with the peer it names:
-``Authorization: Bearer <secret>`` and ``X-Isthmus-Peer: <its manager name>``.
+``Authorization: Bearer <secret>`` and ``X-Isthmus-Peer: <its manager name>``. Every job
+message is bound to that peer: a job is found only by the peer that sent it (queryJob,
+cancelJob) or that it was forwarded to (notifyJob); any other answers 404.
 """
 
 from __future__ import annotations
@@ -144,7 +146,8 @@ class SubmitJob(BaseModel):
     """submitJob: run `job` (the origin's submit request) here. `chain` lists the managers it
     visited, its origin first and the sender last; `origin_id` is its id at the origin (it keeps
     it everywhere), `sender_id` its id at the sender (what notifyJob names it by). A repeated
-    submitJob for the same origin and origin id answers the same local id (idempotent)."""
+    submitJob from the same sender for the same origin and origin id answers the same local id
+    (idempotent); another sender's is another job."""
 
     model_config = _STRICT
     origin_id: JobNo
@@ -213,7 +216,8 @@ class JobRef(BaseModel):
 
 class JobStatus(BaseModel):
     """What a manager knows of a job forwarded to it, following the chain to where it is
-    (`known` False: it holds no such job)."""
+    (`known` False: it holds no such job; a manager answers that with a 404, and reads either
+    as the peer not holding it)."""
 
     model_config = _STRICT
     id: Annotated[int, Field(ge=0, le=INT64_MAX)]

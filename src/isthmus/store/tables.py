@@ -211,8 +211,9 @@ forwarded_jobs = Table(
 received_jobs = Table(
     "received_jobs",
     metadata,
-    # a job a peer forwarded here: its local id, its origin and the origin's id (unique: a
-    # repeated submitJob answers the same local id), who sent it, the chain it came through
+    # a job a peer forwarded here: its local id, its origin and the origin's id, who sent it
+    # (sender, origin and origin id unique: a repeated submitJob from the same sender answers the
+    # same local id; another sender naming the same origin id is another job), the chain
     Column("local_id", Integer, primary_key=True, autoincrement=False),
     Column("origin", String(128), nullable=False),
     Column("origin_id", Integer, nullable=False),
@@ -220,9 +221,29 @@ received_jobs = Table(
     Column("sender_id", Integer, nullable=False),
     Column("chain", Text, nullable=False),
     Column("received_at", Float, nullable=False),
-    Index("ux_received_origin", "origin", "origin_id", unique=True),
+    Index("ux_received_sender_origin", "sender", "origin", "origin_id", unique=True),
     Index("ix_received_sender", "sender", "sender_id"),
 )
+
+RECEIVED_INDEXES_DROPPED = ("ux_received_origin",)
+"""Indexes of `received_jobs` an older database has and this schema does not: the unique one
+on (origin, origin_id) alone, which merged two senders' jobs naming the same origin id."""
+
+
+def upgrade_received_jobs(engine: Engine) -> None:
+    """Replace the older unique index of `received_jobs` by the one keyed on the sender too
+    (idempotent; existing rows satisfy the new one, which is finer)."""
+    have = {ix["name"] for ix in inspect(engine).get_indexes("received_jobs")}
+    stale = [name for name in RECEIVED_INDEXES_DROPPED if name in have]
+    if not stale:
+        return
+    with engine.begin() as conn:
+        for name in stale:
+            conn.exec_driver_sql(f"DROP INDEX {name}")
+        for ix in received_jobs.indexes:
+            if ix.name not in have:
+                ix.create(conn)
+
 
 TERMINAL = TERMINAL_NAMES
 """Job states stored for jobs that ended (the one vocabulary: isthmus.model.states)."""
@@ -341,6 +362,7 @@ class Store:
                 with self.engine.begin() as conn:
                     for name, ddl in missing:
                         conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")
+        upgrade_received_jobs(self.engine)
 
     def close(self) -> None:
         """Release every pooled connection."""

@@ -5,7 +5,9 @@ Peer routes (`/peer/...`) are for peer managers only: each request names its man
 per peer in ``[[peers]]``, by file or environment variable, never stored in the database). A
 manager without peers answers 404 on them. Bodies are the strict models of
 `isthmus.federation.protocol`: a malformed field gets a 422 naming it; a chain that loops or
-does not end with the sender is refused. `GET /peers` is for users: each peer, its role, whether
+does not end with the sender is refused. A peer finds only the jobs it sent here itself or that
+were forwarded from here to it: any other job (another peer's, or none) answers 404 alike, so
+its existence is not revealed. `GET /peers` is for users: each peer, its role, whether
 it is up, when it was last heard and its latest resource data.
 """
 
@@ -46,6 +48,10 @@ class SubmitJobRequest(SubmitJob):
 _PEER = {
     "e401": f"missing {PEER_HEADER} header, unknown peer or wrong secret",
     "e404": "this manager has no peers",
+}
+_PEER_JOB = {
+    **_PEER,
+    "e404": "no peers here, or the sender sent no job with that id here (another peer's job answers the same)",
 }
 _BODY = {"e400": "the body is not UTF-8 JSON", "e413": "request body larger than the manager's limit"}
 
@@ -131,7 +137,7 @@ def peers_router(manager: Manager, fed: LiveFederation | None, auth: Auth) -> AP
     )
     async def submit_job(body: SubmitJobRequest, link: Peer) -> SubmitJobReply:
         """submitJob: run a forwarded job here; answers its local id (the same for a repeated
-        request with the same origin and origin id)."""
+        request from the same sender with the same origin and origin id)."""
         spec = body.job.model_dump(exclude_none=True)
         return SubmitJobReply(id=await federation().on_submit(link, body, spec))
 
@@ -139,26 +145,38 @@ def peers_router(manager: Manager, fed: LiveFederation | None, auth: Auth) -> AP
         "/peer/jobs/notify",
         status_code=204,
         tags=["peers"],
-        responses=errors(**_PEER, **_BODY, e409="the remote id does not match the one recorded"),
+        responses=errors(
+            **{**_PEER, "e404": "no peers here, or no such job forwarded from here to the sender is open"},
+            **_BODY,
+            e409="the remote id does not match the one recorded",
+        ),
     )
     async def notify_job(body: NotifyJob, link: Peer) -> Response:
-        """notifyJob: the state of a job this manager forwarded to the sender (404: none open)."""
+        """notifyJob: the state of a job this manager forwarded to the sender (404: none open
+        with that id and origin, also when it was forwarded to another peer)."""
         federation().on_notify_job(link, body)
         return Response(status_code=204)
 
-    @router.post("/peer/jobs/query", response_model=JobStatus, tags=["peers"], responses=errors(**_PEER, **_BODY))
+    @router.post(
+        "/peer/jobs/query",
+        response_model=JobStatus,
+        tags=["peers"],
+        responses=errors(**_PEER_JOB, **_BODY),
+    )
     async def query_job(body: JobRef, link: Peer) -> JobStatus:
-        """queryJob: the state of a job the sender forwarded here, following the chain."""
+        """queryJob: the state of a job the sender forwarded here, following the chain (404:
+        the sender sent no such job here)."""
         return await federation().on_query(link, body.sender_id)
 
     @router.post(
         "/peer/jobs/cancel",
         response_model=JobStatus,
         tags=["peers"],
-        responses=errors(**_PEER, **_BODY, e503="the next manager on the chain cannot be reached"),
+        responses=errors(**_PEER_JOB, **_BODY, e503="the next manager on the chain cannot be reached"),
     )
     async def cancel_job(body: JobRef, link: Peer) -> JobStatus:
-        """cancelJob: cancel a job the sender forwarded here, following the chain."""
+        """cancelJob: cancel a job the sender forwarded here, following the chain (404: the
+        sender sent no such job here)."""
         return await federation().on_cancel(link, body.sender_id)
 
     @router.get("/peers", tags=["resources"], responses=errors(e401="missing, malformed or unknown token"))
