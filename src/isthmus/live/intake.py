@@ -170,22 +170,13 @@ class Intake:
         self.users[job_id] = user
         return job_id
 
-    def replay(self, user: str, key: str, digest: str) -> list[int] | None:
-        """The job ids of `user`'s earlier submission under Idempotency-Key `key` (stored, or
-        pending with its group commit), None when the key is new (or expired). RequestError
-        (422) naming the header when that submission's request (`digest`) was another one."""
+    def replay(self, user: str, key: str) -> tuple[str, list[int]] | None:
+        """(request digest, job ids) of `user`'s earlier submission under Idempotency-Key `key`
+        (stored, or pending with its group commit), None when the key is new (or expired)."""
         found = self._pending_keys.get((user, key))
         if found is None:
             found = self.ctx.store.idempotency_key(user, key, time.time() - db.IDEMPOTENCY_TTL)
-        if found is None:
-            return None
-        if found[0] != digest:
-            raise RequestError(
-                422,
-                "Idempotency-Key: this key was used for a different request (another route or body); "
-                "use a fresh key for a new submission",
-            )
-        return found[1]
+        return found
 
     def key_pending(self, user: str, key: str) -> bool:
         """True while `user`'s Idempotency-Key `key` waits, with its jobs, for their group commit."""

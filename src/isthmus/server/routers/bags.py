@@ -16,7 +16,7 @@ from isthmus.live.bag_tasks import progress
 from isthmus.live.manager import Manager
 from isthmus.server.auth import Auth, Principal
 from isthmus.server.routers.common import BODY, USER, DecimalDigits, JobId, errors, own_job, text_route_errors
-from isthmus.server.routers.idempotency import HEADER, HEADER_DOC, RESPONSES, check_key, submit_once
+from isthmus.server.routers.idempotency import HEADER, HEADER_DOC, check_key, submit_once
 from isthmus.server.schemas import INT64_MAX, BagInfo, BagProgress, BagRequest, SubmitResponse, TaskResult
 
 
@@ -52,7 +52,6 @@ def bags_router(manager: Manager, auth: Auth) -> APIRouter:
             **{
                 **USER,
                 **BODY,
-                **RESPONSES,
                 "e400": "the body is not UTF-8 JSON, no site or policy here runs bags, or a bad Idempotency-Key",
             }
         ),

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from isthmus.live.errors import PersistError, RequestError
@@ -24,12 +25,8 @@ MAX_KEY_LENGTH = 255
 HEADER_DOC = (
     "Any printable ASCII string of at most 255 characters (a fresh UUID per submission): a retried "
     "request with the same key and body answers the first answer's ids without storing again "
-    "(kept 24 h); the same key with another body answers 422"
+    "(kept 24 h); the same key with another body answers 422 (loc: header, Idempotency-Key)"
 )
-
-RESPONSES = {
-    "e422": "the body does not match the schema, or the Idempotency-Key was used for another request",
-}
 
 
 def check_key(key: str | None) -> str | None:
@@ -70,9 +67,16 @@ async def submit_once(
     already submitted `request` under `key`, and wait until the jobs are stored; returns their
     ids, or the 503 that names them when they could not be stored in time."""
     dig = digest(route, request) if key is not None else ""
-    ids = manager.intake.replay(user, key, dig) if key is not None else None
-    if ids is not None and key is not None and not manager.intake.key_pending(user, key):
-        return ids  # stored already: answered again without waiting for anyone's commit
+    ids: list[int] | None = None
+    if key is not None and (found := manager.intake.replay(user, key)) is not None:
+        if found[0] != dig:
+            msg = "this key was used for a different request (another route or body): use a fresh key"
+            raise RequestValidationError(
+                [{"type": "value_error", "loc": ("header", HEADER), "msg": msg, "input": None}]
+            )
+        ids = found[1]
+        if not manager.intake.key_pending(user, key):
+            return ids  # stored already: answered again without waiting for anyone's commit
     if ids is None:
         ids = submit()
         if key is not None:

@@ -19,7 +19,7 @@ from isthmus.live.jobfiles import OutputUnreadable, read_run_output
 from isthmus.live.manager import Manager
 from isthmus.server.auth import Auth, Principal
 from isthmus.server.routers.common import BODY, USER, DecimalDigits, JobId, errors, own_job, text_route_errors
-from isthmus.server.routers.idempotency import HEADER, HEADER_DOC, RESPONSES, check_key, submit_once
+from isthmus.server.routers.idempotency import HEADER, HEADER_DOC, check_key, submit_once
 from isthmus.server.schemas import (
     INT64_MAX,
     BagProgress,
@@ -95,7 +95,6 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
             **{
                 **USER,
                 **BODY,
-                **RESPONSES,
                 "e400": "the body is not UTF-8 JSON, no site can offer `size` processors, or a bad Idempotency-Key",
             }
         ),
@@ -118,7 +117,6 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
         tags=["jobs"],
         responses=errors(
             **USER,
-            **RESPONSES,
             e400="the body is not UTF-8 JSON, a job's `size` is larger than any site can offer, or a bad "
             "Idempotency-Key",
             e413=f"more than {max_batch} jobs, or a body larger than the manager's limit",
