@@ -222,6 +222,9 @@ class Intake:
         schedules one transaction for everything pending, and every caller waits for it. So N
         concurrent submissions cost one commit, and a submission is acknowledged only once it is
         stored. Any earlier persist (a driver step, a pilot report) writes pending rows too.
+        PersistError when no write succeeded within COMMIT_WAIT seconds: the rows stay pending and
+        a later persist stores them under the ids already allocated (the submission routes' 503
+        names them), unless the manager stops first.
         """
         if not self._new_jobs and not self.ctx.projector.pending():
             return
