@@ -93,17 +93,20 @@ class Client:
     def post_once(
         self, path: str, body: Any, key: str | None = None, *, attempts: int = 1, backoff: float = 0.5
     ) -> Any:
-        """POST a submission `body` to `path` under Idempotency-Key `key` (a fresh UUID when None);
-        the JSON answer. Up to `attempts` sends with the same key: after a lost connection (or an
-        answer lost to a timeout) and after a 503, waiting `backoff` seconds doubled each time
-        (at least the answer's Retry-After). The manager stores the submission exactly once and
-        answers a retry with the first answer's ids."""
-        key = key or str(uuid.uuid4())
+        """POST a submission `body` to `path` under Idempotency-Key `key` (a fresh UUID when None
+        and `attempts` > 1; none for a single send without a key); the JSON answer. Up to
+        `attempts` sends with the same key: after a lost connection (or an answer lost to a
+        timeout) and after a 503, waiting `backoff` seconds doubled each time (at least the
+        answer's Retry-After). The manager stores the submission exactly once and answers a
+        retry with the first answer's ids."""
+        if key is None and attempts > 1:
+            key = str(uuid.uuid4())
+        headers = {IDEMPOTENCY_HEADER: key} if key is not None else {}
         delay = backoff
         for attempt in range(1, attempts + 1):
             last = attempt == attempts
             try:
-                r = self.http.post(path, json=body, headers={IDEMPOTENCY_HEADER: key})
+                r = self.http.post(path, json=body, headers=headers)
             except httpx.TransportError as exc:
                 if last:
                     raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
