@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,12 @@ import httpx
 from isthmus.model.events import EventLog
 
 DEFAULT_URL = "http://127.0.0.1:8750"
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+"""The header under which a submission names itself, so that a retry is not stored twice."""
+
+SUBMIT_ATTEMPTS = 6
+"""How many times `isthmus submit` sends its request (with one key) before giving up."""
 
 
 class ApiError(Exception):
@@ -81,13 +90,44 @@ class Client:
         ctype = r.headers.get("content-type", "")
         return r.json() if ctype.startswith("application/json") else r.text
 
-    def submit(self, **spec: Any) -> int:
-        """Submit a job; its id."""
-        return int(self.request("POST", "/jobs", json=spec)["id"])
+    def post_once(
+        self, path: str, body: Any, key: str | None = None, *, attempts: int = 1, backoff: float = 0.5
+    ) -> Any:
+        """POST a submission `body` to `path` under Idempotency-Key `key` (a fresh UUID when None
+        and `attempts` > 1; none for a single send without a key); the JSON answer. Up to
+        `attempts` sends with the same key: after a lost connection (or an answer lost to a
+        timeout) and after a 503, waiting `backoff` seconds doubled each time (at least the
+        answer's Retry-After). The manager stores the submission exactly once and answers a
+        retry with the first answer's ids."""
+        if key is None and attempts > 1:
+            key = str(uuid.uuid4())
+        headers = {IDEMPOTENCY_HEADER: key} if key is not None else {}
+        delay = backoff
+        for attempt in range(1, attempts + 1):
+            last = attempt == attempts
+            try:
+                r = self.http.post(path, json=body, headers=headers)
+            except httpx.TransportError as exc:
+                if last:
+                    raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
+            else:
+                if r.status_code != 503 or last:
+                    return self._check(r).json()
+                with contextlib.suppress(ValueError):
+                    delay = max(delay, float(r.headers.get("Retry-After", 0)))
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable")  # the last attempt returned or raised
 
-    def submit_many(self, specs: list[dict[str, Any]]) -> list[int]:
-        """Submit several jobs in one request (all or none); their ids, in order."""
-        return [int(r["id"]) for r in self.request("POST", "/jobs/batch", json=specs)]
+    def submit(self, *, idempotency_key: str | None = None, attempts: int = 1, **spec: Any) -> int:
+        """Submit a job; its id (`post_once`: under `idempotency_key`, sent up to `attempts` times)."""
+        return int(self.post_once("/jobs", spec, idempotency_key, attempts=attempts)["id"])
+
+    def submit_many(
+        self, specs: list[dict[str, Any]], *, idempotency_key: str | None = None, attempts: int = 1
+    ) -> list[int]:
+        """Submit several jobs in one request (all or none); their ids, in order (`post_once`)."""
+        return [int(r["id"]) for r in self.post_once("/jobs/batch", specs, idempotency_key, attempts=attempts)]
 
     def jobs(
         self,
@@ -127,9 +167,9 @@ class Client:
         self._check(r)
         return r.text, int(r.headers.get("X-Offset", offset))
 
-    def submit_bag(self, **spec: Any) -> int:
-        """Submit a bag of tasks (`tasks` or `sweep`, see docs/bags.md); its job id."""
-        return int(self.request("POST", "/bags", json=spec)["id"])
+    def submit_bag(self, *, idempotency_key: str | None = None, attempts: int = 1, **spec: Any) -> int:
+        """Submit a bag of tasks (`tasks` or `sweep`, see docs/bags.md); its job id (`post_once`)."""
+        return int(self.post_once("/bags", spec, idempotency_key, attempts=attempts)["id"])
 
     def bags(self, all_: bool = False) -> list[dict[str, Any]]:
         """Bags of tasks visible to this token, with their progress."""

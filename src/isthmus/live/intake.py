@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,9 @@ class Intake:
         self._new_jobs: list[dict[str, Any]] = []  # job rows submitted, not yet written
         self._new_history: list[dict[str, Any]] = []
         self._new_tasks: list[dict[str, Any]] = []  # bag task rows submitted, not yet written
+        self._new_keys: list[dict[str, Any]] = []  # Idempotency-Key rows of those, not yet written
+        #: (digest, ids) of the Idempotency-Keys not yet written, by (user, key)
+        self._pending_keys: dict[tuple[str, str], tuple[str, list[int]]] = {}
         self._commit_future: asyncio.Future[None] | None = None
 
     def submit(self, user: str, spec: dict[str, Any]) -> int:
@@ -167,6 +171,26 @@ class Intake:
         self.users[job_id] = user
         return job_id
 
+    def replay(self, user: str, key: str) -> tuple[str, list[int]] | None:
+        """(request digest, job ids) of `user`'s earlier submission under Idempotency-Key `key`
+        (stored, or pending with its group commit), None when the key is new (or expired)."""
+        found = self._pending_keys.get((user, key))
+        if found is None:
+            found = self.ctx.store.idempotency_key(user, key, time.time() - db.IDEMPOTENCY_TTL)
+        return found
+
+    def key_pending(self, user: str, key: str) -> bool:
+        """True while `user`'s Idempotency-Key `key` waits, with its jobs, for their group commit."""
+        return (user, key) in self._pending_keys
+
+    def remember(self, user: str, key: str, digest: str, ids: list[int]) -> None:
+        """Queue `user`'s Idempotency-Key `key` of the submission just made (`ids`): it is written
+        in the transaction that stores those jobs, so it is stored exactly when they are."""
+        self._pending_keys[(user, key)] = (digest, ids)
+        self._new_keys.append(
+            {"user": user, "key": key, "digest": digest, "ids": json.dumps(ids), "created": time.time()}
+        )
+
     def pending(self) -> bool:
         """True when submitted job rows wait to be written."""
         return bool(self._new_jobs)
@@ -178,12 +202,18 @@ class Intake:
             conn.execute(db.INSERT_HISTORY, self._new_history)
         if self._new_tasks:
             conn.execute(db.INSERT_BAG_TASKS, self._new_tasks)
+        if self._new_keys:
+            # expired keys go first: a key may be reused once its first use expired
+            conn.execute(db.PURGE_IDEMPOTENCY, {"b_before": time.time() - db.IDEMPOTENCY_TTL})
+            conn.execute(db.INSERT_IDEMPOTENCY, self._new_keys)
 
     def written(self) -> None:
         """The transaction holding the pending rows was committed: acknowledge the waiting submitters."""
         self._new_jobs = []
         self._new_history = []
         self._new_tasks = []
+        self._new_keys = []
+        self._pending_keys = {}
         self.resolve_commit()
 
     async def committed(self) -> None:
@@ -193,6 +223,9 @@ class Intake:
         schedules one transaction for everything pending, and every caller waits for it. So N
         concurrent submissions cost one commit, and a submission is acknowledged only once it is
         stored. Any earlier persist (a driver step, a pilot report) writes pending rows too.
+        PersistError when no write succeeded within COMMIT_WAIT seconds: the rows stay pending and
+        a later persist stores them under the ids already allocated (the submission routes' 503
+        names them), unless the manager stops first.
         """
         if not self._new_jobs and not self.ctx.projector.pending():
             return

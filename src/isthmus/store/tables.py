@@ -245,6 +245,22 @@ def upgrade_received_jobs(engine: Engine) -> None:
                 ix.create(conn)
 
 
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    # a user's Idempotency-Key of a submission (docs/live.md), written in the transaction that
+    # stores the jobs it created: a retried request answers the same ids instead of storing again
+    Column("user", String(64), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("digest", String(64), nullable=False),  # SHA-256 of the route and the validated request
+    Column("ids", Text, nullable=False),  # JSON list of the job ids it answered
+    Column("created", Float, nullable=False),  # wall time; kept IDEMPOTENCY_TTL seconds
+    Index("ix_idempotency_created", "created"),
+)
+
+IDEMPOTENCY_TTL = 24 * 3600.0
+"""Seconds an Idempotency-Key is remembered after the submission it stored (then it may be reused)."""
+
 TERMINAL = TERMINAL_NAMES
 """Job states stored for jobs that ended (the one vocabulary: isthmus.model.states)."""
 
@@ -280,6 +296,8 @@ UPDATE_JOB_END = (
     )
 )
 INSERT_BAG_TASKS = insert(bag_tasks)
+INSERT_IDEMPOTENCY = insert(idempotency_keys)
+PURGE_IDEMPOTENCY = delete(idempotency_keys).where(idempotency_keys.c.created < bindparam("b_before"))
 _TASK_KEY = (bag_tasks.c.bag == bindparam("b_bag"), bag_tasks.c.idx == bindparam("b_idx"))
 UPDATE_TASK_START = (
     update(bag_tasks)
@@ -619,6 +637,15 @@ class Store:
         with self.engine.connect() as conn:
             value = conn.execute(select(func.max(events.c.vm)).where(events.c.kind.in_(kinds))).scalar()
         return int(value) if value is not None else -1
+
+    def idempotency_key(self, user: str, key: str, since: float) -> tuple[str, list[int]] | None:
+        """(request digest, job ids) of the submission `user` stored under `key` at wall time
+        `since` or later; None when there is none (never used, or expired)."""
+        t = idempotency_keys
+        q = select(t.c.digest, t.c.ids).where(t.c.user == user, t.c.key == key, t.c.created >= since)
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return (str(row[0]), [int(i) for i in json.loads(row[1])]) if row is not None else None
 
     def max_job_id(self) -> int:
         """The largest job id stored, 0 when there is none."""

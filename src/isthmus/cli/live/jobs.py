@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -27,7 +28,7 @@ from isthmus.cli.live.common import (
     parse_duration,
     print_table,
 )
-from isthmus.live.client import ApiError
+from isthmus.live.client import SUBMIT_ATTEMPTS, ApiError
 
 
 def register(app: typer.Typer) -> None:
@@ -90,6 +91,9 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {message}", err=True)
             raise typer.Exit(2)
 
+        # one key for every send of this submission: the manager stores it once however often
+        # a lost connection or a 503 makes the client send it again
+        once = str(uuid.uuid4())
         if tasks is not None or sweep is not None or param or retries is not None:
             rigid_only = {
                 "--size": size, "--time": time_, "--priority": priority, "--output": output, "--error": error,
@@ -102,7 +106,7 @@ def register(app: typer.Typer) -> None:
             if not_bag:
                 bad(f"{', '.join(not_bag)}: not for a bag of tasks (each task runs on one processor, at low priority)")
             bag = _bag_spec(tasks, sweep, param, retries, env, chdir, name, bad)
-            job_id = api_call(url, token, lambda c: c.submit_bag(**bag))
+            job_id = api_call(url, token, lambda c: c.submit_bag(idempotency_key=once, attempts=SUBMIT_ATTEMPTS, **bag))
             typer.echo(json.dumps({"id": job_id}) if as_json else f"Submitted bag {job_id}")
             return
         if not command:
@@ -180,7 +184,7 @@ def register(app: typer.Typer) -> None:
         vm.update({k: v for k, v in given_vm.items() if v is not None})
         if vm:
             spec["vm"] = vm
-        job_id = api_call(url, token, lambda c: c.submit(**spec))
+        job_id = api_call(url, token, lambda c: c.submit(idempotency_key=once, attempts=SUBMIT_ATTEMPTS, **spec))
         if as_json:
             typer.echo(json.dumps({"id": job_id}))
         else:

@@ -7,9 +7,9 @@ user's bag answers 404 like one that does not exist.
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, Header, HTTPException, Query
 from fastapi import Path as PathParam
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from isthmus.agent.pilot import task_outputs
 from isthmus.live.bag_tasks import progress
@@ -17,6 +17,7 @@ from isthmus.live.manager import Manager
 from isthmus.model.states import TaskState
 from isthmus.server.auth import Auth, Principal
 from isthmus.server.routers.common import BODY, USER, DecimalDigits, JobId, errors, own_job, text_route_errors
+from isthmus.server.routers.idempotency import HEADER, HEADER_DOC, check_key, submit_once
 from isthmus.server.schemas import INT64_MAX, BagInfo, BagProgress, BagRequest, SubmitResponse, TaskResult
 
 
@@ -48,16 +49,29 @@ def bags_router(manager: Manager, auth: Auth) -> APIRouter:
         status_code=201,
         response_model=SubmitResponse,
         tags=["bags"],
-        responses=errors(**{**USER, **BODY, "e400": "the body is not UTF-8 JSON, or no site or policy here runs bags"}),
+        responses=errors(
+            **{
+                **USER,
+                **BODY,
+                "e400": "the body is not UTF-8 JSON, no site or policy here runs bags, or a bad Idempotency-Key",
+            }
+        ),
     )
-    async def submit_bag(req: BagRequest, p: User) -> SubmitResponse:
-        """Submit a bag of tasks (one command line per task, or a sweep); answers its job id."""
-        assert p.user is not None
+    async def submit_bag(
+        req: BagRequest,
+        p: User,
+        idempotency_key: Annotated[str | None, Header(alias=HEADER, description=HEADER_DOC)] = None,
+    ) -> SubmitResponse | JSONResponse:
+        """Submit a bag of tasks (one command line per task, or a sweep); answers its job id
+        (with an Idempotency-Key, a retry answers the first id)."""
+        user = p.user
+        assert user is not None
+        key = check_key(idempotency_key)
         commands = req.commands()  # at most isthmus.live.bagspec.MAX_TASKS (the schema's limit)
         spec = req.model_dump(exclude_none=True, exclude={"tasks"})
-        bag_id = manager.submit_bag(p.user, spec, commands)
-        await manager.committed()
-        return SubmitResponse(id=bag_id)
+        request = {"spec": spec, "commands": commands}
+        ids = await submit_once(manager, user, key, "bags", request, lambda: [manager.submit_bag(user, spec, commands)])
+        return ids if isinstance(ids, JSONResponse) else SubmitResponse(id=ids[0])
 
     @router.get("/bags", response_model=list[BagInfo], tags=["bags"], responses=errors(**USER))
     async def list_bags(

@@ -7,9 +7,9 @@ Users see and cancel only their own jobs, the admin everything; another user's j
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -20,6 +20,7 @@ from isthmus.live.manager import Manager
 from isthmus.model.states import JobState
 from isthmus.server.auth import Auth, Principal
 from isthmus.server.routers.common import BODY, USER, DecimalDigits, JobId, errors, own_job, text_route_errors
+from isthmus.server.routers.idempotency import HEADER, HEADER_DOC, check_key, submit_once
 from isthmus.server.schemas import (
     INT64_MAX,
     BagProgress,
@@ -79,6 +80,7 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
     """The /jobs routes of `manager` (jobs forwarded to peers go through `federation`)."""
     router = APIRouter()
     User = Annotated[Principal, Depends(auth.user)]  # noqa: N806
+    Key = Annotated[str | None, Header(alias=HEADER, description=HEADER_DOC)]  # noqa: N806
 
     @router.get("/jobs/batch", include_in_schema=False)
     async def _batch_get() -> None:
@@ -91,15 +93,21 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
         response_model=SubmitResponse,
         tags=["jobs"],
         responses=errors(
-            **{**USER, **BODY, "e400": "the body is not UTF-8 JSON, or no site can offer `size` processors"}
+            **{
+                **USER,
+                **BODY,
+                "e400": "the body is not UTF-8 JSON, no site can offer `size` processors, or a bad Idempotency-Key",
+            }
         ),
     )
-    async def submit(req: SubmitRequest, p: User) -> SubmitResponse:
-        """Submit a job; answers its id."""
-        assert p.user is not None
-        job_id = manager.submit(p.user, req.model_dump(exclude_none=True))
-        await manager.committed()
-        return SubmitResponse(id=job_id)
+    async def submit(req: SubmitRequest, p: User, idempotency_key: Key = None) -> SubmitResponse | JSONResponse:
+        """Submit a job; answers its id (with an Idempotency-Key, a retry answers the first id)."""
+        user = p.user
+        assert user is not None
+        key = check_key(idempotency_key)
+        spec = req.model_dump(exclude_none=True)
+        ids = await submit_once(manager, user, key, "jobs", spec, lambda: [manager.submit(user, spec)])
+        return ids if isinstance(ids, JSONResponse) else SubmitResponse(id=ids[0])
 
     max_batch = manager.config.max_batch_jobs
 
@@ -110,7 +118,8 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
         tags=["jobs"],
         responses=errors(
             **USER,
-            e400="the body is not UTF-8 JSON, or a job's `size` is larger than any site can offer",
+            e400="the body is not UTF-8 JSON, a job's `size` is larger than any site can offer, or a bad "
+            "Idempotency-Key",
             e413=f"more than {max_batch} jobs, or a body larger than the manager's limit",
         ),
         openapi_extra={
@@ -128,13 +137,17 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
             }
         },
     )
-    async def submit_batch(request: Request, p: User) -> list[SubmitResponse]:
+    async def submit_batch(
+        request: Request, p: User, idempotency_key: Key = None
+    ) -> list[SubmitResponse] | JSONResponse:
         """Submit several jobs at once (all or none are accepted); answers their ids, in order.
 
         At most `max_batch_jobs` jobs (default 10,000) per request: the count is checked before
         any job is validated, so an oversized batch costs the event loop next to nothing.
         """
-        assert p.user is not None
+        user = p.user
+        assert user is not None
+        key = check_key(idempotency_key)
         try:
             raw = await request.json()
         except ValueError as exc:
@@ -154,13 +167,16 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
                 [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
             ) from None
         specs = [r.model_dump(exclude_none=True) for r in reqs]
-        for i, spec in enumerate(specs):
-            manager.check_size(int(spec["size"]))
-            manager.check_vm(p.user, spec)
-            manager.intake.check_outputs(spec, manager.intake.next_job_id + i)
-        ids = [manager.submit(p.user, spec) for spec in specs]
-        await manager.committed()
-        return [SubmitResponse(id=i) for i in ids]
+
+        def submit_all() -> list[int]:
+            for i, spec in enumerate(specs):
+                manager.check_size(int(spec["size"]))
+                manager.check_vm(user, spec)
+                manager.intake.check_outputs(spec, manager.intake.next_job_id + i)
+            return [manager.submit(user, spec) for spec in specs]
+
+        ids = await submit_once(manager, user, key, "jobs/batch", specs, submit_all)
+        return ids if isinstance(ids, JSONResponse) else [SubmitResponse(id=i) for i in ids]
 
     @router.get("/jobs", response_model=list[JobInfo], tags=["jobs"], responses=errors(**USER))
     async def list_jobs(
