@@ -64,7 +64,8 @@ def test_drain_finishes_running_jobs_starts_nothing_new_and_stops(tmp_path: Path
     live = LiveServer(env, tmp_path / "state", db_url, tag).start()
     try:
         c = live.client()
-        running = c.submit(command="sleep", args=["2"], size=4)
+        go = tmp_path / "go"  # the running job ends once the test has seen the drain begin
+        running = c.submit(command="sh", args=["-c", f"while [ ! -e {go} ]; do sleep 0.1; done"], size=4)
         wait_state(c, running, ("running",))
         queued = c.submit(command="true", size=4)
         r = subprocess.run(  # noqa: PLW1510
@@ -79,6 +80,9 @@ def test_drain_finishes_running_jobs_starts_nothing_new_and_stops(tmp_path: Path
             c.submit(command="true")
         assert refused.value.status == 503 and "stopping (drain)" in str(refused.value)
         assert live.proc is not None
+        time.sleep(1)
+        assert live.proc.poll() is None, "the drain stopped the manager while a job still ran"
+        go.touch()
         live.proc.wait(timeout=20)  # stops by itself once the running job has ended
         live.start()
         c = live.client()
