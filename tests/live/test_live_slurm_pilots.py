@@ -239,7 +239,7 @@ name = "loc"
 nodes = 2
 cores_per_node = 1
 [policies]
-allocation = {{ name = "tags-chain", params = {{ limits = [3] }} }}
+allocation = {{ name = "tags-chain", params = {{ limits = [6] }} }}
 provisioning = "none"
 """
 
@@ -248,7 +248,8 @@ provisioning = "none"
 def test_tags_chain_kills_at_the_slurm_sites_limit_and_restarts_on_the_next_site(
     tmp_path: Path, tag: str, slurm_conf: str, mode: str
 ) -> None:
-    """KOALA-C's TAGS-chain with a Slurm site first (limit 3 s) and a local cluster second: a long
+    """KOALA-C's TAGS-chain with a Slurm site first (limit 6 s: a short job's run on a loaded machine
+    stays under it) and a local cluster second: a long
     job is killed on Slurm at the limit and completes on the next site; a short one and an
     8-processor job spread over the 4 Slurm nodes complete on Slurm, in either mode."""
     env = tmp_path / "env.toml"
@@ -261,7 +262,7 @@ def test_tags_chain_kills_at_the_slurm_sites_limit_and_restarts_on_the_next_site
             wide = c.submit(command="sh", args=["-c", "cut -d' ' -f1 $ISTHMUS_NODEFILE"], size=8)
         else:
             wide = c.submit(command="srun", args=["sh", "-c", "echo $SLURMD_NODENAME"], size=8)
-        long = c.submit(command="sh", args=["-c", "sleep 6; echo run $ISTHMUS_RUN"])
+        long = c.submit(command="sh", args=["-c", "sleep 10; echo run $ISTHMUS_RUN"])
         short = c.submit(command="sh", args=["-c", "echo run $ISTHMUS_RUN"])
         j = wait_state(c, wide, TERMINAL, timeout=60)
         assert j["state"] == "completed", j["history"]
