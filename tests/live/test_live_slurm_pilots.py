@@ -248,10 +248,10 @@ provisioning = "none"
 def test_tags_chain_kills_at_the_slurm_sites_limit_and_restarts_on_the_next_site(
     tmp_path: Path, tag: str, slurm_conf: str, mode: str
 ) -> None:
-    """KOALA-C's TAGS-chain with a Slurm site first (limit 6 s: a short job's run on a loaded machine
-    stays under it) and a local cluster second: a long
-    job is killed on Slurm at the limit and completes on the next site; a short one and an
-    8-processor job spread over the 4 Slurm nodes complete on Slurm, in either mode."""
+    """KOALA-C's TAGS-chain with a Slurm site first (limit 6 s, which a short job's run stays under
+    on a loaded machine) and a local cluster second: a long job is killed on Slurm at the limit and
+    completes on the next site; a short one and an 8-processor job spread over the 4 Slurm nodes
+    complete on Slurm, in either mode."""
     env = tmp_path / "env.toml"
     env.write_text(TAGS_ENV.format(mode=mode, conf=slurm_conf))
     live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
