@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -82,12 +84,14 @@ provisioning = "none"
 """
 
 
-def _server(tmp_path: Path, tag: str, text: str = ENV) -> LiveServer:
+def _server(tmp_path: Path, tag: str, text: str = ENV, extra: tuple[str, ...] = ()) -> LiveServer:
     env = tmp_path / "env.toml"
     env.write_text(text)
-    return LiveServer(
+    server = LiveServer(
         env, tmp_path / "state", f"sqlite:///{tmp_path / 'db.sqlite'}", tag, heartbeat_timeout=3.0, reattach_timeout=2.0
-    ).start()
+    )
+    server.args += extra
+    return server.start()
 
 
 def _body(ledger: Path) -> str:
@@ -195,8 +199,11 @@ def test_a_run_that_ended_while_nobody_heard_counts_and_is_not_run_again(tmp_pat
         server.stop()
 
 
-def test_a_job_that_takes_its_pilot_down_fails_after_three_lost_runs(tmp_path: Path, tag: str) -> None:
-    server = _server(tmp_path, tag)
+@pytest.mark.parametrize("limit", [None, 2])
+def test_a_job_that_takes_its_pilot_down_fails_after_its_lost_runs(tmp_path: Path, tag: str, limit: int | None) -> None:
+    """Three lost runs by default; `--max-lost-runs N` sets the bound."""
+    server = _server(tmp_path, tag, extra=() if limit is None else ("--max-lost-runs", str(limit)))
+    n = limit or 3
     try:
         with server.client() as c:
             # its parent is the wrapper that records its exit status; the wrapper's parent, the pilot
@@ -205,10 +212,34 @@ def test_a_job_that_takes_its_pilot_down_fails_after_three_lost_runs(tmp_path: P
             job = wait_state(c, pill, ("failed", "completed"), timeout=90)
             assert job["state"] == "failed", job
             lost = [h for h in job["history"] if h["state"] == "killed" and "lost" in h["detail"]]
-            assert len(lost) == 2 and job["run"] == 3, job["history"]
-            assert "lost 3 times" in job["history"][-1]["detail"], job["history"]
+            assert len(lost) == n - 1 and job["run"] == n, job["history"]
+            assert f"lost {n} times" in job["history"][-1]["detail"], job["history"]
             # its slot is back: a job needing every slot of the site runs
             after = c.submit(command="true", size=3)
             assert wait_state(c, after, ("completed", "failed"), timeout=60)["state"] == "completed"
     finally:
         server.stop()
+
+
+def test_max_lost_runs_below_one_is_refused_naming_the_option(tmp_path: Path) -> None:
+    env = tmp_path / "env.toml"
+    env.write_text(ENV)
+    r = subprocess.run(  # noqa: PLW1510
+        [
+            sys.executable,
+            "-m",
+            "isthmus.cli.live_entry",
+            "server",
+            "--env",
+            str(env),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--max-lost-runs",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "--max-lost-runs must be at least 1, got 0" in r.stderr, r.stderr
+    assert not (tmp_path / "state").exists()

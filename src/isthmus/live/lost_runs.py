@@ -61,12 +61,10 @@ def lost_before(store: db.Store, job: int) -> int:
         return 0
 
 
-def poison_reason(store: db.Store, job: int, limit: int, why: str) -> str | None:
-    """Why the job fails now, if this lost run (lost because `why`) is its `limit`-th; else None."""
-    if limit <= 0:
-        return None
-    count = lost_before(store, job) + 1
-    if count < limit:
+def poison_reason(count: int, limit: int, why: str) -> str | None:
+    """Why the job fails now, if this lost run (lost because `why`, its `count`-th) reaches `limit`;
+    else None."""
+    if limit <= 0 or count < limit:
         return None
     return (
         f"its run was lost {count} times (the last: {why}): taken as a job that takes its pilot down, "

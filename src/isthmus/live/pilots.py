@@ -33,7 +33,7 @@ from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
 from isthmus.engine.state import JobEntry, JobState
 from isthmus.live.errors import RequestError
 from isthmus.live.jobfiles import run_files
-from isthmus.live.lost_runs import kill_lost_run, poison_reason
+from isthmus.live.lost_runs import kill_lost_run, lost_before, poison_reason
 from isthmus.model.states import PilotState, VmState
 from isthmus.store import tables as db
 from isthmus.store.projector import RunRecord
@@ -143,6 +143,9 @@ class PilotHub:
         self.ended: dict[tuple[int, int], dict[str, Any]] = {}
         #: why runs were lost, by (job, run)
         self.lost_reasons: dict[tuple[int, int], str] = {}
+        #: how many runs of each job were lost, counted in memory (the database is read once per job
+        #: and manager start: a loss whose history line is not written yet still counts)
+        self.lost_counts: dict[int, int] = {}
         #: True while recovery re-attaches runs (their start commands are not sent again)
         self.recovering = False
         #: Bumped whenever pilot tokens are deleted; the API's token cache is valid per generation.
@@ -171,6 +174,7 @@ class PilotHub:
         for d in (self.records, self.ended, self.lost_reasons):
             for key in [k for k in d if k[0] == job]:
                 del d[key]
+        self.lost_counts.pop(job, None)
 
     # --------------------------------------------------------------- the protocol
 
@@ -590,7 +594,10 @@ class PilotHub:
             self.ended[(a.job, a.run)] = {"exit_code": code}
             self.ctx.engine.job_ended(a.job, a.run, code)
             return
-        poison = poison_reason(self.ctx.store, a.job, self.ctx.config.max_lost_runs, why)
+        count = self.lost_counts.get(a.job)
+        count = (lost_before(self.ctx.store, a.job) if count is None else count) + 1
+        self.lost_counts[a.job] = count
+        poison = poison_reason(count, self.ctx.config.max_lost_runs, why)
         if poison is not None:
             log.warning("job %s run %s lost: %s; the job fails: %s", a.job, a.run, why, poison)
             self.ended[(a.job, a.run)] = {"error": poison}

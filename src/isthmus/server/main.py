@@ -72,6 +72,7 @@ def serve(
     enforce_walltime: bool = ManagerConfig.enforce_walltime,
     preemption_time: float = ManagerConfig.bag_preemption_time,
     bag_prefetch: int = ManagerConfig.bag_prefetch,
+    max_lost_runs: int = ManagerConfig.max_lost_runs,
 ) -> None:
     """Run the manager until SIGINT/SIGTERM or `isthmus stop` (`on_stop`: what a signal does to running jobs;
     `enforce_walltime`: whether a run reaching its job's requested runtime is killed).
@@ -90,6 +91,8 @@ def serve(
         raise ValueError(f"--bag-prefetch must be 0 to 100 tasks, got {bag_prefetch}")
     if max_batch_jobs < 1:
         raise ValueError(f"--max-batch-jobs must be at least 1, got {max_batch_jobs}")
+    if max_lost_runs < 1:
+        raise ValueError(f"--max-lost-runs must be at least 1, got {max_lost_runs}")
     if on_stop not in ("detach", "kill"):
         raise ValueError(f"--on-stop expects detach or kill, got {on_stop!r}")
     check_listen(host, port)
@@ -121,6 +124,7 @@ def serve(
         enforce_walltime=enforce_walltime,
         bag_preemption_time=preemption_time,
         bag_prefetch=bag_prefetch,
+        max_lost_runs=max_lost_runs,
     )
     manager = Manager(cfg)
     app = create_app(manager)

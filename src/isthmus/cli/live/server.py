@@ -68,6 +68,12 @@ def register(app: typer.Typer) -> None:
         bag_prefetch: int = typer.Option(
             1, "--bag-prefetch", help="Bags of tasks: tasks each launcher keeps ahead of the one it runs."
         ),
+        max_lost_runs: int = typer.Option(
+            3,
+            "--max-lost-runs",
+            help="A job whose runs are lost this many times (their pilot died under them) fails with the "
+            "reason instead of being requeued again.",
+        ),
     ) -> None:
         """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
         from isthmus.server.main import load_env, serve
@@ -101,6 +107,7 @@ def register(app: typer.Typer) -> None:
                 enforce_walltime=kill_at_walltime,
                 preemption_time=preemption_time,
                 bag_prefetch=bag_prefetch,
+                max_lost_runs=max_lost_runs,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
