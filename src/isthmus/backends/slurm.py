@@ -23,6 +23,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from isthmus.agent.jobenv import default_environment
 from isthmus.backends.api import Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import (
     AuthenticationError,
@@ -180,9 +181,11 @@ class SlurmBatch:
             args.append(f"--chdir={r.cwd}")
         args.append(f"--output={r.stdout or '/dev/null'}")
         args.append(f"--error={r.stderr or r.stdout or '/dev/null'}")
-        # exactly the request's environment (and Slurm's SLURM_* variables): never sbatch's own,
-        # which is the manager's with its secrets
-        args.append("--export=" + (",".join(f"{k}={v}" for k, v in sorted(r.env.items())) or "NONE"))
+        # the documented defaults (PATH, HOME, ...), then the request's environment, and Slurm's
+        # SLURM_* variables: never sbatch's own, which is the manager's with its secrets. Never
+        # NONE either: its steps (srun) would start without PATH
+        env = {**default_environment(), **r.env}
+        args.append("--export=" + ",".join(f"{k}={v}" for k, v in sorted(env.items())))
         args.extend(self.extra_options)
         return args
 
