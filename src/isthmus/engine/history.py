@@ -16,18 +16,18 @@ from the history it arrived to (as it was before the restart), then to finish.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from isthmus.engine.runs import record_completion
 from isthmus.model.events import EventKind, EventLog
 
 if TYPE_CHECKING:
     from isthmus.engine.engine import Engine
 
-__all__ = ["CompletedRun", "HistoryReplay", "arrivals", "completed_runs", "record_completion"]
+__all__ = ["CompletedRun", "HistoryReplay", "arrivals", "completed_runs"]
 
 _START = int(EventKind.START)
 _END = int(EventKind.END)
@@ -72,17 +72,6 @@ def arrivals(log: EventLog) -> dict[int, int]:
     for i in np.flatnonzero(kind == _SUBMIT).tolist():
         out.setdefault(job[i], i)
     return out
-
-
-def record_completion(engine: Engine, user: str, runtime: float) -> None:
-    """Count a completed run of `user` lasting `runtime` seconds in `engine`'s history, as the
-    engine does when a run ends with exit code 0 (the user's last two, the sum and the count)."""
-    hist = engine.history.get(user)
-    if hist is None:
-        hist = engine.history[user] = deque(maxlen=2)
-    hist.append(runtime)
-    engine.runtime_sum += runtime
-    engine.runtime_count += 1
 
 
 class HistoryReplay:

@@ -29,6 +29,18 @@ _RUNNING = JobState.RUNNING
 _COMPLETED = JobState.COMPLETED
 
 
+def record_completion(ops: RunOps, user: str, runtime: float) -> None:
+    """Count a completed run of `user` lasting `runtime` seconds in the runtime predictors'
+    history: the user's last two runtimes, the sum and the count (a restart replays the stored
+    runs through this too: isthmus.engine.history)."""
+    hist = ops.history.get(user)
+    if hist is None:
+        hist = ops.history[user] = deque(maxlen=2)
+    hist.append(runtime)
+    ops.runtime_sum += runtime
+    ops.runtime_count += 1
+
+
 def ended(ops: RunOps, job_id: int, run: int, exit_code: int = 0) -> None:
     """Run number `run` of job `job_id` ended now with `exit_code` (0: completed, else failed);
     nothing for a run that is no longer current (killed and restarted meanwhile)."""
@@ -53,15 +65,7 @@ def ended(ops: RunOps, job_id: int, run: int, exit_code: int = 0) -> None:
     if exit_code == 0:
         entry.state = _COMPLETED
         log.add(now, _END, job_id, site, 0, run, -1)
-        runtime = now - entry.started
-        user = entry.job.user
-        history = ops.history
-        hist = history.get(user)
-        if hist is None:
-            hist = history[user] = deque(maxlen=2)
-        hist.append(runtime)
-        ops.runtime_sum += runtime
-        ops.runtime_count += 1
+        record_completion(ops, entry.job.user, now - entry.started)
     else:
         entry.state = JobState.FAILED
         log.append(now, _FAIL, job_id, site, -1, exit_code, run)
