@@ -147,7 +147,7 @@ def families() -> tuple[str, ...]:
 
 def round_order(family: str) -> int | None:
     """Where `family` decides in a round (lower first); None for a family not consulted each round."""
-    _family(family)
+    _known(family)
     return _FAMILIES[family]
 
 
@@ -230,13 +230,19 @@ def unregister(family: str, name: str) -> None:
     _SOURCES.pop((family, name), None)
 
 
-def _family(family: str) -> dict[str, str]:
-    _read_entry_points()
+def _known(family: str) -> dict[str, str]:
+    """The table of `family` as registered so far (entry points not read); PolicyError if unknown."""
     try:
         return _TABLE[family]
     except KeyError:
         valid = ", ".join(families())
         raise PolicyError(f"unknown policy family {family!r}; expected one of: {valid}") from None
+
+
+def _family(family: str) -> dict[str, str]:
+    """The whole table of `family`, the outside packages' entry points read first."""
+    _read_entry_points()
+    return _known(family)
 
 
 def names(family: str) -> list[str]:
@@ -245,9 +251,15 @@ def names(family: str) -> list[str]:
 
 
 def info(family: str, name: str) -> PolicyInfo:
-    """Look a policy up; PolicyError listing the valid names when `name` is unknown."""
-    table = _family(family)
+    """Look a policy up; PolicyError listing the valid names when `name` is unknown.
+
+    A name already registered is found without reading the entry points (scanning the installed
+    packages costs tens of milliseconds at every start): no entry point can take a registered name."""
+    table = _known(family)
     target = table.get(name)
+    if target is None:  # perhaps an outside package's (they add to this table)
+        _read_entry_points()
+        target = table.get(name)
     if target is None:
         refused = _REFUSED.get((family, name))
         why = f" ({refused})" if refused else ""
