@@ -164,13 +164,7 @@ def register(app: typer.Typer) -> None:
                     bad(f"--{key}: {exc}")
                 # relative to the job's working directory, as sbatch does
                 spec[key] = os.path.join(workdir, os.path.expanduser(options[key]))
-        envd = {}
-        for item in env:
-            k, sep, v = item.partition("=")
-            if not sep:
-                bad(f"--env expects KEY=VALUE, got {item!r}")
-            envd[k] = v
-        spec["env"] = envd
+        spec["env"] = _env_option(env, bad)
         vm = jobfiles.vm_options(options)
         given_vm = {
             "vm_type": vm_type,
@@ -354,6 +348,17 @@ def register(app: typer.Typer) -> None:
                 api_fail(exc, token)
 
 
+def _env_option(env: list[str], bad: Callable[[str], NoReturn]) -> dict[str, str]:
+    """The variables of the `--env KEY=VALUE` options; `bad` (exit 2) names one without `=`."""
+    out = {}
+    for item in env:
+        k, sep, v = item.partition("=")
+        if not sep:
+            bad(f"--env expects KEY=VALUE, got {item!r}")
+        out[k] = v
+    return out
+
+
 def _bag_spec(
     tasks: Path | None,
     sweep: str | None,
@@ -387,13 +392,7 @@ def _bag_spec(
             spec["sweep"] = {"template": sweep, "params": params}
     except BagSpecError as exc:
         bad(str(exc))
-    envd = {}
-    for item in env:
-        k, sep, v = item.partition("=")
-        if not sep:
-            bad(f"--env expects KEY=VALUE, got {item!r}")
-        envd[k] = v
-    spec["env"] = envd
+    spec["env"] = _env_option(env, bad)
     if name:
         spec["name"] = name
     return spec
