@@ -146,3 +146,16 @@ def test_bad_directive_exits_2_before_submitting(
     bad_output = runner.invoke(app, ["submit", "-o", "x-%A", "--", "true"])
     assert bad_output.exit_code == 2
     assert "--output: 'x-%A': unknown pattern '%A'" in bad_output.stderr
+
+
+@pytest.mark.parametrize("bag", [False, True])
+def test_env_options_are_sent_and_one_without_equals_exits_2(submitted: list[dict[str, Any]], bag: bool) -> None:
+    what = ["--sweep", "echo {x}", "--param", "x=1..2"] if bag else ["--", "true"]
+    if not bag:  # (the fake client takes jobs only; a bag's --env is checked before sending)
+        result = runner.invoke(app, ["submit", "--env", "A=1", "--env", "B=x=y", *what])
+        assert result.exit_code == 0, result.output
+        assert submitted[-1]["env"] == {"A": "1", "B": "x=y"}
+    result = runner.invoke(app, ["submit", "--env", "NOEQUALS", *what])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --env expects KEY=VALUE, got 'NOEQUALS'"
+    assert all("NOEQUALS" not in str(spec.get("env")) for spec in submitted)
