@@ -19,6 +19,7 @@ def test_the_jobs_router_creates_and_lists_each_users_jobs(api: Api) -> None:
     assert sorted(j["id"] for j in listed) == sorted(ids)
     assert {(j["user"], j["state"]) for j in listed} == {("alice", "queued")}
     assert [j["size"] for j in sorted(listed, key=lambda j: j["id"])] == [1, 1, 2]
+    assert all(j["reason"] and j["reason_code"] for j in listed)  # a listing says why each job waits
     # another user sees none of them, and a job of someone else answers as a missing one
     assert api.client.get("/jobs", headers=bob).json() == []
     assert api.client.get(f"/jobs/{ids[0]}", headers=bob).status_code == 404

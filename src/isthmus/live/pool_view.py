@@ -81,7 +81,9 @@ def pool_timeseries(store: Store, env: Environment, *, now: float, window: float
     start = max(first, horizon - window)
     n = max(2, points) if horizon > start else 1
     grid = np.linspace(start, horizon, n)
-    tables = build_tables(log, (), len(env.sites), horizon)
+    # what is still running or leased is closed a second after the last point, not at it: the
+    # series steps down at an interval's end, so closing at `horizon` would show zero "now"
+    tables = build_tables(log, (), len(env.sites), horizon + 1.0)
     ts = compute_timeseries(tables, env)
     running = ts.allocated.value_at(grid)
     requested = ts.requested.value_at(grid)

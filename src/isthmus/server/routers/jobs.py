@@ -38,8 +38,8 @@ _SUBMIT_LIST = TypeAdapter(list[SubmitRequest])
 def job_info(
     manager: Manager, federation: LiveFederation | None, row: dict[str, Any], *, history: bool = False
 ) -> JobInfo:
-    """The API's view of job row `row`; with `history`, its state changes, where it was forwarded
-    or received from, and (while queued) why it waits."""
+    """The API's view of job row `row`: while queued, why it waits; with `history`, also its state
+    changes and where it was forwarded or received from."""
     site = row["site"]
     info = JobInfo(
         id=row["id"],
@@ -68,11 +68,12 @@ def job_info(
         if federation is not None:
             info.forwarded = federation.forwarded_info(row["id"])
             info.received = federation.received_info(row["id"])
-        status = manager.why(row["id"]) if row["state"] == JobState.QUEUED else None
-        if status is not None:
-            info.reason = status.reason
-            info.reason_code = status.code.label
-            info.reason_policy = status.policy or None
+    # a queued job says why it waits in every answer, a listing's rows included
+    status = manager.why(row["id"]) if row["state"] == JobState.QUEUED else None
+    if status is not None:
+        info.reason = status.reason
+        info.reason_code = status.code.label
+        info.reason_policy = status.policy or None
     return info
 
 
