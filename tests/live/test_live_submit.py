@@ -65,7 +65,7 @@ def test_script_runs_with_its_directives_and_output_lands_in_the_o_file(live: Li
     r = _cli(live, work, "logs", str(jid))
     assert r.stdout == out.read_text()  # logs reads from wherever the output went
     r = _cli(live, work, "show", str(jid))
-    assert f"StdOut {work}/out-%j.txt" in r.stdout
+    assert f"StdOut {work}/out-{jid}.txt" in r.stdout  # the pattern as it expands for this job
 
 
 def test_command_line_overrides_directives_and_error_file(live: LiveServer, tmp_path: Path) -> None:

@@ -174,6 +174,7 @@ def test_the_projector_writes_each_event_once_and_only_once_committed(store: Sto
     assert (one["state"], one["exit_code"], one["runtime"], one["end_time"]) == ("completed", 0, 9.5, 10.5)
     assert one["slots"] == [["0/n0", 0]] and one["site"] == 0
     assert (two["state"], two["limit_s"], two["exit_code"]) == ("timeout", 60.0, -9)  # killed at its walltime
+    assert two["runtime"] == 60.0  # no runtime measured by its site: the time from its start
     assert (three["state"], three["reason"]) == ("rejected", "larger than every site")
     assert [h["state"] for h in store.history(2)] == ["starting", "killed", "timeout"]
     assert "local-a: 1 slots on 0/n1" in store.history(2)[0]["detail"]

@@ -292,7 +292,10 @@ UPDATE_JOB_END = (
         state=bindparam("b_state"),
         exit_code=bindparam("b_code"),
         end_time=bindparam("b_time"),
-        runtime=bindparam("b_runtime"),
+        # what the site measured, else the time from the run's start (a batch system's own job)
+        runtime=func.coalesce(
+            bindparam("b_runtime", type_=Float), bindparam("b_time", type_=Float) - jobs.c.start_time
+        ),
     )
 )
 INSERT_BAG_TASKS = insert(bag_tasks)

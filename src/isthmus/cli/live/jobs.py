@@ -29,6 +29,7 @@ from isthmus.cli.live.common import (
     print_table,
 )
 from isthmus.live.client import SUBMIT_ATTEMPTS, ApiError
+from isthmus.live.jobfiles import expand
 
 
 def register(app: typer.Typer) -> None:
@@ -252,8 +253,9 @@ def register(app: typer.Typer) -> None:
         if spec.get("script") is not None:
             lines.append(("Script", f"{spec.get('command')} (copied at submission)"))
         if spec.get("output") or spec.get("error"):
-            lines.append(("StdOut", spec.get("output") or "- (spool)"))
-            lines.append(("StdErr", spec.get("error") or spec.get("output") or "- (spool)"))
+            out, err = spec.get("output"), spec.get("error") or spec.get("output")
+            lines.append(("StdOut", expand(out, j["id"]) if out else "- (spool)"))
+            lines.append(("StdErr", expand(err, j["id"]) if err else "- (spool)"))
         fwd = j.get("forwarded")
         if fwd:
             there = f"job {fwd['remote_id']}" if fwd.get("remote_id") is not None else "not yet acknowledged"
