@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Budget caps: what each covers (sites, users), its limit, and in its current period
         spent (charged increments), committed (reserved for running jobs by finish caps) and
-        left, with the VMs it refused or released; `isthmus budget NAME LIMIT` changes a limit."""
+        left, the leases it refused and the VMs it released; `isthmus budget NAME LIMIT` changes a limit."""
         if (name is None) != (limit is None):
             raise typer.BadParameter("give both NAME and LIMIT to change a budget, or neither to list them")
         if name is not None and limit is not None:
@@ -34,9 +34,11 @@ def register(app: typer.Typer) -> None:
         table = [
             [r["name"], ",".join(r["sites"]), ",".join(r.get("users", [])) or "all", r["current"] or "total",
              r.get("on_limit", "requeue"), f"{r['limit']:.2f}", f"{r['spent']:.4f}", f"{r.get('committed', 0.0):.4f}",
-             f"{r['left']:.4f}", str(r.get("refused_leases", 0) + r.get("released_vms", 0))]
+             f"{r['left']:.4f}", str(r.get("refused_leases", 0)), str(r.get("released_vms", 0))]
             for r in rows
         ]  # fmt: skip
         print_table(
-            ["BUDGET", "SITES", "USERS", "PERIOD", "ON-LIMIT", "LIMIT", "SPENT", "COMMITTED", "LEFT", "REFUSED"], table
-        )
+            ["BUDGET", "SITES", "USERS", "PERIOD", "ON-LIMIT", "LIMIT", "SPENT", "COMMITTED", "LEFT", "REFUSED",
+             "RELEASED"],
+            table,
+        )  # fmt: skip
