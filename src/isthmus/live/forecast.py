@@ -289,10 +289,12 @@ def run_forecast(
         budget=cap,
         enforce_walltime=snap.enforce_walltime,
     )
+    adopted: dict[tuple[int, int], tuple[float, int]] = {}
     for vm in snap.vms:
         site = where[vm.site]
         backend = engine.cloud_backend(site)
         restored = backend.restore_vm(vm.vm, vm.state, vm.leased_at, vm.ready_at, None, vm.vm_type, vm.image, vm.owner)
+        adopted[(site, restored.id)] = (vm.leased_at, vm.vm_type)
         engine.adopt_lease(site, restored.id, vm.leased_at)
         if vm.state is VmState.BOOTING:
             engine.schedule(vm.leased_at + backend.site.boot_time, PRIO_VM, EV_VM_READY, site, restored.id)
@@ -323,7 +325,6 @@ def run_forecast(
     for q in snap.queued:
         stage = q.stage if same_queues else engine.allocation.arrival_stage(q.job) if len(engine.queues) > 1 else 0
         engine.restore(q.job, stage=stage, run=q.run, restarts=q.restarts, queued_at=q.queued_at)
-    spent_before = engine.spent
     engine.request_round(snap.now)
     clock.run(snap.now + horizon, engine.idle)
     return Forecast(
@@ -333,9 +334,36 @@ def run_forecast(
         budget=cap,
         horizon=horizon,
         jobs=_job_forecasts(snap, engine),
-        spend=engine.spent - spent_before,
+        spend=_spend_from(snap.now, engine, adopted),
         unfinished=len(engine.entries),
     )
+
+
+def _spend_from(now: float, engine: Engine, adopted: dict[tuple[int, int], tuple[float, int]]) -> float:
+    """The charged cost of the billing increments begun from `now` on, by the leases the forecast
+    adopted (`adopted`: (site, VM) -> (leased at, type)) and those it made, each until its release
+    or the forecast's end. Read from the forecast's log: the engine follows billing boundaries only
+    under a budget, so its `spent` does not grow without one."""
+    leases = dict(adopted)
+    released: dict[tuple[int, int], float] = {}
+    for e in engine.log:
+        if e.kind == EventKind.VM_LEASE:
+            leases[(e.site, e.vm)] = (e.time, int(e.value))
+        elif e.kind == EventKind.VM_RELEASE:
+            released[(e.site, e.vm)] = e.time
+    end = engine.clock.now
+    total = 0.0
+    for (site, vm), (leased_at, vm_type) in leases.items():
+        s = engine.env.sites[site]
+        if not s.is_paid:
+            continue
+
+        def begun(t: float, leased_at: float = leased_at, inc: float = s.billing_increment) -> int:
+            return math.ceil((t - leased_at) / inc - 1e-9) if t > leased_at else 0
+
+        more = begun(released.get((site, vm), end)) - begun(max(now, leased_at))
+        total += max(0, more) * s.type_price_per_increment(vm_type)
+    return total
 
 
 def _job_forecasts(snap: Snapshot, engine: Engine) -> list[JobForecast]:
