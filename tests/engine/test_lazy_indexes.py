@@ -121,3 +121,23 @@ def test_the_queue_indexes_are_built_from_the_queue_on_first_read_and_kept_from_
     engine.dequeue(engine.entries[4])
     assert list(engine.view.queue_by_size(0)[2]) == [2, 6]
     assert [e.job.id for e in engine.view.queue_by_runtime(0)[2]] == [6, 2]
+
+
+def test_a_long_queue_gets_its_indexes_as_it_grows_not_at_the_first_round() -> None:
+    """No round pays for indexing a long queue: past `INDEX_AT` jobs the declared indexes are
+    built at that submission and kept up by each later one; a short queue waits for a read."""
+    from isthmus.engine.queues import INDEX_AT
+    from isthmus.model.environment import Environment
+    from isthmus.model.site import Site
+    from isthmus.sim.harness import Harness
+
+    env = Environment(name="q", sites=(Site("c", nodes=4, cores_per_node=4),), round_interval=30.0)
+    h = Harness(env, PolicyChoice("sjf"), now=0.0)
+    book = h.engine.queue_book
+    for i in range(1, INDEX_AT + 1):
+        h.queue(job(i, 0, 8, 10.0), queued_at=0.0)  # no round runs: the jobs stay queued
+    assert not book.size_index
+    h.queue(job(INDEX_AT + 1, 0, 8, 10.0), queued_at=0.0)
+    assert book.size_index and len(book.buckets[0][8]) == INDEX_AT + 1
+    h.queue(job(INDEX_AT + 2, 0, 8, 5.0), queued_at=0.0)
+    assert len(book.sorted_buckets[0][8]) == INDEX_AT + 2

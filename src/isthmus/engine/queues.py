@@ -3,8 +3,9 @@
 `QueueBook` holds the queues in order (an OrderedDict a stage: O(1) removal anywhere, O(1)
 access to the head) and, for allocation policies that declare them, the same queues split by
 job size (`buckets`), each size's jobs ordered by the policy's runtime key (`sorted_buckets`)
-and as NumPy columns (`columns`, HSDF). The indexes are built on their first read (`indexes`)
-and kept from then on: EASY reads them only once its queue grows long.
+and as NumPy columns (`columns`, HSDF). The indexes are built when a queue grows past
+`INDEX_AT` jobs, or on their first read if that comes sooner (`indexes`), and kept from then on:
+EASY reads them only once its queue grows long, and no round pays for a build over a long queue.
 
 It also keeps what the engine's head-of-line shortcut needs (`stale`, `stale_all`,
 `heads_blocked`): a queue given a new head since the allocation policy last decided.
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 
 #: a runtime-index group longer than this becomes a SortedList (see `QueueBook.index`)
 _PLAIN_GROUP_MAX = 256
+#: a queue longer than this gets the declared indexes as it grows, so that no round pays for
+#: building them over a long queue (shorter queues get them at the policy's first read)
+INDEX_AT = 512
 _REJECT = int(EventKind.REJECT)
 
 
@@ -102,6 +106,8 @@ class QueueBook:
             self.stale.add(stage)
         if self.size_index:
             self.index(entry, stage)
+        elif self.index_declared and len(queue) > INDEX_AT:
+            self.indexes()
 
     def indexes(self) -> None:
         """Build the queue indexes the allocation policy declares (size buckets, their runtime
