@@ -25,6 +25,7 @@ from isthmus.tls import (
     client_context,
     is_loopback,
     is_self_signed,
+    machine_names,
     make_self_signed,
 )
 
@@ -132,7 +133,8 @@ def serve(
     state_dir.mkdir(parents=True, exist_ok=True)
     if self_signed and tls_cert is not None and not tls_cert.exists():
         try:
-            make_self_signed(tls_cert.parent)
+            advertised = urllib.parse.urlsplit(advertise_url).hostname if advertise_url else None
+            make_self_signed(tls_cert.parent, [*machine_names(), *([advertised] if advertised else [])])
         except FileExistsError as exc:  # a key without its certificate
             raise ValueError(str(exc)) from None
     if self_signed:
