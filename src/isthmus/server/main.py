@@ -125,6 +125,10 @@ def serve(
         if tls_cert is not None or tls_key is not None:
             raise ValueError("--self-signed makes its own pair: give either it or --tls-cert and --tls-key")
         tls_cert, tls_key = state_dir / "tls" / CERT_NAME, state_dir / "tls" / KEY_NAME
+    # pilots are given the CA file's path and run in other directories
+    tls_cert, tls_key, tls_ca = (
+        None if p is None else Path(p).expanduser().resolve() for p in (tls_cert, tls_key, tls_ca)
+    )
     pilot_ca = check_tls(host, port, advertise_url, tls_cert, tls_key, tls_ca, insecure_http, self_signed)
     check_batch_commands(env)
     check_cloud_credentials(env)
