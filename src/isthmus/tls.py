@@ -173,3 +173,32 @@ def make_self_signed(directory: Path, names: Sequence[str] = (), *, days: int = 
         f.write(key_pem)
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return cert_path, key_path
+
+
+def check_ca_verifies(
+    cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str], ca_file: str | os.PathLike[str]
+) -> None:
+    """ValueError when a client trusting `ca_file` would refuse the server certificate
+    `cert_file` (its chain; its names are each client's to check): a handshake in memory."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(os.fspath(cert_file), os.fspath(key_file))
+    client = client_context(ca_file)
+    client.check_hostname = False
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    ends = (client.wrap_bio(c_in, c_out), server.wrap_bio(s_in, s_out, server_side=True))
+    for _ in range(10):
+        waiting = False
+        for end in ends:
+            try:
+                end.do_handshake()
+            except ssl.SSLWantReadError:
+                waiting = True
+            except ssl.SSLCertVerificationError as exc:
+                raise ValueError(
+                    f"CA file {ca_file} does not verify certificate {cert_file}: {exc.verify_message}"
+                ) from None
+        if not waiting:
+            return
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+    raise ValueError(f"CA file {ca_file} and certificate {cert_file}: the handshake did not end")

@@ -33,8 +33,11 @@ def test_plain_http_is_served_on_loopback_only_unless_allowed() -> None:
 def test_pilots_get_the_self_signed_certificate_or_the_ca_given(pair: tuple[Path, Path], tmp_path: Path) -> None:
     cert, key = pair
     assert check_tls("0.0.0.0", 8750, None, cert, key, None, False) == cert
+    assert check_tls("0.0.0.0", 8750, None, cert, key, cert, False) == cert
+    # a CA file that does not verify the certificate: every pilot would be refused
     ca, _ = make_self_signed(tmp_path / "ca", ["ca"])
-    assert check_tls("0.0.0.0", 8750, None, cert, key, ca, False) == ca
+    with pytest.raises(ValueError, match=f"CA file {ca} does not verify certificate {cert}: self-signed certificate"):
+        check_tls("0.0.0.0", 8750, None, cert, key, ca, False)
     with pytest.raises(ValueError, match="--tls-cert and --tls-key go together"):
         check_tls("0.0.0.0", 8750, None, cert, None, None, False)
     with pytest.raises(ValueError, match="--tls-ca names the CA of --tls-cert"):

@@ -20,6 +20,7 @@ from isthmus.store.tables import Store, sqlite_url
 from isthmus.tls import (
     CERT_NAME,
     KEY_NAME,
+    check_ca_verifies,
     check_plain_http,
     check_server_pair,
     client_context,
@@ -229,7 +230,10 @@ def check_tls(
     if self_signed and not cert.exists():
         return cert
     check_server_pair(cert, key)
-    return ca if ca is not None else cert if is_self_signed(cert) else None
+    if ca is not None:
+        check_ca_verifies(cert, key, ca)  # else every pilot would fail to register
+        return ca
+    return cert if is_self_signed(cert) else None
 
 
 def check_listen(host: str, port: int) -> None:
