@@ -21,6 +21,7 @@ from isthmus.live.client import Client
 from isthmus.live.launch import tagged_pids
 from isthmus.live.manager import Manager, ManagerConfig, free_port
 from isthmus.live.pilots import Node, PilotHub
+from isthmus.tls import client_context
 
 __all__ = ["PG_DSN", "LiveServer", "in_process", "ran_counts", "tagged_pids", "wait_for", "wait_state", "write_env"]
 
@@ -91,7 +92,12 @@ def bag_env(path: Path, fairshare: str = "sep") -> Path:
 
 
 class LiveServer:
-    """A manager process (`python -m isthmus.cli.live_entry server`) in its own session."""
+    """A manager process (`python -m isthmus.cli.live_entry server`) in its own session.
+
+    `tls`: plain HTTP when None; "self-signed" serves HTTPS with the pair the server makes in its
+    state directory; a (certificate, key) pair serves HTTPS with it. Clients verify the manager
+    against `ca_file` (the certificate).
+    """
 
     def __init__(
         self,
@@ -106,14 +112,22 @@ class LiveServer:
         poll_wait: float = 1.0,
         on_stop: str = "kill",
         module: str = "isthmus.cli.live_entry",
+        tls: str | tuple[Path, Path] | None = None,
     ) -> None:
         self.env_file = env_file
         self.state_dir = state_dir
         self.db_url = db_url
         self.tag = tag
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'http' if tls is None else 'https'}://127.0.0.1:{self.port}"
+        self.ca_file: Path | None = None
+        tls_args: list[str] = []
+        if tls == "self-signed":
+            tls_args, self.ca_file = ["--self-signed"], state_dir / "tls" / "cert.pem"
+        elif isinstance(tls, tuple):
+            tls_args, self.ca_file = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])], tls[0]
         self.args = [
+            *tls_args,
             "--pilot-timeout",
             str(pilot_timeout),
             "--heartbeat-timeout",
@@ -162,8 +176,10 @@ class LiveServer:
                     f"server exited: {(self.state_dir.parent / f'server-{self.starts}.log').read_text()}"
                 )
             try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return self
+                if self.ca_file is None or self.ca_file.exists():
+                    verify = client_context(self.ca_file) if self.ca_file is not None else True
+                    if httpx.get(self.url + "/health", timeout=1, verify=verify).status_code == 200:
+                        return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
@@ -176,7 +192,7 @@ class LiveServer:
 
     def client(self, token: str | None = None) -> Client:
         """A client with `token` (default: admin)."""
-        return Client(self.url, token if token is not None else self.admin_token)
+        return Client(self.url, token if token is not None else self.admin_token, ca_file=self.ca_file)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Signal the manager (only the manager process, not its pilots) and wait for it."""

@@ -14,6 +14,7 @@ from typing import Any
 from livekit import LiveServer, wait_for
 
 from isthmus.live.manager import free_port
+from isthmus.tls import make_self_signed
 
 PEER_ENV = """
 name = "{name}"
@@ -36,9 +37,10 @@ timeout = 2
 PEER_ENTRY = """
 [[peers]]
 name = "{name}"
-address = "http://127.0.0.1:{port}"
+address = "{scheme}://127.0.0.1:{port}"
 role = "{role}"
 {credential}
+{ca_file}
 """
 
 
@@ -49,7 +51,9 @@ def pair_secret_var(a: str, b: str) -> str:
 
 class Federation:
     """Managers `names` (the first has `nodes` × `cores`, the others `peer_nodes`), fully
-    connected with role "both", each with `selection` as its forwarding policy."""
+    connected with role "both", each with `selection` as its forwarding policy. With `tls`
+    every manager serves HTTPS: the first with the self-signed pair it makes at its start, the
+    others with a pair made here; each peer entry names the peer's certificate as its CA file."""
 
     def __init__(
         self,
@@ -64,6 +68,7 @@ class Federation:
         env_secret_pairs: Sequence[tuple[str, str]] = (),
         roles: dict[tuple[str, str], str] | None = None,
         max_hops: int = 1,
+        tls: bool = False,
     ) -> None:
         self.tmp = tmp
         self.names = list(names)
@@ -72,6 +77,11 @@ class Federation:
         self.env_vars: dict[str, str] = {}
         self.servers: dict[str, LiveServer] = {}
         roles = roles or {}
+        #: each manager's certificate when `tls` (the first one's exists once it started)
+        self.certs: dict[str, tuple[Path, Path]] = {}
+        for j, n in enumerate(names if tls else ()):
+            made = tmp / n / "state" / "tls"
+            self.certs[n] = (made / "cert.pem", made / "key.pem") if j == 0 else make_self_signed(tmp / n / "tls")
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
                 key = tuple(sorted((a, b)))
@@ -95,7 +105,12 @@ class Federation:
                     credential = f'token_file = "{tmp / f"secret-{key[0]}-{key[1]}"}"'
                 entries.append(
                     PEER_ENTRY.format(
-                        name=other, port=self.ports[other], role=roles.get((name, other), "both"), credential=credential
+                        name=other,
+                        scheme="https" if tls else "http",
+                        port=self.ports[other],
+                        role=roles.get((name, other), "both"),
+                        credential=credential,
+                        ca_file=f'ca_file = "{self.certs[other][0]}"' if tls else "",
                     )
                 )
             text = PEER_ENV.format(
@@ -109,13 +124,16 @@ class Federation:
             env_file = tmp / f"{name}.toml"
             env_file.write_text(text)
             state = tmp / name / "state"
-            state.mkdir(parents=True)
+            state.mkdir(parents=True, exist_ok=True)
             # pilots outlive a killed manager long enough for its restart (a lost pilot's job
             # is restarted by its site: a recorded restart, not the federation running it twice)
             db_url = f"sqlite:///{tmp / name / 'isthmus.db'}"
-            server = LiveServer(env_file, state, db_url, tag, pilot_timeout=60.0, reattach_timeout=15.0)
+            mode: str | tuple[Path, Path] | None = None
+            if tls:
+                mode = "self-signed" if i == 0 else self.certs[name]
+            server = LiveServer(env_file, state, db_url, tag, pilot_timeout=60.0, reattach_timeout=15.0, tls=mode)
             server.port = self.ports[name]
-            server.url = f"http://127.0.0.1:{server.port}"
+            server.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.port}"
             self.servers[name] = server
 
     def start(self) -> Federation:

@@ -42,6 +42,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -57,6 +58,7 @@ from isthmus.agent.jobenv import default_environment, job_environment
 from isthmus.agent.outputs import open_output
 from isthmus.agent.reaper import Reaper
 from isthmus.agent.runexit import check_startable, wrapped
+from isthmus.tls import check_plain_http, client_context
 
 EXIT_OK = 0
 LOST_GRACE = 0.5
@@ -97,11 +99,12 @@ class Reply:
 class Connection:
     """One kept-alive HTTP/1.1 connection to the manager, with the pilot's token on every request."""
 
-    def __init__(self, url: str, token: str, timeout: float) -> None:
+    def __init__(self, url: str, token: str, timeout: float, ssl_context: ssl.SSLContext | None = None) -> None:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"manager URL {url!r}: expected http://HOST:PORT or https://HOST:PORT")
         self._https = u.scheme == "https"
+        self._ssl = ssl_context
         self._host = u.hostname
         self._port = u.port
         self._base = u.path.rstrip("/")
@@ -136,8 +139,11 @@ class Connection:
             conn = self._conn
             reused = conn is not None
             if conn is None:
-                cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-                conn = self._conn = cls(self._host, self._port, timeout=limit)
+                if self._https:
+                    conn = http.client.HTTPSConnection(self._host, self._port, timeout=limit, context=self._ssl)
+                else:
+                    conn = http.client.HTTPConnection(self._host, self._port, timeout=limit)
+                self._conn = conn
             elif conn.sock is not None:
                 conn.sock.settimeout(limit)
             try:
@@ -222,6 +228,7 @@ class PilotConfig:
     timeout: float = 30.0  # exit when the manager is unreachable this long
     lifetime: float | None = None  # exit (killing runs) after this many seconds
     kill_grace: float = 2.0
+    ca_file: str | None = None  # verify an https manager against this CA file (None: the system's CAs)
 
 
 @dataclass
@@ -249,8 +256,9 @@ class Pilot:
         self._born = time.monotonic()
         self._patience = self.cfg.timeout  # the manager's pilot_timeout, restored when a detach ends
         self._detached = False  # told "detach": cfg.timeout is the longer wait while runs are held
-        self._http = Connection(self.cfg.url, self.cfg.token, 10.0)  # registration and long polls
-        self._http_report = Connection(self.cfg.url, self.cfg.token, 10.0)  # reports (reporter thread)
+        tls = client_context(self.cfg.ca_file) if self.cfg.url.startswith("https:") else None
+        self._http = Connection(self.cfg.url, self.cfg.token, 10.0, tls)  # registration and long polls
+        self._http_report = Connection(self.cfg.url, self.cfg.token, 10.0, tls)  # reports (reporter thread)
         self._reaper: Reaper[Task | LaneTask] = Reaper(self._exited)
         self._fresh: FreshEntries | None = None  # once the manager has named its spool directory
         # what every run's environment starts from: the documented defaults only, never the
@@ -878,7 +886,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lifetime", type=float, default=None)
     ap.add_argument("--token-file", default=None)
     ap.add_argument("--token-stdin", action="store_true", help="read the token from the first line of stdin")
+    ap.add_argument("--ca-file", default=None, help="verify an https manager against this CA file (PEM)")
+    ap.add_argument("--insecure-http", action="store_true", help="allow http:// to a host outside loopback")
     ns = ap.parse_args(argv)
+    try:
+        check_plain_http(ns.url, ns.insecure_http, "the manager URL", "--insecure-http")
+        if ns.ca_file is not None:
+            client_context(ns.ca_file)
+    except ValueError as exc:
+        print(f"isthmus agent: {exc}", file=sys.stderr)
+        return 2
     token = os.environ.get("ISTHMUS_PILOT_TOKEN", "")
     if ns.token_file:
         token = Path(ns.token_file).read_text().strip()
@@ -887,5 +904,13 @@ def main(argv: list[str] | None = None) -> int:
     if not token:
         print("isthmus agent: no token (set ISTHMUS_PILOT_TOKEN or use --token-file)", file=sys.stderr)
         return 2
-    cfg = PilotConfig(url=ns.url, node=ns.node, token=token, slots=ns.slots, timeout=ns.timeout, lifetime=ns.lifetime)
+    cfg = PilotConfig(
+        url=ns.url,
+        node=ns.node,
+        token=token,
+        slots=ns.slots,
+        timeout=ns.timeout,
+        lifetime=ns.lifetime,
+        ca_file=ns.ca_file,
+    )
     return Pilot(cfg).run()

@@ -198,6 +198,7 @@ def spawn_pilot(
     log_dir: Path,
     pilot_timeout: float,
     extra_env: dict[str, str] | None = None,
+    extra_args: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start `python -m isthmus.agent` for `node` in its own session.
 
@@ -221,6 +222,7 @@ def spawn_pilot(
         "--timeout",
         str(pilot_timeout),
         "--token-stdin",
+        *extra_args,  # how it reaches the manager: its CA file, or that plain HTTP is allowed
     ]
     safe = node.replace("/", "-")
     with open(log_dir / f"{safe}.log", "ab") as log:

@@ -59,12 +59,14 @@ COMMANDS: dict[str, str] = {
     "env": "env_cmd",
     "workload": "workload_cmd",
     "token": "live.tokens",
+    "tls": "tls_cmd",
 }
 
 #: Help of the sub-command groups that are Typer apps of their own (`module.app`).
 _GROUP_HELP = {
     "env": "List, show and check environments (sites, sets, policies).",
     "workload": "Inspect, generate, convert, reduce and filter workloads.",
+    "tls": "TLS material for the manager: a self-signed certificate and key for a trial.",
 }
 
 

@@ -118,6 +118,8 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                 token_env=p.token_env,
                 token_file=p.token_file,
                 heartbeat=None if p.heartbeat is None else float(p.heartbeat),
+                ca_file=p.ca_file,
+                insecure_http=p.insecure_http,
             )
             for p in spec.peers
         ),
@@ -263,6 +265,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
             {"name": p.name, "address": p.address, "role": p.role.value}
             | ({"token_env": p.token_env} if p.token_env else {"token_file": p.token_file})
             | ({"heartbeat": _number(p.heartbeat)} if p.heartbeat is not None else {})
+            | ({"ca_file": p.ca_file} if p.ca_file else {})
+            | ({"insecure_http": True} if p.insecure_http else {})
             for p in env.peers
         ]
     if env.federation != FederationSettings():

@@ -475,6 +475,8 @@ class PeerSpec(Spec):
     )
     token_file: str = Field("", max_length=4096, description="File holding the shared secret.")
     heartbeat: float | None = Field(None, gt=0, le=3600, description="Heartbeat interval proposed, seconds.")
+    ca_file: str = Field("", max_length=4096, description="CA file (PEM) an https peer is verified against.")
+    insecure_http: bool = Field(False, description="Allow an http:// address outside loopback (secret in clear).")
 
     @model_validator(mode="after")
     def _one_secret(self) -> PeerSpec:

@@ -5,6 +5,7 @@ of the peer protocol's connection: reading a peer's secret, granting a role at o
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from isthmus.engine.peering import PeerState
 from isthmus.live.errors import RequestError
 from isthmus.model.peers import PeerRole, PeerSettings, ResourceData
+from isthmus.tls import check_plain_http, client_context
 
 MIRROR = {PeerRole.PROVIDER: PeerRole.CONSUMER, PeerRole.CONSUMER: PeerRole.PROVIDER, PeerRole.BOTH: PeerRole.BOTH}
 """What a role is seen from the other side (a provider's peer is its consumer)."""
@@ -27,7 +29,19 @@ class InvalidFieldError(RequestError):
 
 
 class PeerConfigError(ValueError):
-    """A peer's secret cannot be read (its variable is unset, its file missing or empty)."""
+    """A peer's secret or CA file cannot be read (its variable is unset, its file missing or
+    empty), or its address is plain HTTP outside loopback without `insecure_http`."""
+
+
+def peer_verify(peer: PeerSettings) -> ssl.SSLContext | bool:
+    """How an https `peer` is verified: an SSL context of its `ca_file`, else True (the trusted
+    CAs). PeerConfigError when its CA file cannot be read, or its address is http:// to a host
+    outside loopback and its entry does not set `insecure_http`."""
+    try:
+        check_plain_http(peer.address, peer.insecure_http, "its address", "insecure_http = true")
+        return client_context(peer.ca_file) if peer.ca_file else True
+    except ValueError as exc:
+        raise PeerConfigError(f"peer {peer.name!r}: {exc}") from None
 
 
 def load_secret(peer: PeerSettings) -> str:

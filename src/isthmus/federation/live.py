@@ -50,6 +50,7 @@ from isthmus.federation.links import (
     ReceivedIndex,
     grant,
     load_secret,
+    peer_verify,
 )
 from isthmus.federation.protocol import (
     JOB_DESCRIPTION,
@@ -100,6 +101,8 @@ class LiveFederation:
             hb = p.heartbeat if p.heartbeat is not None else self.settings.heartbeat
             self.links.append(PeerLink(p, PeerState(i, p.name, p.role, 0.0, up=False), load_secret(p), hb))
         self.by_name = {link.name: link for link in self.links}
+        #: how peers are verified, by their CA file ("": the trusted CAs); one HTTP client each
+        self._verify = {p.ca_file: peer_verify(p) for p in env.peers}
         self._peers = [link.state for link in self.links]
         #: open forwarded jobs by their id here
         self.forwarded: dict[int, Forwarded] = {}
@@ -110,7 +113,7 @@ class LiveFederation:
         self._rows: list[tuple[str, Any, Any]] = []
         self._outbox: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._client: httpx.AsyncClient | None = None
+        self._clients: dict[str, httpx.AsyncClient] = {}
         self.stopping = False
         #: queued jobs no local site can run, kept out of recovery until a provider is up
         self._readmit_rows: list[dict[str, Any]] = []
@@ -330,7 +333,10 @@ class LiveFederation:
 
     async def start(self) -> None:
         """Open the connections (one task per peer: openConn, then heartbeats)."""
-        self._client = httpx.AsyncClient(timeout=self.settings.timeout, trust_env=False)
+        self._clients = {
+            ca: httpx.AsyncClient(timeout=self.settings.timeout, trust_env=False, verify=verify)
+            for ca, verify in self._verify.items()
+        }
         for link in self.links:
             self._spawn(self._link_loop(link))
         if self._readmit_rows:  # no provider came up in time: the policy decides without them
@@ -341,8 +347,8 @@ class LiveFederation:
     async def stop(self) -> None:
         """Tell the peers this end closes (notifyConn close), stop every task."""
         self.stopping = True
-        client = self._client
-        if client is not None:
+        clients = list(self._clients.values())
+        if clients:
             body = NotifyConn(manager=self.name, kind="close", message="manager stopping").model_dump()
             await asyncio.gather(
                 *(
@@ -356,7 +362,7 @@ class LiveFederation:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        if client is not None:
+        for client in clients:
             await client.aclose()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -378,10 +384,10 @@ class LiveFederation:
         self, link: PeerLink, method: str, path: str, body: Any = None, timeout: float | None = None
     ) -> httpx.Response:
         """One request to `link`'s peer, authenticated; httpx.HTTPError when it cannot be made."""
-        assert self._client is not None
+        client = self._clients[link.settings.ca_file]
         headers = {"Authorization": f"Bearer {link.secret}", PEER_HEADER: self.name}
         t0 = time.perf_counter()
-        r = await self._client.request(
+        r = await client.request(
             method,
             link.settings.address + path,
             json=body,

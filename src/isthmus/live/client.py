@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import ssl
 import time
 import uuid
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 
 from isthmus.model.events import EventLog
+from isthmus.tls import client_context
 
 DEFAULT_URL = "http://127.0.0.1:8750"
 
@@ -49,13 +51,33 @@ def default_token(state_dir: str | None = None) -> str | None:
 
 
 class Client:
-    """Calls the API with a bearer token; raises ApiError with the server's message on errors."""
+    """Calls the API with a bearer token; raises ApiError with the server's message on errors.
 
-    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:
+    An https manager is verified against `ca_file` (default ISTHMUS_CA_FILE), else against the
+    trusted CAs; ValueError when the CA file cannot be read.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        ca_file: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.url = url or os.environ.get("ISTHMUS_URL", DEFAULT_URL)
         self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        ca = ca_file if ca_file is not None else os.environ.get("ISTHMUS_CA_FILE") or None
+        verify: ssl.SSLContext | bool = client_context(ca) if ca is not None else True
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, verify=verify)
+
+    def _unreachable(self, exc: httpx.TransportError) -> ApiError:
+        """The error of a request that got no answer (status 0), with what to do about an
+        unverified certificate."""
+        text = f"cannot reach the manager at {self.url}: {exc}"
+        if "CERTIFICATE_VERIFY_FAILED" in text:
+            text += " (give the CA file of the manager's certificate with --ca-file or ISTHMUS_CA_FILE)"
+        return ApiError(0, text)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -85,7 +107,7 @@ class Client:
         try:
             r = self.http.request(method, path, **kw)
         except httpx.TransportError as exc:
-            raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
+            raise self._unreachable(exc) from None
         self._check(r)
         ctype = r.headers.get("content-type", "")
         return r.json() if ctype.startswith("application/json") else r.text
@@ -109,7 +131,7 @@ class Client:
                 r = self.http.post(path, json=body, headers=headers)
             except httpx.TransportError as exc:
                 if last:
-                    raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
+                    raise self._unreachable(exc) from None
             else:
                 if r.status_code != 503 or last:
                     return self._check(r).json()
@@ -163,7 +185,7 @@ class Client:
         try:
             r = self.http.get(f"/jobs/{job_id}/output", params=params)
         except httpx.TransportError as exc:
-            raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
+            raise self._unreachable(exc) from None
         self._check(r)
         return r.text, int(r.headers.get("X-Offset", offset))
 
@@ -185,7 +207,7 @@ class Client:
         try:
             r = self.http.get(f"/bags/{bag_id}/tasks/{task}/output", params={"stream": stream, "offset": offset})
         except httpx.TransportError as exc:
-            raise ApiError(0, f"cannot reach the manager at {self.url}: {exc}") from None
+            raise self._unreachable(exc) from None
         self._check(r)
         return r.text, int(r.headers.get("X-Offset", offset))
 

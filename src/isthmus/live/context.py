@@ -110,6 +110,10 @@ class ManagerConfig:
     max_lost_runs: int = 3  # a job whose run is lost this many times fails (isthmus.live.lost_runs)
 
     advertise_url: str | None = None  # what pilots on other machines are told; default from host/port
+    tls_cert: Path | None = None  # the API is served over HTTPS with this certificate (and tls_key)
+    tls_key: Path | None = None
+    pilot_ca_file: Path | None = None  # pilots verify the manager against it (None: the system's CAs)
+    insecure_http: bool = False  # the operator allows plain HTTP outside loopback (pilots are told so)
 
     @property
     def url(self) -> str:
@@ -117,7 +121,14 @@ class ManagerConfig:
         if self.advertise_url:
             return self.advertise_url.rstrip("/")
         host = socket.getfqdn() if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+        scheme = "https" if self.tls_cert is not None else "http"
+        return f"{scheme}://[{host}]:{self.port}" if ":" in host else f"{scheme}://{host}:{self.port}"
+
+    def pilot_tls_args(self) -> list[str]:
+        """The `isthmus agent` options every pilot is started with: the CA file to verify the
+        manager against, and --insecure-http when the operator allowed plain HTTP."""
+        args = ["--ca-file", str(self.pilot_ca_file)] if self.pilot_ca_file is not None else []
+        return [*args, "--insecure-http"] if self.insecure_http else args
 
 
 class LiveContext:

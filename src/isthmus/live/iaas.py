@@ -68,13 +68,26 @@ RETRY_RELEASE = 30.0
 """Seconds before a termination the provider refused is tried again."""
 
 
-def user_data(agent_command: str, url: str, key: str, slots: int, pilot_timeout: float, token: str) -> str:
+def user_data(
+    agent_command: str,
+    url: str,
+    key: str,
+    slots: int,
+    pilot_timeout: float,
+    token: str,
+    ca_pem: str | None = None,
+    insecure_http: bool = False,
+) -> str:
     """The VM's boot script: start the pilot for node `key`, its token on stdin (not in its
-    command line or environment)."""
+    command line or environment); `ca_pem`, the CA certificate it verifies the manager against,
+    is written to a file of its own first."""
+    ca = "ca=$(mktemp) || exit 1\ncat > \"$ca\" <<'ISTHMUS_CA'\n" + ca_pem.strip() + "\nISTHMUS_CA\n" if ca_pem else ""
+    tls = (' --ca-file "$ca"' if ca_pem else "") + (" --insecure-http" if insecure_http else "")
     return (
         "#!/bin/sh\n"
         f"# isthmus pilot of VM {key}\n"
-        f"exec {agent_command} --url {url} --node {key} --slots {slots} --timeout {pilot_timeout:g} "
+        f"{ca}"
+        f"exec {agent_command} --url {url} --node {key} --slots {slots} --timeout {pilot_timeout:g}{tls} "
         "--token-stdin <<'ISTHMUS_TOKEN'\n"
         f"{token}\n"
         "ISTHMUS_TOKEN\n"
@@ -154,8 +167,17 @@ class ProviderCloud(WorkerThread, LocalCloud):
         """PilotLauncher: lease the VM of `node` with a boot script that starts its pilot; the
         provider is called after the lease is persisted."""
         assert node.vm is not None
+        cfg = self.ctx.config
+        ca_pem = cfg.pilot_ca_file.read_text() if cfg.pilot_ca_file is not None else None
         script = user_data(
-            self.settings.agent_command, self.ctx.config.url, node.key, node.slots, self.ctx.config.pilot_timeout, token
+            self.settings.agent_command,
+            cfg.url,
+            node.key,
+            node.slots,
+            cfg.pilot_timeout,
+            token,
+            ca_pem,
+            cfg.insecure_http,
         )
         size, image = self.size_and_image(node.vm)
         request = LeaseRequest(node.key, size, image, user_data=script)

@@ -242,6 +242,7 @@ class PilotJobs(WorkerThread, LocalCluster):
                 str(self.ctx.config.pilot_timeout),
                 "--token-file",
                 str(token_file),
+                *self.ctx.config.pilot_tls_args(),  # a shared file system: the manager's CA file is theirs
             ),
             size=node.slots,
             nodes=1,

@@ -316,6 +316,7 @@ class PilotHub:
             log_dir=self.ctx.state_dir / "pilots",
             pilot_timeout=self.ctx.config.pilot_timeout,
             extra_env=extra,
+            extra_args=self.ctx.config.pilot_tls_args(),
         )
         node.proc = proc
         node.pid = proc.pid

@@ -154,7 +154,8 @@ class PeerSettings:
     URL, `role` what it is to this manager. The shared secret authenticating both directions is
     named, never given: `token_env` (an environment variable) or `token_file` (a file holding
     it). `heartbeat` is the interval, seconds, this manager proposes in openConn (None: the
-    ``[federation]`` default).
+    ``[federation]`` default). `ca_file` is the CA file an https peer is verified against (empty:
+    the trusted CAs); `insecure_http` allows an http:// address outside loopback.
     """
 
     name: str
@@ -163,6 +164,8 @@ class PeerSettings:
     token_env: str = ""
     token_file: str = ""
     heartbeat: float | None = None
+    ca_file: str = ""
+    insecure_http: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import errno
 import json
 import shutil
 import socket
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -16,6 +17,18 @@ from isthmus.live.manager import Manager, ManagerConfig
 from isthmus.model.environment import Environment
 from isthmus.server.app import create_app
 from isthmus.store.tables import Store, sqlite_url
+from isthmus.tls import (
+    CERT_NAME,
+    KEY_NAME,
+    check_ca_verifies,
+    check_plain_http,
+    check_server_pair,
+    client_context,
+    is_loopback,
+    is_self_signed,
+    machine_names,
+    make_self_signed,
+)
 
 
 class _Server(uvicorn.Server):
@@ -73,6 +86,11 @@ def serve(
     preemption_time: float = ManagerConfig.bag_preemption_time,
     bag_prefetch: int = ManagerConfig.bag_prefetch,
     max_lost_runs: int = ManagerConfig.max_lost_runs,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
+    tls_ca: Path | None = None,
+    self_signed: bool = False,
+    insecure_http: bool = False,
 ) -> None:
     """Run the manager until SIGINT/SIGTERM or `isthmus stop` (`on_stop`: what a signal does to running jobs;
     `enforce_walltime`: whether a run reaching its job's requested runtime is killed).
@@ -81,6 +99,11 @@ def serve(
     belongs to another environment, a batch system's commands are missing or a limit is out of
     range. Requests with a body over `max_body_bytes` or a batch of more than `max_batch_jobs`
     jobs get 413.
+
+    TLS (`check_tls`): HTTPS with `tls_cert` and `tls_key`, or with the self-signed pair of
+    STATE_DIR/tls (`self_signed`: made at the first start); pilots verify the manager against
+    `tls_ca`, else the certificate itself when it is self-signed. Plain HTTP outside loopback is
+    a ValueError unless `insecure_http`.
     """
     host, port = parse_listen(listen)
     if max_body_bytes < 1024:
@@ -98,12 +121,34 @@ def serve(
     check_listen(host, port)
     if advertise_url is not None:
         check_advertise_url(advertise_url)
+    state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
+    if self_signed:
+        if tls_cert is not None or tls_key is not None:
+            raise ValueError("--self-signed makes its own pair: give either it or --tls-cert and --tls-key")
+        tls_cert, tls_key = state_dir / "tls" / CERT_NAME, state_dir / "tls" / KEY_NAME
+    # pilots are given the CA file's path and run in other directories
+    tls_cert, tls_key, tls_ca = (
+        None if p is None else Path(p).expanduser().resolve() for p in (tls_cert, tls_key, tls_ca)
+    )
+    pilot_ca = check_tls(host, port, advertise_url, tls_cert, tls_key, tls_ca, insecure_http, self_signed)
     check_batch_commands(env)
     check_cloud_credentials(env)
-    state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
     check_state(env, url, state_dir, db_url is None)
     state_dir.mkdir(parents=True, exist_ok=True)
+    if self_signed and tls_cert is not None and not tls_cert.exists():
+        try:
+            advertised = urllib.parse.urlsplit(advertise_url).hostname if advertise_url else None
+            make_self_signed(tls_cert.parent, [*machine_names(), *([advertised] if advertised else [])])
+        except FileExistsError as exc:  # a key without its certificate
+            raise ValueError(str(exc)) from None
+    if self_signed:
+        print(
+            f"isthmus: serving HTTPS with the self-signed certificate {tls_cert}: clients verify it with "
+            f"--ca-file {tls_cert} (or ISTHMUS_CA_FILE)",
+            file=sys.stderr,
+            flush=True,
+        )
     cfg = ManagerConfig(
         env=env,
         db_url=url,
@@ -125,6 +170,10 @@ def serve(
         bag_preemption_time=preemption_time,
         bag_prefetch=bag_prefetch,
         max_lost_runs=max_lost_runs,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        pilot_ca_file=pilot_ca,
+        insecure_http=insecure_http,
     )
     manager = Manager(cfg)
     app = create_app(manager)
@@ -136,6 +185,8 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=3,
         backlog=2048,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
     )
     server = _Server(config, manager)
 
@@ -144,6 +195,45 @@ def serve(
 
     manager.request_exit = exit_now
     asyncio.run(server.serve())
+
+
+def check_tls(
+    host: str,
+    port: int,
+    advertise_url: str | None,
+    cert: Path | None,
+    key: Path | None,
+    ca: Path | None,
+    insecure_http: bool,
+    self_signed: bool = False,
+) -> Path | None:
+    """The CA file pilots are given (None: the system's trusted CAs); ValueError with a one-line
+    reason when the TLS settings are incomplete or unreadable, or when the API would be reached
+    over plain HTTP outside loopback without `insecure_http`. A self-signed pair not made yet
+    (`self_signed`) is not read: it is its own CA file."""
+    if (cert is None) != (key is None):
+        raise ValueError("--tls-cert and --tls-key go together: give both, or --self-signed")
+    if cert is None:
+        if ca is not None:
+            raise ValueError("--tls-ca names the CA of --tls-cert: give --tls-cert and --tls-key too")
+        if not insecure_http and not is_loopback(host):
+            raise ValueError(
+                f"refusing to serve plain HTTP on {host}:{port} (outside loopback): tokens would cross the "
+                "network in clear; give --tls-cert and --tls-key (or --self-signed), or --insecure-http"
+            )
+    if advertise_url is not None:
+        check_plain_http(advertise_url, insecure_http, "--advertise-url", "--insecure-http")
+    if ca is not None:
+        client_context(ca)  # readable, and PEM
+    if cert is None or key is None:
+        return None
+    if self_signed and not cert.exists():
+        return cert
+    check_server_pair(cert, key)
+    if ca is not None:
+        check_ca_verifies(cert, key, ca)  # else every pilot would fail to register
+        return ca
+    return cert if is_self_signed(cert) else None
 
 
 def check_listen(host: str, port: int) -> None:

@@ -46,9 +46,9 @@ def on(fake: FakeBatchSystem) -> Callable[[LiveContext, int, Site], SiteBackend]
     return make
 
 
-def run(tmp_path: Path, mode: str, body: Callable[[Rig, FakeBatchSystem], Awaitable[None]]) -> None:
+def run(tmp_path: Path, mode: str, body: Callable[[Rig, FakeBatchSystem], Awaitable[None]], **config: object) -> None:
     fake = FakeBatchSystem(nodes=2, cores_per_node=2)
-    rig = Rig(tmp_path, ENV.format(mode=mode), on(fake))
+    rig = Rig(tmp_path, ENV.format(mode=mode), on(fake), **config)
 
     async def main() -> None:
         rig.begin()
@@ -154,6 +154,18 @@ def test_cancel_cancels_the_batch_job(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- pilot mode
+
+
+def test_pilot_jobs_of_an_https_manager_verify_it_against_its_ca_file(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+
+    async def body(rig: Rig, fake: FakeBatchSystem) -> None:
+        await turn(rig)
+        command = next(iter(fake.jobs.values())).request.command
+        assert command[command.index("--url") + 1].startswith("https://")
+        assert command[command.index("--ca-file") + 1] == str(cert) and "--insecure-http" not in command
+
+    run(tmp_path, "pilot", body, tls_cert=cert, tls_key=key, pilot_ca_file=cert)
 
 
 def test_pilot_jobs_hold_the_nodes_and_runs_go_to_their_pilots(tmp_path: Path) -> None:

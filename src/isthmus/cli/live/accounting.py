@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from isthmus.cli.live.common import JSON_OPT, TOKEN_OPT, URL_OPT, api_call, fmt_time, parse_when, print_table
+from isthmus.cli.live.common import CA_OPT, JSON_OPT, TOKEN_OPT, URL_OPT, api_call, fmt_time, parse_when, print_table
 from isthmus.live.client import Client
 
 
@@ -49,6 +49,7 @@ def register(app: typer.Typer) -> None:
         since: str = typer.Option("0", "--since", help="Window start: ISO date/time (local) or Unix seconds."),
         until: str | None = typer.Option(None, "--until", help="Window end (default now), as --since."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
         as_csv: bool = typer.Option(False, "--csv", help="Print CSV instead of a table."),
@@ -113,6 +114,7 @@ def register(app: typer.Typer) -> None:
             None, "--add-site", help="What if the sites of this TOML file ([[sites]] tables) were added."
         ),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:

@@ -20,6 +20,12 @@ def register(app: typer.Typer) -> None:
         token_file: Path | None = typer.Option(
             None, "--token-file", help="Pilot token file (else ISTHMUS_PILOT_TOKEN)."
         ),
+        ca_file: Path | None = typer.Option(
+            None, "--ca-file", help="Verify an https manager against this CA file (PEM); default: the system's CAs."
+        ),
+        insecure_http: bool = typer.Option(
+            False, "--insecure-http", help="Allow an http:// manager URL outside loopback (its token goes in clear)."
+        ),
     ) -> None:
         """Run a pilot: register with the manager, run the tasks it sends, report them."""
         from isthmus.agent.pilot import main
@@ -29,4 +35,8 @@ def register(app: typer.Typer) -> None:
             argv += ["--lifetime", str(lifetime)]
         if token_file is not None:
             argv += ["--token-file", str(token_file)]
+        if ca_file is not None:
+            argv += ["--ca-file", str(ca_file)]
+        if insecure_http:
+            argv.append("--insecure-http")
         raise typer.Exit(main(argv))

@@ -6,7 +6,16 @@ import json
 
 import typer
 
-from isthmus.cli.live.common import BAG_TASK_STATES, JSON_OPT, TOKEN_OPT, URL_OPT, api_call, fmt_dur, print_table
+from isthmus.cli.live.common import (
+    BAG_TASK_STATES,
+    CA_OPT,
+    JSON_OPT,
+    TOKEN_OPT,
+    URL_OPT,
+    api_call,
+    fmt_dur,
+    print_table,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -16,6 +25,7 @@ def register(app: typer.Typer) -> None:
     def bags_cmd(
         all_: bool = typer.Option(False, "-a", "--all", help="Include finished bags."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
@@ -50,6 +60,7 @@ def register(app: typer.Typer) -> None:
         bag_id: int = typer.Argument(..., help="The bag's job id."),
         state: list[str] = typer.Option([], "--state", "-s", help="Only tasks in these states (done, failed, ...)."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:

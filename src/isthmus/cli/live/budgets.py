@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from isthmus.cli.live.common import JSON_OPT, TOKEN_OPT, URL_OPT, api_call, print_table
+from isthmus.cli.live.common import CA_OPT, JSON_OPT, TOKEN_OPT, URL_OPT, api_call, print_table
 
 
 def register(app: typer.Typer) -> None:
@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         name: str | None = typer.Argument(None, help="A budget to change (admin), with LIMIT."),
         limit: float | None = typer.Argument(None, min=0.0, help="Its new limit in dollars."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:

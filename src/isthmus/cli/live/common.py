@@ -1,8 +1,9 @@
 """What the live commands share: the options naming the manager and the token, the API call
 that turns an API error into a message and exit code 1, and the table and time formats.
 
-Client commands find the manager through --url / ISTHMUS_URL (default http://127.0.0.1:8750)
-and authenticate with --token / ISTHMUS_TOKEN / ISTHMUS_TOKEN_FILE (or the admin token file of
+Client commands find the manager through --url / ISTHMUS_URL (default http://127.0.0.1:8750),
+verify an https manager against --ca-file / ISTHMUS_CA_FILE (default: the trusted CAs) and
+authenticate with --token / ISTHMUS_TOKEN / ISTHMUS_TOKEN_FILE (or the admin token file of
 --state-dir / ISTHMUS_STATE_DIR).
 """
 
@@ -25,6 +26,23 @@ BAG_TASK_STATES = tuple(s.value for s in TaskState)
 URL_OPT = typer.Option(None, "--url", envvar="ISTHMUS_URL", help="Manager URL (default http://127.0.0.1:8750).")
 TOKEN_OPT = typer.Option(None, "--token", help="API token (default: ISTHMUS_TOKEN, ISTHMUS_TOKEN_FILE, admin.token).")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+_ca_file: list[str] = []  # the --ca-file of the running command, once given
+
+
+def _remember_ca_file(value: str | None) -> None:
+    _ca_file[:] = [value] if value else []
+
+
+CA_OPT = typer.Option(
+    None,
+    "--ca-file",
+    envvar="ISTHMUS_CA_FILE",
+    expose_value=False,
+    callback=_remember_ca_file,
+    help="CA file (PEM) to verify an https manager against (default: the trusted CAs).",
+)
+"""`--ca-file`: read by `api_client`, so a command declares it (`_ca: None = CA_OPT`) and passes nothing on."""
 
 TERMINAL = TERMINAL_NAMES
 PRIORITIES = ("super-high", "high", "low", "super-low")
@@ -74,8 +92,13 @@ T = TypeVar("T")
 
 
 def api_client(url: str | None, token: str | None) -> Client:
-    """The API client of the manager at `url` with `token` (else the default token)."""
-    return Client(url, token or default_token())
+    """The API client of the manager at `url` with `token` (else the default token), verifying
+    an https manager against the --ca-file given; a CA file that cannot be read exits with code 2."""
+    try:
+        return Client(url, token or default_token(), ca_file=_ca_file[0] if _ca_file else None)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def token_source(token: str | None) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import typer
 
 from isthmus.cli.live.common import (
+    CA_OPT,
     JSON_OPT,
     PRIORITIES,
     TERMINAL,
@@ -74,6 +75,7 @@ def register(app: typer.Typer) -> None:
         vm_storage: float | None = typer.Option(None, "--vm-storage", help="Disk per VM in GB, at least."),
         vm_network: str | None = typer.Option(None, "--vm-network", help="Network the VM joins, e.g. public."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
@@ -191,6 +193,7 @@ def register(app: typer.Typer) -> None:
         state: list[str] = typer.Option([], "--state", "-s", help="Only jobs in these states."),
         user: str | None = typer.Option(None, "--user", "-u", help="Admin: only this user's jobs."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
@@ -221,6 +224,7 @@ def register(app: typer.Typer) -> None:
     def show(
         job_id: int = typer.Argument(...),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
@@ -297,6 +301,7 @@ def register(app: typer.Typer) -> None:
     def cancel(
         job_ids: list[int] = typer.Argument(...),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
     ) -> None:
         """Cancel jobs (like scancel)."""
@@ -320,6 +325,7 @@ def register(app: typer.Typer) -> None:
         task: int | None = typer.Option(None, "--task", min=0, help="A bag of tasks: this task's output."),
         follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing until the job ends."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
     ) -> None:
         """Print a job's output (a bag's task's with --task), while it runs or after."""

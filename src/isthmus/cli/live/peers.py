@@ -7,14 +7,16 @@ import time
 
 import typer
 
-from isthmus.cli.live.common import JSON_OPT, TOKEN_OPT, URL_OPT, api_call, print_table
+from isthmus.cli.live.common import CA_OPT, JSON_OPT, TOKEN_OPT, URL_OPT, api_call, print_table
 
 
 def register(app: typer.Typer) -> None:
     """Add the `peers` command to `app`."""
 
     @app.command("peers")
-    def peers(url: str | None = URL_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT) -> None:
+    def peers(
+        url: str | None = URL_OPT, _ca: str | None = CA_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT
+    ) -> None:
         """Peer managers (docs/federation.md): role, up or down, last heard, their latest
         resource data (idle processors, capacity, queued jobs)."""
         rows = api_call(url, token, lambda c: c.peers())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from isthmus.cli.live.common import TOKEN_OPT, URL_OPT, api_call
+from isthmus.cli.live.common import CA_OPT, TOKEN_OPT, URL_OPT, api_call
 
 
 def register(app: typer.Typer) -> None:
@@ -74,6 +74,33 @@ def register(app: typer.Typer) -> None:
             help="A job whose runs are lost this many times (their pilot died under them) fails with the "
             "reason instead of being requeued again.",
         ),
+        tls_cert: Path | None = typer.Option(
+            None,
+            "--tls-cert",
+            envvar="ISTHMUS_TLS_CERT",
+            help="Serve HTTPS with this certificate (PEM; with --tls-key).",
+        ),
+        tls_key: Path | None = typer.Option(
+            None, "--tls-key", envvar="ISTHMUS_TLS_KEY", help="The private key of --tls-cert (PEM)."
+        ),
+        tls_ca: Path | None = typer.Option(
+            None,
+            "--tls-ca",
+            envvar="ISTHMUS_TLS_CA",
+            help="CA file pilots verify the manager against; default: the certificate itself when it is "
+            "self-signed, else the system's trusted CAs.",
+        ),
+        self_signed: bool = typer.Option(
+            False,
+            "--self-signed",
+            help="Serve HTTPS with a self-signed certificate for this machine (made in STATE_DIR/tls at the "
+            "first start, reused after); clients need its cert.pem as --ca-file.",
+        ),
+        insecure_http: bool = typer.Option(
+            False,
+            "--insecure-http",
+            help="Allow plain HTTP outside loopback (--listen or --advertise-url): tokens cross the network in clear.",
+        ),
     ) -> None:
         """Run the manager: the engine on the wall clock, the REST API, pilots for local sites."""
         from isthmus.server.main import load_env, serve
@@ -108,6 +135,11 @@ def register(app: typer.Typer) -> None:
                 preemption_time=preemption_time,
                 bag_prefetch=bag_prefetch,
                 max_lost_runs=max_lost_runs,
+                tls_cert=tls_cert,
+                tls_key=tls_key,
+                tls_ca=tls_ca,
+                self_signed=self_signed,
+                insecure_http=insecure_http,
             )
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
@@ -118,6 +150,7 @@ def register(app: typer.Typer) -> None:
         drain: bool = typer.Option(False, "--drain", help="Start nothing new; stop once running jobs have ended."),
         kill_jobs: bool = typer.Option(False, "--kill-jobs", help="Kill running jobs (requeued at the next start)."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
     ) -> None:
         """Stop the manager (admin). By default running jobs go on and are re-attached at the next

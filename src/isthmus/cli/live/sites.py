@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from isthmus.cli.live.common import JSON_OPT, TOKEN_OPT, URL_OPT, api_call, fmt_dur, fmt_time, print_table
+from isthmus.cli.live.common import CA_OPT, JSON_OPT, TOKEN_OPT, URL_OPT, api_call, fmt_dur, fmt_time, print_table
 
 
 def _site_status(s: dict[str, Any]) -> str:
@@ -29,7 +29,9 @@ def register(app: typer.Typer) -> None:
     """Add the `sites` and `vms` commands to `app`."""
 
     @app.command("sites")
-    def sites(url: str | None = URL_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT) -> None:
+    def sites(
+        url: str | None = URL_OPT, _ca: str | None = CA_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT
+    ) -> None:
         """Sites and their capacity now (like sinfo)."""
         rows = api_call(url, token, lambda c: c.sites())
         if as_json:
@@ -57,6 +59,7 @@ def register(app: typer.Typer) -> None:
     def vms(
         all_: bool = typer.Option(False, "-a", "--all", help="Include released VMs."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:

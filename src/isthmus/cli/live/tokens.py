@@ -7,7 +7,7 @@ import time
 
 import typer
 
-from isthmus.cli.live.common import JSON_OPT, TOKEN_OPT, URL_OPT, api_call, parse_duration, print_table
+from isthmus.cli.live.common import CA_OPT, JSON_OPT, TOKEN_OPT, URL_OPT, api_call, parse_duration, print_table
 
 
 def register(app: typer.Typer) -> None:
@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
             None, "--expires-in", help="Refuse the token after this long (90m, 12h, 30d, D-HH:MM:SS); default never."
         ),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
@@ -39,7 +40,9 @@ def register(app: typer.Typer) -> None:
         typer.echo(json.dumps(res) if as_json else res["token"])
 
     @token_app.command("list")
-    def token_list(url: str | None = URL_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT) -> None:
+    def token_list(
+        url: str | None = URL_OPT, _ca: str | None = CA_OPT, token: str | None = TOKEN_OPT, as_json: bool = JSON_OPT
+    ) -> None:
         """Every user token by id (the tokens themselves are not kept), with its user and expiry."""
         rows = api_call(url, token, lambda c: c.tokens())
         if as_json:
@@ -58,6 +61,7 @@ def register(app: typer.Typer) -> None:
     def token_revoke(
         token_id: str = typer.Argument(..., help="The token's id from 'isthmus token list' (at least 4 digits)."),
         url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
     ) -> None:
         """Revoke a user token: it is refused from the next request on."""
