@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.backends import registry
 from isthmus.backends.gridengine import GridEngineBatch, GridEngineOptions
-from isthmus.backends.libcloud_provider import LibcloudOptions, LibcloudProvider
+from isthmus.backends.libcloud_provider import Ec2Options, LibcloudProvider, OpenStackOptions
 from isthmus.backends.registry import Driver
 from isthmus.backends.slurm import SlurmBatch, SlurmOptions
 from isthmus.config import ConfigError, environment_from_text
@@ -31,10 +31,10 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_the_built_in_drivers_are_registered() -> None:
     assert registry.names("batch") == ["gridengine", "slurm"]
-    assert registry.names("cloud") == ["ec2", "gce", "opennebula", "openstack"]
+    assert registry.names("cloud") == ["ec2", "gce", "openstack"]
     assert registry.get("batch", "slurm").options_model() is SlurmOptions
     assert registry.get("batch", "gridengine").options_model() is GridEngineOptions
-    assert registry.get("cloud", "openstack").options_model() is LibcloudOptions
+    assert registry.get("cloud", "openstack").options_model() is OpenStackOptions
     assert registry.get("batch", "slurm").commands == ("sbatch", "scontrol", "scancel", "sinfo", "squeue")
 
 
@@ -82,7 +82,7 @@ secret_env = "S"
     )
     provider = registry.cloud_provider(env.site("aws"))("m1")
     assert isinstance(provider, LibcloudProvider)
-    assert provider.settings.driver_options == LibcloudOptions(region="eu-west-1", key_env="K", secret_env="S")
+    assert provider.settings.driver_options == Ec2Options(region="eu-west-1", key_env="K", secret_env="S")
 
 
 THROWAWAY_MODULE = """
