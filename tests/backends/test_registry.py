@@ -3,6 +3,7 @@ configuration choosing a driver's options model by the driver a site names."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.backends import registry
 from isthmus.backends.gridengine import GridEngineBatch, GridEngineOptions
-from isthmus.backends.libcloud_provider import LibcloudOptions, LibcloudProvider
+from isthmus.backends.libcloud_provider import Ec2Options, LibcloudProvider, OpenStackOptions
 from isthmus.backends.registry import Driver
 from isthmus.backends.slurm import SlurmBatch, SlurmOptions
 from isthmus.config import ConfigError, environment_from_text
@@ -31,10 +32,10 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_the_built_in_drivers_are_registered() -> None:
     assert registry.names("batch") == ["gridengine", "slurm"]
-    assert registry.names("cloud") == ["ec2", "gce", "opennebula", "openstack"]
+    assert registry.names("cloud") == ["ec2", "gce", "openstack"]
     assert registry.get("batch", "slurm").options_model() is SlurmOptions
     assert registry.get("batch", "gridengine").options_model() is GridEngineOptions
-    assert registry.get("cloud", "openstack").options_model() is LibcloudOptions
+    assert registry.get("cloud", "openstack").options_model() is OpenStackOptions
     assert registry.get("batch", "slurm").commands == ("sbatch", "scontrol", "scancel", "sinfo", "squeue")
 
 
@@ -82,7 +83,48 @@ secret_env = "S"
     )
     provider = registry.cloud_provider(env.site("aws"))("m1")
     assert isinstance(provider, LibcloudProvider)
-    assert provider.settings.driver_options == LibcloudOptions(region="eu-west-1", key_env="K", secret_env="S")
+    assert provider.settings.driver_options == Ec2Options(region="eu-west-1", key_env="K", secret_env="S")
+
+
+CLOUD_SITE = """
+name = "e"
+[[sites]]
+name = "c"
+kind = "cloud"
+max_vms = 1
+[sites.provider]
+image = "i"
+instance_type = "t"
+"""
+
+
+@pytest.mark.parametrize(
+    ("keys", "loaded_or_refused"),
+    [
+        (
+            'driver = "openstack"\nauth_url = "https://k:5000"\nproject = "p"\nkey_env = "U"\nsecret_env = "P"',
+            "OpenStackOptions",
+        ),
+        ('driver = "gce"\nproject = "p"\nzone = "z"\nkey_file = "/k.json"', "GceOptions"),
+        (
+            'driver = "openstack"\nproject = "p"\nkey_env = "U"\nsecret_env = "P"',
+            "auth_url (site 'c'): required key is missing",
+        ),
+        (
+            'driver = "gce"\nproject = "p"\nzone = "z"\nkey_file = "/k.json"\nregion = "r"',
+            'region does not apply to driver = "gce"',
+        ),
+        ('driver = "opennebula"\nkey_env = "U"\nsecret_env = "P"', "unknown cloud provider driver 'opennebula'"),
+    ],
+)
+def test_each_cloud_driver_loads_its_own_keys_and_refuses_others(keys: str, loaded_or_refused: str) -> None:
+    if loaded_or_refused.endswith("Options"):
+        env = environment_from_text(CLOUD_SITE + keys, "toml")
+        provider = env.sites[0].provider
+        assert provider is not None and type(provider.driver_options).__name__ == loaded_or_refused
+        return
+    with pytest.raises(ConfigError, match=re.escape(loaded_or_refused)):
+        environment_from_text(CLOUD_SITE + keys, "toml")
 
 
 THROWAWAY_MODULE = """

@@ -63,4 +63,4 @@ def test_the_example_of_docs_clouds_is_valid() -> None:
     env = environment_from_text(example, "toml", file="docs/clouds.md")
     p = env.site("aws").provider
     assert p is not None and (p.driver, p.instance_type) == ("ec2", "t3.small")
-    assert p.driver_options.extra == {"ex_keyname": "ops"}
+    assert p.driver_options.key_name == "ops"

@@ -591,14 +591,14 @@ def test_a_cloud_provider_loads_and_dumps_back_equal_without_secrets(tmp_path: P
         "region": "eu-west-1",
         "key_env": "AWS_ACCESS_KEY_ID",
         "secret_env": "AWS_SECRET_ACCESS_KEY",
-        "extra": {"ex_keyname": "ops"},
+        "key_name": "ops",
     }
     path = tmp_path / f"env.{fmt}"
     path.write_text(dumps_toml(doc) if fmt == "toml" else yaml.safe_dump(doc))
     env = load_file(path)
     p = env.sites[1].provider
     assert p is not None and (p.driver, p.image, p.boot_timeout) == ("ec2", "ami-0abc", 300.0)
-    assert (p.driver_options.region, p.driver_options.extra) == ("eu-west-1", {"ex_keyname": "ops"})
+    assert (p.driver_options.region, p.driver_options.key_name) == ("eu-west-1", "ops")
     from isthmus.config import dump_environment
 
     text = dump_environment(env, fmt)  # type: ignore[arg-type]

@@ -197,7 +197,7 @@ def test_the_provider_lists_every_instance_beyond_the_first_page(endpoint: str) 
     """DescribeInstances answers in pages (100 reservations each here); a listing that read only
     the first made every later VM look gone, and the manager failed 100 booting VMs at once in
     the KOALA-C real-world experiment."""
-    from isthmus.backends.libcloud_provider import MANAGER_TAG, LibcloudOptions, LibcloudProvider
+    from isthmus.backends.libcloud_provider import MANAGER_TAG, Ec2Options, LibcloudProvider
     from isthmus.model.cloud import ProviderSettings
 
     ec2 = ec2_client(endpoint)
@@ -205,7 +205,7 @@ def test_the_provider_lists_every_instance_beyond_the_first_page(endpoint: str) 
     for _ in range(130):  # one reservation each, as isthmus leases them
         ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, TagSpecifications=tags)
     ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)  # not this manager's
-    options = LibcloudOptions(endpoint=endpoint, key_env="ISTHMUS_TEST_EC2_KEY", secret_env="ISTHMUS_TEST_EC2_SECRET")
+    options = Ec2Options(endpoint=endpoint, key_env="ISTHMUS_TEST_EC2_KEY", secret_env="ISTHMUS_TEST_EC2_SECRET")
     settings = ProviderSettings(driver="ec2", image=AMI, instance_type="t2.micro", driver_options=options)
     found = LibcloudProvider("ec2", "m1", settings).instances()
     assert len(found) == 130

@@ -113,8 +113,8 @@ _BUILTIN: tuple[Driver, ...] = (
         "gridengine-client",
     ),
     *(
-        Driver("cloud", name, f"{_LIBCLOUD}:LibcloudProvider.open", f"{_LIBCLOUD}:LibcloudOptions")
-        for name in ("ec2", "openstack", "opennebula", "gce")
+        Driver("cloud", name, f"{_LIBCLOUD}:LibcloudProvider.open", f"{_LIBCLOUD}:{model}")
+        for name, model in (("ec2", "Ec2Options"), ("openstack", "OpenStackOptions"), ("gce", "GceOptions"))
     ),
 )
 
