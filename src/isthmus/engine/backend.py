@@ -1,4 +1,9 @@
-"""The site interface the engine drives, implemented by simulated and live backends alike.
+"""The site interface the engine drives: the engine's port to its sites.
+
+This module is what the engine consumes (`SiteBackend`, `CloudBackend` and the VM record `Vm`)
+and stays beside it; every implementation lives in `isthmus.backends`: the simulated sites
+(`backends/simulated.py`), the live local ones (`backends/local.py`) and the adapters to batch
+systems and cloud providers (`backends/batch_site.py`, `pilot_jobs_site.py`, `cloud_site.py`).
 
 A backend knows how to start and stop runs and (for clouds) lease and release VMs on one
 site. It never decides anything: the engine calls it only after validating a decision.

@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
         and options given here override them. A job no site can ever match is refused with the
         reason (docs/clouds.md).
         """
-        from isthmus.live import jobfiles
+        from isthmus.backends import jobfiles
 
         def bad(message: str) -> NoReturn:
             typer.echo(f"error: {message}", err=True)
