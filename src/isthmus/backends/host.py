@@ -6,6 +6,8 @@ events and pilot positions. They take a `SiteHost`, never the live manager: the 
 name every member they use, and the live manager's context (`isthmus.live.context.LiveContext`)
 satisfies them structurally (mypy checks it where the manager builds these backends), so this
 package imports nothing of `isthmus.live`. A test may hand them any object that has these members.
+The other half of the contract, what the manager's pilot hub calls on a site whose pilots an
+external system starts, is `PilotLauncher`.
 """
 
 from __future__ import annotations
@@ -154,6 +156,28 @@ class HostClock(Protocol):
     @property
     def now(self) -> float:
         """The engine's current time."""
+        ...
+
+
+class PilotLauncher(Protocol):
+    """What the pilot hub asks of a site whose pilots something other than a local process starts
+    (a batch system's pilot jobs, a provider's VMs): the hub's side of the contract (`SiteHost`
+    is the site's). The hub keeps these sites in `launchers`, by site index."""
+
+    def launch_pilot(self, node: Node, token: str) -> None:
+        """Start the pilot of `node` with its token."""
+        ...
+
+    def registered(self, node: Node) -> None:
+        """The pilot of `node` registered."""
+        ...
+
+    def pilot_lost(self, node: Node) -> None:
+        """The pilot of `node` was lost (its runs already are): replace it."""
+        ...
+
+    def restore(self, rows: Sequence[dict[str, Any]], now: float) -> None:
+        """After a restart: the site's pilots the database recorded as alive become nodes again."""
         ...
 
 

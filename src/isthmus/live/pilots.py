@@ -21,12 +21,13 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, insert, select, update
 
 from isthmus.agent.fresh import remove_pools
 from isthmus.agent.runexit import recorded_exit
+from isthmus.backends.host import PilotLauncher
 from isthmus.backends.jobfiles import run_files
 from isthmus.backends.local import Slot, kill_group, kill_run, spawn_pilot, still_pilot, vm_node_key
 from isthmus.backends.node import Node
@@ -68,26 +69,6 @@ class Assignment:
     def launcher(self) -> str:
         """Node key of the pilot that runs the command."""
         return self.slots[0][0]
-
-
-class PilotLauncher(Protocol):
-    """A site whose pilots are started by something other than a local process (a batch system)."""
-
-    def launch_pilot(self, node: Node, token: str) -> None:
-        """Start the pilot of `node` with its token."""
-        ...
-
-    def registered(self, node: Node) -> None:
-        """The pilot of `node` registered."""
-        ...
-
-    def pilot_lost(self, node: Node) -> None:
-        """The pilot of `node` was lost (its runs already are): replace it."""
-        ...
-
-    def restore(self, rows: Sequence[dict[str, Any]], now: float) -> None:
-        """After a restart: the site's pilots the database recorded as alive become nodes again."""
-        ...
 
 
 class PilotHub:
