@@ -26,7 +26,7 @@ COMPILED = [
     "src/isthmus/model/decisions.py",
     "src/isthmus/model/events.py",
     "src/isthmus/model/job.py",
-    "src/isthmus/sim/backends.py",
+    "src/isthmus/backends/simulated.py",
     "src/isthmus/policies/api.py",
     "src/isthmus/policies/allocation/common.py",
     "src/isthmus/policies/allocation/fcfs.py",

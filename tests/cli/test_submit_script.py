@@ -8,9 +8,7 @@ from typing import Any, ClassVar
 import pytest
 from typer.testing import CliRunner
 
-from isthmus.cli.live import common as live_common
-from isthmus.cli.main import app
-from isthmus.live.jobfiles import (
+from isthmus.backends.jobfiles import (
     OutputTemplateError,
     ScriptError,
     check_template,
@@ -19,6 +17,8 @@ from isthmus.live.jobfiles import (
     parse_directives,
     run_files,
 )
+from isthmus.cli.live import common as live_common
+from isthmus.cli.main import app
 
 runner = CliRunner()
 OPTIONS = directive_options(live_common.parse_duration, live_common.PRIORITIES)
@@ -29,7 +29,7 @@ class FakeClient:
 
     specs: ClassVar[list[dict[str, Any]]] = []
 
-    def __init__(self, *_args: Any) -> None:
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
         pass
 
     def __enter__(self) -> FakeClient:

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 import pytest
 from typer.testing import CliRunner
 
+from isthmus.backends.jobfiles import ScriptError, directive_options, parse_directives, vm_options
 from isthmus.cli.live import common as live_common
 from isthmus.cli.main import app
-from isthmus.live.jobfiles import ScriptError, directive_options, parse_directives, vm_options
 from isthmus.model import VmRequirements
 from isthmus.workloads.vm_requirements import parse_vm_rule
 
@@ -32,7 +32,7 @@ class FakeClient:
 
     specs: ClassVar[list[dict[str, Any]]] = []
 
-    def __init__(self, *_args: Any) -> None:
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
         pass
 
     def __enter__(self) -> FakeClient:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from helpers import clusters
+from isthmus.backends.simulated import SimCluster
 from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.readonly import BucketsView, ReadOnlyList, SortedBucketsView, SortedGroup
 from isthmus.model.jobtable import JobsById, JobTable
-from isthmus.sim.backends import SimCluster
 
 
 def test_a_cluster_backend_is_no_cloud_backend() -> None:

@@ -16,11 +16,12 @@ from typing import Any
 
 import httpx
 
+from isthmus.backends.node import Node
 from isthmus.config import environment_from_text
 from isthmus.live.client import Client
 from isthmus.live.launch import tagged_pids
 from isthmus.live.manager import Manager, ManagerConfig, free_port
-from isthmus.live.pilots import Node, PilotHub
+from isthmus.live.pilots import PilotHub
 from isthmus.tls import client_context
 
 __all__ = ["PG_DSN", "LiveServer", "in_process", "ran_counts", "tagged_pids", "wait_for", "wait_state", "write_env"]

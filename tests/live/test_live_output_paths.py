@@ -17,7 +17,7 @@ import httpx
 import pytest
 from livekit import LiveServer, wait_state
 
-from isthmus.live.jobfiles import OutputUnreadable, read_run_output
+from isthmus.backends.jobfiles import OutputUnreadable, read_run_output
 
 ENV = """
 name = "outputs"

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from livekit import LiveServer, wait_state
 
+from isthmus.backends.node import Node
 from isthmus.config import environment_from_text
 from isthmus.live.manager import Manager, ManagerConfig
-from isthmus.live.pilots import Node, PilotHub
+from isthmus.live.pilots import PilotHub
 
 TWO_NODES = """
 name = "two-nodes"

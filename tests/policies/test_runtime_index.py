@@ -91,11 +91,11 @@ def _check_sjf_index(state, policy):  # type: ignore[no-untyped-def]
 )
 def test_an_index_kept_within_the_size_buckets_needs_the_size_index(policy, message):
     """The runtime index (SJF) and the queue columns (HSDF) are kept beside the size buckets."""
+    from isthmus.backends.simulated import SimCluster
     from isthmus.engine.clock import SimClock
     from isthmus.engine.engine import Engine
     from isthmus.policies import registry
     from isthmus.policies.build import PolicySet
-    from isthmus.sim.backends import SimCluster
 
     broken = type("Broken", (type(registry.create("allocation", policy)),), {"uses_size_index": False})
     env = clusters(4)

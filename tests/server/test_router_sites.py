@@ -76,11 +76,12 @@ def test_each_site_shows_what_its_backend_knows(tmp_path: Path, monkeypatch: pyt
     ec2.error_vms, ec2.last_error = 2, "quota exceeded"  # type: ignore[attr-defined]
     with TestClient(create_app(manager, manage_lifecycle=False)) as client:
         answer = client.get("/sites", headers={"Authorization": f"Bearer {token}"})
+        metrics = client.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
     assert answer.status_code == 200, answer.text
     sites: dict[str, dict[str, Any]] = {s["name"]: s for s in answer.json()}
     assert list(sites) == ["plain", "direct", "pilots", "local-cloud", "ec2"]
     common = {"index", "name", "kind", "online", "free", "busy", "running", "max_processors", "unavailable"}
-    cloud = {"leased", "booting", "max_vms", "price_per_hour", "charged_cost"}
+    cloud = {"leased", "booting", "max_vms", "price_per_hour", "vms_by_state", "charged_cost"}
     assert set(sites["plain"]) == common | {"queued_total"}
     assert set(sites["local-cloud"]) == common | cloud | {"queued_total"}
     assert sites["direct"]["lrm"] == {
@@ -100,7 +101,13 @@ def test_each_site_shows_what_its_backend_knows(tmp_path: Path, monkeypatch: pyt
         "leasing": "ok",
     }
     assert (sites["ec2"]["max_vms"], sites["ec2"]["price_per_hour"], sites["ec2"]["leased"]) == (1, 0.5, 0)
+    assert sites["ec2"]["vms_by_state"] == {"booting": 0, "idle": 0, "busy": 0, "releasing": 0}
     assert {s["kind"] for s in sites.values()} == {"cluster", "cloud"}
+    # /metrics asks the same descriptions: VM gauges and lease counters for the clouds alone
+    for name in sites:
+        is_cloud = sites[name]["kind"] == "cloud"
+        assert (f'isthmus_vms{{site="{name}",state="idle"}} 0.0' in metrics) is is_cloud, name
+        assert (f'isthmus_vm_leases_total{{site="{name}"}} 0.0' in metrics) is is_cloud, name
     assert all(s["queued_total"] == 0 for s in sites.values())
 
 
@@ -124,6 +131,9 @@ def test_a_leased_vm_and_its_queue_are_listed(api: Api) -> None:
     assert vm["lease_seconds"] >= 0 and vm["charged_cost"] == 0.0
     (site,) = api.client.get("/sites", headers=alice).json()
     assert (site["leased"], site["booting"], site["queued_total"]) == (1, 1, 1)
+    assert site["vms_by_state"] == {"booting": 1, "idle": 0, "busy": 0, "releasing": 0}
+    metrics = api.client.get("/metrics", headers=api.admin).text
+    assert 'isthmus_vms{site="cloud",state="booting"} 1.0' in metrics
     (queue,) = api.client.get("/queues", headers=alice).json()
     assert queue["jobs"] == 1, queue
     series = api.client.get("/timeseries", params={"window": 60, "points": 3}, headers=alice).json()

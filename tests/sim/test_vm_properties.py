@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from isthmus.backends.simulated import SimCloud
 from isthmus.engine.backend import CloudBackend
 from isthmus.engine.clock import PRIO_SUBMIT, SimClock
 from isthmus.engine.engine import Engine
@@ -27,7 +28,6 @@ from isthmus.model.states import VmState
 from isthmus.model.vmtypes import InstanceType, VmImage, type_misfit
 from isthmus.policies.build import build_policies
 from isthmus.policies.vmfit import PaperVms
-from isthmus.sim.backends import SimCloud
 from isthmus.sim.runner import build_backends, simulate
 
 TYPES = (

@@ -13,8 +13,8 @@ translated into `isthmus.model.states.JobState` through a table per system. Ever
 with a typed `isthmus.backends.errors.SiteError` and may be slow: `SiteWorker` runs a site's
 calls in a thread of its own and hands each result back to the event loop as a callback, so a
 slow site never stalls a scheduling round or the API. What a system holds after a restart is
-matched with the recorded runs by each site backend's `begin` (`isthmus.live.batch`,
-`isthmus.live.lrm_pilots`, `isthmus.live.iaas`), from `find` or `instances`.
+matched with the recorded runs by each site backend's `begin` (`isthmus.backends.batch_site`,
+`isthmus.backends.pilot_jobs_site`, `isthmus.backends.cloud_site`), from `find` or `instances`.
 """
 
 from __future__ import annotations

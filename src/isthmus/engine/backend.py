@@ -1,4 +1,9 @@
-"""The site interface the engine drives, implemented by simulated and live backends alike.
+"""The site interface the engine drives: the engine's port to its sites.
+
+This module is what the engine consumes (`SiteBackend`, `CloudBackend` and the VM record `Vm`)
+and stays beside it; every implementation lives in `isthmus.backends`: the simulated sites
+(`backends/simulated.py`), the live local ones (`backends/local.py`) and the adapters to batch
+systems and cloud providers (`backends/batch_site.py`, `pilot_jobs_site.py`, `cloud_site.py`).
 
 A backend knows how to start and stop runs and (for clouds) lease and release VMs on one
 site. It never decides anything: the engine calls it only after validating a decision.
@@ -751,10 +756,23 @@ class CloudBackend(SiteBackend):
 
     def describe(self) -> dict[str, object]:
         """The site's figures (`SiteBackend.describe`) and its VMs: leased (booting or ready),
-        booting, the most it may lease and the price per VM-hour."""
+        booting, the most it may lease, the price per VM-hour, and `vms_by_state`: how many are
+        booting, idle (ready, no job; bags' launchers may scavenge it), busy and releasing."""
         d = super().describe()
+        by_state = dict.fromkeys(("booting", "idle", "busy", "releasing"), 0)
+        for vm in self.vms.values():
+            if vm.state is VmState.BOOTING:
+                by_state["booting"] += 1
+            elif vm.state is VmState.READY:
+                by_state["idle" if vm.load == 0 else "busy"] += 1
+            elif vm.state is VmState.RELEASING:
+                by_state["releasing"] += 1
         d.update(
-            leased=self.leased, booting=self.booting, max_vms=self.site.max_vms, price_per_hour=self.site.price_per_hour
+            leased=self.leased,
+            booting=self.booting,
+            max_vms=self.site.max_vms,
+            price_per_hour=self.site.price_per_hour,
+            vms_by_state=by_state,
         )
         return d
 

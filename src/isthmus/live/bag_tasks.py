@@ -26,10 +26,10 @@ from isthmus.engine.bags import Bag, Slot
 from isthmus.store import tables as db
 
 if TYPE_CHECKING:
+    from isthmus.backends.node import Node
     from isthmus.engine.clock import RealtimeClock
     from isthmus.engine.engine import Engine
     from isthmus.live.context import LiveContext
-    from isthmus.live.pilots import Node
     from isthmus.model.environment import Environment
 
 log = logging.getLogger("isthmus.live")
@@ -38,7 +38,7 @@ LOST = "lost"
 """The policy named in the SHRINK event of a failed launcher (its pilot was lost or forgot it)."""
 LOCAL_JOBS = "lrm-local"
 """The policy named in the SHRINK event of launchers preempted for local users' jobs waiting in a
-pilot-mode site's batch system (isthmus.live.lrm_pilots)."""
+pilot-mode site's batch system (isthmus.backends.pilot_jobs_site)."""
 
 
 def out_dir(spool: str, bag: int) -> str:

@@ -1,8 +1,9 @@
 """What every live role receives: `LiveContext`.
 
 The roles of the live manager - `Intake` (submissions), `PilotHub` (pilots), `BagRunner` (bags'
-launchers), the site backends behind external systems (`BatchCluster`, `PilotJobs`,
-`ProviderCloud`) and `recover` - take a `LiveContext`, never the daemon (`isthmus.live.manager`).
+launchers) and `recover` - take a `LiveContext`, never the daemon (`isthmus.live.manager`). The
+site backends behind external systems (isthmus.backends: `BatchCluster`, `PilotJobs`,
+`ProviderCloud`) take it too, as the `isthmus.backends.host.SiteHost` it satisfies.
 The context holds what they share: the configuration, the database, the wall clock and the
 engine; the scheduling of later work on the event loop; the bracket around external events; the
 one writer of the database (`persist`); the manager's health (stopping, failed writes); and the

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from isthmus.agent.pilot import task_outputs
+from isthmus.backends.jobfiles import OutputPathError, check_outputs
 from isthmus.engine.matching import admission_refusal, unmatched_fields
 from isthmus.live.bag_tasks import out_dir
 from isthmus.live.errors import PersistError, RequestError
-from isthmus.live.jobfiles import OutputPathError, check_outputs
 from isthmus.model.job import Job, JobKind, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
 from isthmus.model.status import Status
@@ -260,7 +260,7 @@ class Intake:
 
     def check_outputs(self, spec: dict[str, Any], job_id: int) -> None:
         """RequestError (400) naming the field when the output or error file of job `job_id`
-        cannot be one (isthmus.live.jobfiles.check_outputs)."""
+        cannot be one (isthmus.backends.jobfiles.check_outputs)."""
         try:
             check_outputs(spec, job_id)
         except OutputPathError as exc:

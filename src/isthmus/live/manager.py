@@ -32,7 +32,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from isthmus.backends.batch_site import BatchCluster
+from isthmus.backends.cloud_site import ProviderCloud
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key, kill_group, pilot_alive, still_pilot
+from isthmus.backends.node import Node
+from isthmus.backends.pilot_jobs_site import PilotJobs
 from isthmus.backends.registry import batch_system, cloud_provider
 from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.bags import BagSettings
@@ -40,13 +44,10 @@ from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.bag_tasks import BagRunner
-from isthmus.live.batch import BatchCluster
 from isthmus.live.context import DEFAULT_ESTIMATE, LiveContext, ManagerConfig, PeerHooks
 from isthmus.live.errors import PersistError, RequestError
-from isthmus.live.iaas import ProviderCloud
 from isthmus.live.intake import Intake
-from isthmus.live.lrm_pilots import PilotJobs
-from isthmus.live.pilots import Node, PilotHub
+from isthmus.live.pilots import PilotHub
 from isthmus.live.recovery import recover
 from isthmus.model.states import PilotState
 from isthmus.model.status import Status

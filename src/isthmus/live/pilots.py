@@ -20,19 +20,21 @@ import socket
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, insert, select, update
 
 from isthmus.agent.fresh import remove_pools
 from isthmus.agent.runexit import recorded_exit
+from isthmus.backends.host import PilotLauncher
+from isthmus.backends.jobfiles import run_files
 from isthmus.backends.local import Slot, kill_group, kill_run, spawn_pilot, still_pilot, vm_node_key
+from isthmus.backends.node import Node
 from isthmus.engine.backend import CloudBackend, Vm
 from isthmus.engine.clock import EV_VM_GONE, EV_VM_READY
 from isthmus.engine.state import JobEntry, JobState
 from isthmus.live.errors import RequestError
-from isthmus.live.jobfiles import run_files
 from isthmus.live.lost_runs import kill_lost_run, lost_before, poison_reason
 from isthmus.model.states import PilotState, VmState
 from isthmus.store import tables as db
@@ -67,61 +69,6 @@ class Assignment:
     def launcher(self) -> str:
         """Node key of the pilot that runs the command."""
         return self.slots[0][0]
-
-
-@dataclass
-class Node:
-    """One pilot position: a cluster node or a cloud VM; at most one pilot process serves it."""
-
-    key: str
-    site: int
-    slots: int
-    vm: int | None = None
-    remote: bool = False  # its pilot is a job of a batch system, on another node: never signalled from here
-    state: PilotState = PilotState.DOWN  # in memory: DOWN, QUEUED, SPAWNED, AWAITING, REGISTERED or EXITING
-    pilot_id: str | None = None
-    pid: int | None = None
-    proc: subprocess.Popen[bytes] | None = None
-    deadline: float = math.inf
-    last_seen: float = 0.0
-    seq: int = 0
-    outbox: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    waiter: asyncio.Event | None = None
-    host: str = ""
-    # highest command sequence number handed out in a report answer, and when: the long poll
-    # does not repeat those commands unless they stay unacknowledged for RESEND_AFTER seconds
-    sent: int = 0
-    sent_at: float = 0.0
-    # a VM's first pilot, not registered yet: if it is lost, the VM failed to boot
-    booting: bool = False
-
-    def send(self, cmd: dict[str, Any]) -> int:
-        """Queue a command for the pilot; returns its sequence number."""
-        self.seq += 1
-        self.outbox.append((self.seq, cmd))
-        if self.waiter is not None:
-            self.waiter.set()
-        return self.seq
-
-
-class PilotLauncher(Protocol):
-    """A site whose pilots are started by something other than a local process (a batch system)."""
-
-    def launch_pilot(self, node: Node, token: str) -> None:
-        """Start the pilot of `node` with its token."""
-        ...
-
-    def registered(self, node: Node) -> None:
-        """The pilot of `node` registered."""
-        ...
-
-    def pilot_lost(self, node: Node) -> None:
-        """The pilot of `node` was lost (its runs already are): replace it."""
-        ...
-
-    def restore(self, rows: Sequence[dict[str, Any]], now: float) -> None:
-        """After a restart: the site's pilots the database recorded as alive become nodes again."""
-        ...
 
 
 class PilotHub:

@@ -17,10 +17,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from isthmus.backends.local import pid_is_pilot, vm_node_key
+from isthmus.backends.node import Node
 from isthmus.engine.backend import CloudBackend
 from isthmus.engine.budgets import merge_charged, restore_vm_users
 from isthmus.engine.history import HistoryReplay
-from isthmus.live.pilots import Node
 from isthmus.model.states import JobState, PilotState, VmState
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from isthmus.engine.backend import CloudBackend
-from isthmus.model.states import TERMINAL_NAMES, JobState, TaskState, VmState
+from isthmus.model.site import SiteKind
+from isthmus.model.states import TERMINAL_NAMES, JobState, TaskState
 
 if TYPE_CHECKING:
     from isthmus.live.manager import Manager
@@ -56,19 +56,14 @@ class ManagerCollector(Collector):
         busy = GaugeMetricFamily("isthmus_processors_busy", "Processors running jobs", labels=["site"])
         online = GaugeMetricFamily("isthmus_processors_online", "Processors usable now", labels=["site"])
         vms = GaugeMetricFamily("isthmus_vms", "VMs of each cloud site by state", labels=["site", "state"])
-        for b in engine.backends:
+        # each backend describes itself (as `GET /sites` shows it): a cloud counts its VMs by state
+        described = [(b, b.describe()) for b in engine.backends]
+        for b, d in described:
             running.add_metric([b.name], len(b.running))
             busy.add_metric([b.name], b.busy)
             online.add_metric([b.name], b.online)
-            if isinstance(b, CloudBackend):
-                by_state = dict.fromkeys(("booting", "idle", "busy", "releasing"), 0)
-                for vm in b.vms.values():
-                    if vm.state == VmState.BOOTING:
-                        by_state["booting"] += 1
-                    elif vm.state == VmState.READY:
-                        by_state["idle" if vm.load == 0 else "busy"] += 1  # only bags on it: idle
-                    elif vm.state == VmState.RELEASING:
-                        by_state["releasing"] += 1
+            by_state = d.get("vms_by_state")
+            if isinstance(by_state, dict):
                 for state, n in by_state.items():
                     vms.add_metric([b.name, state], n)
         yield from (running, busy, online, vms)
@@ -76,8 +71,8 @@ class ManagerCollector(Collector):
         leases = CounterMetricFamily("isthmus_vm_leases", "VMs leased on each cloud site", labels=["site"])
         releases = CounterMetricFamily("isthmus_vm_releases", "VM releases requested on each site", labels=["site"])
         vm_counts = self.m.store.vm_counts()
-        for b in engine.backends:
-            if isinstance(b, CloudBackend):
+        for b, d in described:
+            if d["kind"] == SiteKind.CLOUD.value:
                 leased, released = vm_counts.get(b.index, (0, 0))
                 leases.add_metric([b.name], leased)
                 releases.add_metric([b.name], released)

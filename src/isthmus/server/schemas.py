@@ -145,7 +145,7 @@ class SubmitRequest(RunSettings):
     @field_validator("output", "error")
     @classmethod
     def _output_path(cls, v: str | None) -> str | None:
-        from isthmus.live.jobfiles import check_template
+        from isthmus.backends.jobfiles import check_template
 
         if v is None:
             return v

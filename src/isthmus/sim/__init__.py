@@ -1,1 +1,1 @@
-"""Simulation: simulated site backends and the experiment runner over a virtual clock."""
+"""Simulation: the experiment runner over a virtual clock (the simulated sites are isthmus.backends.simulated)."""

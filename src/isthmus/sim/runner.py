@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, cast
 
+from isthmus.backends.simulated import SimCloud, SimCluster
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.bags import BagSettings
 from isthmus.engine.budgets import cap_rows
@@ -21,7 +22,6 @@ from isthmus.model.job import Job, JobKind
 from isthmus.model.jobtable import JobTable
 from isthmus.policies import registry
 from isthmus.policies.build import DEFAULT_PREDICTOR
-from isthmus.sim.backends import SimCloud, SimCluster
 
 if TYPE_CHECKING:
     from isthmus.policies.api import FairSharePolicy

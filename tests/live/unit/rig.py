@@ -18,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from isthmus.backends.external import WorkerThread
 from isthmus.backends.local import LocalCloud, LocalCluster, cluster_node_key
+from isthmus.backends.node import Node
 from isthmus.config.loader import load_environment
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.bags import BagSettings
@@ -26,9 +28,8 @@ from isthmus.engine.clock import RealtimeClock
 from isthmus.engine.engine import Engine
 from isthmus.live.bag_tasks import BagRunner
 from isthmus.live.context import LiveContext, ManagerConfig
-from isthmus.live.external import WorkerThread
 from isthmus.live.intake import Intake
-from isthmus.live.pilots import Node, PilotHub
+from isthmus.live.pilots import PilotHub
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.site import Site
 from isthmus.policies.build import DEFAULT_PREDICTOR, build_policies

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from rig import Rig, spec
 
+from isthmus.backends.batch_site import BatchCluster
 from isthmus.backends.errors import InvalidRequestError, SiteTimeoutError
 from isthmus.backends.fake import FakeBatchSystem
+from isthmus.backends.pilot_jobs_site import PilotJobs
 from isthmus.engine.backend import SiteBackend
-from isthmus.live.batch import BatchCluster
 from isthmus.live.context import LiveContext
-from isthmus.live.lrm_pilots import PilotJobs
 from isthmus.model.site import Site
 
 ENV = """

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from rig import Rig, spec
 
+from isthmus.backends.cloud_site import ProviderCloud
 from isthmus.backends.errors import CapacityError
 from isthmus.backends.fake import FakeCloud
 from isthmus.engine.backend import CloudBackend, SiteBackend, VmState
 from isthmus.live.context import LiveContext
-from isthmus.live.iaas import ProviderCloud
 from isthmus.model.site import Site
 
 ENV = """

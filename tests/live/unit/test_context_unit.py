@@ -90,7 +90,7 @@ NOT_ROLES = {"__init__.py", "manager.py", "launch.py", "forecast.py"}
 
 def test_no_role_imports_the_daemon() -> None:
     roles = [p for p in LIVE.glob("*.py") if p.name not in NOT_ROLES]
-    assert {p.name for p in roles} >= {"context.py", "intake.py", "pilots.py", "recovery.py", "batch.py", "iaas.py"}
+    assert {p.name for p in roles} >= {"context.py", "intake.py", "pilots.py", "recovery.py", "bag_tasks.py"}
     importers = sorted(p.name for p in roles if "isthmus.live.manager" in live_imports(p))
     assert importers == []
 

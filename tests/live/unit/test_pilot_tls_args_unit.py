@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from isthmus.live.iaas import user_data
+from isthmus.backends.cloud_site import user_data
 from isthmus.tls import make_self_signed
 
 

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 import typer
 
+from isthmus.backends.jobfiles import expand
 from isthmus.cli.live.common import (
     CA_OPT,
     JSON_OPT,
@@ -30,7 +31,6 @@ from isthmus.cli.live.common import (
     print_table,
 )
 from isthmus.live.client import SUBMIT_ATTEMPTS, ApiError
-from isthmus.live.jobfiles import expand
 
 
 def register(app: typer.Typer) -> None:
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         and options given here override them. A job no site can ever match is refused with the
         reason (docs/clouds.md).
         """
-        from isthmus.live import jobfiles
+        from isthmus.backends import jobfiles
 
         def bad(message: str) -> NoReturn:
             typer.echo(f"error: {message}", err=True)

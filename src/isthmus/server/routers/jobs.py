@@ -13,9 +13,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from isthmus.backends.jobfiles import OutputUnreadable, read_run_output
 from isthmus.federation.live import LiveFederation
 from isthmus.live.bag_tasks import progress
-from isthmus.live.jobfiles import OutputUnreadable, read_run_output
 from isthmus.live.manager import Manager
 from isthmus.model.states import JobState
 from isthmus.server.auth import Auth, Principal

@@ -49,22 +49,20 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from isthmus.agent.jobenv import pilot_environment
 from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
+from isthmus.backends.external import WorkerThread, cancel_quietly
+from isthmus.backends.host import SiteHost
 from isthmus.backends.local import LocalCluster
+from isthmus.backends.node import Node
 from isthmus.engine.state import JobEntry
-from isthmus.live.external import WorkerThread, cancel_quietly
-from isthmus.live.pilots import Node
 from isthmus.model.site import Site
 from isthmus.model.states import JobState, PilotState
 
-if TYPE_CHECKING:
-    from isthmus.live.context import LiveContext
-
-log = logging.getLogger("isthmus.live.lrm_pilots")
+log = logging.getLogger("isthmus.backends.pilot_jobs_site")
 
 RETRY_AFTER = 10.0
 """Seconds before positions are filled again after the LRM refused a pilot job."""
@@ -85,7 +83,7 @@ def position_of(key: str) -> int:
 class PilotJobs(WorkerThread, LocalCluster):
     """A cluster site whose slots are held by pilot jobs of a batch system (see the module docstring)."""
 
-    def __init__(self, index: int, site: Site, make: Callable[[str], BatchSystem], ctx: LiveContext) -> None:
+    def __init__(self, index: int, site: Site, make: Callable[[str], BatchSystem], ctx: SiteHost) -> None:
         super().__init__(index, site, ctx.hub)
         assert site.lrm is not None
         self.ctx = ctx

@@ -31,7 +31,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from isthmus.backends.api import CloudProvider, Instance, LeaseRequest
 from isthmus.backends.errors import (
@@ -41,18 +41,16 @@ from isthmus.backends.errors import (
     QuotaError,
     SiteError,
 )
+from isthmus.backends.external import WorkerThread
+from isthmus.backends.host import SiteHost
 from isthmus.backends.local import LocalCloud, vm_node_key
+from isthmus.backends.node import Node
 from isthmus.engine.backend import Vm
 from isthmus.engine.clock import EV_VM_GONE
-from isthmus.live.external import WorkerThread
-from isthmus.live.pilots import Node
 from isthmus.model.site import Site
 from isthmus.model.states import PilotState, VmState
 
-if TYPE_CHECKING:
-    from isthmus.live.context import LiveContext
-
-log = logging.getLogger("isthmus.live.iaas")
+log = logging.getLogger("isthmus.backends.cloud_site")
 
 RECONCILE_EVERY = 60.0
 """Seconds between two reconciliations of the recorded VMs with the provider's instances."""
@@ -97,7 +95,7 @@ def user_data(
 class ProviderCloud(WorkerThread, LocalCloud):
     """A cloud site on a real provider (see the module docstring)."""
 
-    def __init__(self, index: int, site: Site, make: Callable[[str], CloudProvider], ctx: LiveContext) -> None:
+    def __init__(self, index: int, site: Site, make: Callable[[str], CloudProvider], ctx: SiteHost) -> None:
         super().__init__(index, site, ctx.hub)
         assert site.provider is not None
         self.ctx = ctx

@@ -22,30 +22,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from isthmus.agent.jobenv import job_environment
 from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
+from isthmus.backends.external import WorkerThread, cancel_quietly
+from isthmus.backends.host import SiteHost
+from isthmus.backends.jobfiles import run_files
 from isthmus.engine.backend import SiteBackend
 from isthmus.engine.state import JobEntry
-from isthmus.live.external import WorkerThread, cancel_quietly
-from isthmus.live.jobfiles import run_files
 from isthmus.model.site import Site
 from isthmus.model.states import JobState
 from isthmus.store.projector import RunRecord
 
-if TYPE_CHECKING:
-    from isthmus.live.context import LiveContext
-
-log = logging.getLogger("isthmus.live.batch")
+log = logging.getLogger("isthmus.backends.batch_site")
 
 
 class BatchCluster(WorkerThread, SiteBackend):
     """A cluster site whose runs are jobs of a batch system (see the module docstring)."""
 
     def __init__(
-        self, index: int, site: Site, make: Callable[[str], BatchSystem], ctx: LiveContext, poll_interval: float
+        self, index: int, site: Site, make: Callable[[str], BatchSystem], ctx: SiteHost, poll_interval: float
     ) -> None:
         super().__init__(index, site)
         self._make = make

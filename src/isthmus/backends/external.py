@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from isthmus.backends.api import BatchSystem, SiteWorker
 from isthmus.backends.errors import SiteError
 
-log = logging.getLogger("isthmus.live")
+log = logging.getLogger("isthmus.backends")
 
 
 class WorkerThread:
