@@ -119,7 +119,6 @@ def experiment_command(
             "-j",
             help="Simulations at a time: 1 runs in this process, N > 1 starts N local worker processes "
             "(default: local cores); with --scheduler local, the local Dask cluster's workers.",
-            min=1,
         ),
     ] = None,
     scheduler: Annotated[
@@ -145,13 +144,10 @@ def experiment_command(
         int | None,
         typer.Option(
             help="Workload seeds per point, 0..N-1 (villegas experiments on synthetic workloads; default 10; "
-            "koala-cs-unobtrusive: 3, koala-cs-fairness: 5).",
-            min=1,
+            "koala-cs-unobtrusive: 3, koala-cs-fairness: 5)."
         ),
     ] = None,
-    week: Annotated[
-        int | None, typer.Option(help="Week of the trace, from 0 (villegas-fcbf; default 1).", min=0)
-    ] = None,
+    week: Annotated[int | None, typer.Option(help="Week of the trace, from 0 (villegas-fcbf; default 1).")] = None,
     weeks: Annotated[
         str | None, typer.Option(help="Weeks of the trace, from 0, e.g. '1-10' (villegas-forwarding; default 1-10).")
     ] = None,
@@ -170,11 +166,10 @@ def experiment_command(
         str | None, typer.Option(help="koala-c-realworld: time scale, e.g. 1/120 (12 hours in 6 minutes; default).")
     ] = None,
     repeat: Annotated[
-        int | None, typer.Option(help="koala-c-realworld: live runs per policy (default 3; error bars need 2).", min=1)
+        int | None, typer.Option(help="koala-c-realworld: live runs per policy (default 3; error bars need 2).")
     ] = None,
     jobs: Annotated[
-        int | None,
-        typer.Option("--jobs", help="koala-c-realworld: only the first N jobs of the window (quick runs).", min=1),
+        int | None, typer.Option("--jobs", help="koala-c-realworld: only the first N jobs of the window (quick runs).")
     ] = None,
     window_start: Annotated[
         str | None,
