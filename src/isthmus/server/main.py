@@ -131,7 +131,8 @@ def serve(
         max_lost_runs=max_lost_runs,
     )
     # a fatal signal (SIGBUS, SIGSEGV) leaves its name and every thread's stack in the log (stderr)
-    faulthandler.enable(file=sys.stderr, all_threads=True)
+    if sys.stderr is not None:
+        faulthandler.enable(file=sys.stderr, all_threads=True)
     manager = Manager(cfg)
     app = create_app(manager)
     config = uvicorn.Config(
