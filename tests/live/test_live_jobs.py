@@ -217,9 +217,9 @@ def test_cli_commands(live: LiveServer, tmp_path: Path) -> None:
     r = cli("token", "create", "alice")
     assert r.returncode == 0 and r.stdout.strip().startswith("ist_")
     r = cli("submit", "-n", "0", "--", "true")
-    assert r.returncode == 1 and "size" in r.stderr
+    assert r.returncode == 2 and "size" in r.stderr
     r = cli("cancel", str(jid))
-    assert r.returncode == 1 and "already ended" in r.stderr
+    assert r.returncode == 2 and "already ended" in r.stderr
     r = subprocess.run(  # noqa: PLW1510
         [sys.executable, "-m", "isthmus.cli.live_entry", "jobs"],
         env=dict(env, ISTHMUS_TOKEN="nope"),
@@ -227,7 +227,7 @@ def test_cli_commands(live: LiveServer, tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert r.returncode == 1 and "invalid token" in r.stderr
+    assert r.returncode == 2 and "invalid token" in r.stderr
 
 
 def test_openapi_served(live: LiveServer) -> None:

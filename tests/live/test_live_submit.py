@@ -111,7 +111,7 @@ def test_401_names_what_to_set(live: LiveServer, tmp_path: Path) -> None:
     detail = r.json()["detail"]
     assert "ISTHMUS_TOKEN" in detail and str(live.state_dir.absolute() / "admin.token") in detail
     r = _cli(live, tmp_path, "jobs", ISTHMUS_TOKEN="nope")
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert "invalid token" in r.stderr and "ISTHMUS_TOKEN" in r.stderr
     assert "hint: the token sent came from ISTHMUS_TOKEN;" in r.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith("ISTHMUS_")}
@@ -123,7 +123,7 @@ def test_401_names_what_to_set(live: LiveServer, tmp_path: Path) -> None:
         timeout=60,
         cwd=tmp_path,
     )
-    assert r.returncode == 1 and "missing token" in r.stderr
+    assert r.returncode == 2 and "missing token" in r.stderr
     assert "hint: no token was sent: set ISTHMUS_TOKEN=<token>" in r.stderr
 
 

@@ -130,9 +130,9 @@ def test_a_job_no_site_can_match_is_refused_with_the_field_named(tmp_path: Path,
             assert r.status_code == 422, (bad, r.text)
             assert '"vm"' in r.text, r.text
         assert c.jobs(all_=True) == []
-        # the CLI: exit 1 with the server's reason, nothing submitted
+        # the CLI: exit 2 (refused) with the server's reason, nothing submitted
         r = _cli(live, "submit", "--vm-memory", "65536", "--", "true")
-        assert r.returncode == 1 and "vm.memory_mb: no site can match" in r.stderr, r.stderr
+        assert r.returncode == 2 and "vm.memory_mb: no site can match" in r.stderr, r.stderr
         # a job that fits is accepted
         ok = c.submit(command="true", vm={"vm_type": "large"})
         assert ok > 0

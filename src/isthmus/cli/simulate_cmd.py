@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from isthmus.cli import bounds
 from isthmus.cli.specs import parse_policy
 from isthmus.metrics.records import JobColumns, JobRecords, JobStatus
 from isthmus.model.environment import Environment, PolicyChoice, policy_label
@@ -202,19 +203,22 @@ def simulate_command(
     ] = None,
     max_size: Annotated[
         int | None,
-        typer.Option("--max-size", help="Drop jobs larger than N processors (KOALA-C keeps <= 32)."),
+        typer.Option("--max-size", help="Drop jobs larger than N processors (KOALA-C keeps <= 32).", min=1),
     ] = None,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-n", help="Use only the first N jobs.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for generated workloads.")] = 1,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-n", help="Use only the first N jobs.", min=1)] = None,
+    seed: Annotated[int, typer.Option(help="Seed for generated workloads.", min=0)] = 1,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Directory for per-job records, summaries and plots.")
     ] = Path("out/simulate"),
     cluster: Annotated[
         int | None,
-        typer.Option("--cluster", help="Shorthand: one cluster of P processors (event-triggered rounds)."),
+        typer.Option("--cluster", help="Shorthand: one cluster of P processors (event-triggered rounds).", min=1),
     ] = None,
     round_interval: Annotated[
-        str | None, typer.Option("--round-interval", help="Seconds between scheduling rounds, or 'event'.")
+        str | None,
+        typer.Option(
+            "--round-interval", help="Seconds between scheduling rounds, or 'event'.", callback=bounds.round_interval
+        ),
     ] = None,
     rounds: Annotated[
         str,

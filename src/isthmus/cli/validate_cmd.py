@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from isthmus.cli import bounds
 from isthmus.cli.simulate_cmd import CANCELLED_HELP
 from isthmus.workloads.conversion import RUN_CANCELLED, Cancelled
 
@@ -85,7 +86,10 @@ def validate_command(
         typer.Option("--workload", "-w", help="SWF/GWF file or model spec (e.g. lublin:jobs=40,procs=6,max_size=4)."),
     ] = "lublin:jobs=25,procs=6,max_size=4,load=0.9",
     scale: Annotated[
-        float, typer.Option("--scale", help="Time scale of submit times and runtimes (0.01: 10 min -> 6 s).", min=0)
+        float,
+        typer.Option(
+            "--scale", help="Time scale of submit times and runtimes (0.01: 10 min -> 6 s).", callback=bounds.positive
+        ),
     ] = 0.01,
     jobs: Annotated[int | None, typer.Option("--jobs", "-n", help="Keep the first N jobs.", min=1)] = None,
     policy: Annotated[
@@ -99,7 +103,7 @@ def validate_command(
     max_runtime: Annotated[
         float | None, typer.Option("--max-runtime", help="Cap of the scaled runtimes (s).", min=0)
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for generated workloads.")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed for generated workloads.", min=0)] = 1,
     repeat: Annotated[
         int,
         typer.Option(
@@ -121,7 +125,10 @@ def validate_command(
         "out/validate"
     ),
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Give up on the live run this many seconds after it starts.")
+        float | None,
+        typer.Option(
+            "--timeout", help="Give up on the live run this many seconds after it starts.", callback=bounds.positive
+        ),
     ] = None,
     cancelled: Annotated[str, typer.Option("--cancelled", help=CANCELLED_HELP)] = RUN_CANCELLED,
     vm: Annotated[

@@ -560,7 +560,8 @@ class PilotHub:
 
         A pause of the manager itself (SIGSTOP, a blocked loop) is not held against the pilots:
         the time since the previous housekeeping beyond its usual period is credited to every
-        pilot's last heartbeat and registration deadline before judging.
+        pilot's last heartbeat and registration deadline before judging. Nor is the time the
+        store refuses every use (an immutable SQLite `-shm` file): no pilot is judged meanwhile.
         """
         now = time.time()
         since = now - self._last_housekeeping
@@ -573,6 +574,12 @@ class PilotHub:
                     node.last_seen += since
                 node.deadline += since
         self._last_housekeeping = now
+        if db.store_unsafe(self.ctx.store) is not None:
+            # pilots cannot even be authenticated while the store may not be read: not held against them
+            for node in self.nodes.values():
+                node.last_seen = now if node.last_seen else 0.0
+                node.deadline += since
+            return
         if self._unwritten_rows and self.ctx.persist_error is None:
             for key, state in list(self._unwritten_rows.items()):
                 if key in self.nodes:

@@ -46,6 +46,8 @@ from isthmus.server.routers.jobs import jobs_router
 from isthmus.server.routers.peers import peers_router
 from isthmus.server.routers.pilots import pilots_router
 from isthmus.server.routers.sites import sites_router
+from isthmus.store.sqlite_files import StoreUnavailableError
+from isthmus.store.tables import store_unsafe
 
 
 def create_app(manager: Manager, *, manage_lifecycle: bool = True) -> FastAPI:
@@ -126,9 +128,10 @@ def _health_router(manager: Manager) -> APIRouter:
     async def health() -> JSONResponse:
         """Health (no token needed): 200 while the manager runs and can store what happens; 503
         with the reason while its database refuses writes."""
-        body = {"ok": manager.persist_error is None, "environment": manager.env.name, "time": time.time()}
-        if manager.persist_error is not None:
-            return JSONResponse(status_code=503, content={**body, "reason": manager.persist_error})
+        reason = manager.persist_error or store_unsafe(manager.store)
+        body = {"ok": reason is None, "environment": manager.env.name, "time": time.time()}
+        if reason is not None:
+            return JSONResponse(status_code=503, content={**body, "reason": reason})
         return JSONResponse(content=body)
 
     return router
@@ -173,6 +176,11 @@ def _add_error_handlers(app: FastAPI, routers: list[APIRouter]) -> None:
     async def _persist_error_answer(_req: Request, exc: PersistError) -> JSONResponse:
         # the manager is alive but cannot store anything: retry later (pilots keep their reports)
         detail = f"the manager cannot store this now ({exc}); retry later"
+        return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": "2"})
+
+    @app.exception_handler(StoreUnavailableError)
+    async def _store_unavailable(_req: Request, exc: StoreUnavailableError) -> JSONResponse:
+        detail = f"the manager cannot use its database now ({exc}); retry later"
         return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": "2"})
 
     @app.exception_handler(RequestValidationError)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import faulthandler
 import json
 import shutil
 import socket
@@ -16,7 +17,8 @@ import uvicorn
 from isthmus.live.manager import Manager, ManagerConfig
 from isthmus.model.environment import Environment
 from isthmus.server.app import create_app
-from isthmus.store.tables import Store, sqlite_url
+from isthmus.store.sqlite_files import sqlite_file, start_problems
+from isthmus.store.tables import Store, normalize_url, sqlite_url
 from isthmus.tls import (
     CERT_NAME,
     KEY_NAME,
@@ -134,6 +136,7 @@ def serve(
     check_batch_commands(env)
     check_cloud_credentials(env)
     url = db_url or sqlite_url(state_dir / "isthmus.db")
+    check_store_files(url)
     check_state(env, url, state_dir, db_url is None)
     state_dir.mkdir(parents=True, exist_ok=True)
     if self_signed and tls_cert is not None and not tls_cert.exists():
@@ -175,6 +178,9 @@ def serve(
         pilot_ca_file=pilot_ca,
         insecure_http=insecure_http,
     )
+    # a fatal signal (SIGBUS, SIGSEGV) leaves its name and every thread's stack in the log (stderr)
+    if sys.stderr is not None:
+        faulthandler.enable(file=sys.stderr, all_threads=True)
     manager = Manager(cfg)
     app = create_app(manager)
     config = uvicorn.Config(
@@ -296,6 +302,17 @@ def check_batch_commands(env: Environment) -> None:
                 f"{'is' if len(missing) == 1 else 'are'} not on PATH: install its client commands "
                 f"({hint})"
             )
+
+
+def check_store_files(db_url: str) -> None:
+    """ValueError naming every reason an SQLite store's files are unsafe to run on (another user
+    could write them, or they are immutable or append-only: isthmus.store.sqlite_files)."""
+    database = sqlite_file(normalize_url(db_url))
+    if database is None:
+        return
+    problems = start_problems(database)
+    if problems:
+        raise ValueError("the SQLite store is not safe to run on: " + "; ".join(problems))
 
 
 def check_state(env: Environment, db_url: str, state_dir: Path, sqlite_in_state: bool) -> None:

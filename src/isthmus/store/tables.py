@@ -8,6 +8,7 @@ Every write happens in the manager's event-loop thread, one short transaction at
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,11 +37,16 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.states import TERMINAL_NAMES, JobState, TaskState, VmState
+from isthmus.store.sqlite_files import ShmGuard, StoreUnavailableError, create_private, sqlite_file
 
 metadata = MetaData()
+
+#: engines left open at close because closing them would touch an unsafe `-shm` file (Store.close)
+_UNCLOSED: list[Engine] = []
 
 meta = Table("meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text, nullable=False))
 
@@ -343,12 +349,28 @@ def sqlite_url(path: str | Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
-def make_engine(url: str, busy_timeout: float = 30.0) -> Engine:
+def make_engine(url: str, busy_timeout: float = 30.0, guard: ShmGuard | None = None) -> Engine:
     """An SQLAlchemy engine; SQLite gets WAL journaling and relaxed fsync (crash-safe, not power-safe)
-    and waits at most `busy_timeout` seconds for a lock held by another process."""
+    and waits at most `busy_timeout` seconds for a lock held by another process. With `guard`, a
+    connection is handed out only after `guard.check()` found the `-shm` file safe to touch
+    (StoreUnavailableError otherwise, raised before the pool touches any connection: closing one
+    would touch the file too)."""
     url = normalize_url(url)
     if url.startswith("sqlite"):
-        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout})
+        kwargs: dict[str, Any] = {}
+        if guard is not None:
+            shm_guard = guard
+
+            class GuardedPool(QueuePool):
+                """The connection pool that asks the guard first."""
+
+                def connect(self) -> PoolProxiedConnection:
+                    """A connection, once the `-shm` file is safe to touch."""
+                    shm_guard.check()
+                    return super().connect()
+
+            kwargs["poolclass"] = GuardedPool
+        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout}, **kwargs)
 
         @event.listens_for(eng, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -362,12 +384,26 @@ def make_engine(url: str, busy_timeout: float = 30.0) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+def store_unsafe(store: Store) -> str | None:
+    """Why `store` may not be used now (its SQLite `-shm` file looked at afresh), None when it may."""
+    if store.shm_guard is None:
+        return None
+    with contextlib.suppress(StoreUnavailableError):
+        store.shm_guard.check()
+    return store.shm_guard.unsafe
+
+
 class Store:
     """The manager's database: schema creation and the few queries the manager and API need."""
 
     def __init__(self, url: str, busy_timeout: float = 30.0) -> None:
         self.url = normalize_url(url)
-        self.engine = make_engine(self.url, busy_timeout)
+        database = sqlite_file(self.url)
+        #: watches the SQLite `-shm` file (None for PostgreSQL and in-memory SQLite)
+        self.shm_guard = ShmGuard(database) if database is not None else None
+        if database is not None:
+            create_private(database)
+        self.engine = make_engine(self.url, busy_timeout, self.shm_guard)
 
     def create(self) -> None:
         """Create missing tables and the event columns an older database lacks (idempotent)."""
@@ -386,7 +422,12 @@ class Store:
         upgrade_received_jobs(self.engine)
 
     def close(self) -> None:
-        """Release every pooled connection."""
+        """Release every pooled connection; while the `-shm` file may not be touched, keep them
+        open instead (closing the last one checkpoints through the map: SIGBUS) and leave the
+        WAL to the next start, which replays it."""
+        if store_unsafe(self) is not None:
+            _UNCLOSED.append(self.engine)
+            return
         self.engine.dispose()
 
     def begin(self) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,21 @@ def test_a_stray_run_on_a_re_registered_pilot_is_killed(tmp_path: Path) -> None:
     register(rig, "0/n0")
     register(rig, "0/n0", running=[{"job": 77, "run": 1, "pid": 5}])
     assert {"op": "kill", "job": 77, "run": 1} in [c for _, c in rig.hub.nodes["0/n0"].outbox]
+
+
+def test_no_pilot_is_judged_while_the_store_refuses_every_use(
+    tmp_path: Path, spawns: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pilots cannot authenticate while the store may not be read (an immutable SQLite -shm file)
+    rig = Rig(tmp_path, heartbeat_timeout=20.0)
+    pid = register(rig, "0/n0")
+    job = rig.intake.submit("alice", spec(2))
+    rig.step()
+    rig.hub.report("0/n0", pid, {"ack": 1, "reports": [{"job": job, "run": 1, "event": "started"}]})
+    rig.hub.nodes["0/n0"].last_seen -= 21.0
+    monkeypatch.setattr("isthmus.store.tables.store_unsafe", lambda _store: "the -shm file is immutable")
+    rig.hub.housekeeping()
+    monkeypatch.undo()
+    rig.hub._last_housekeeping = time.time() - 0.5
+    rig.hub.housekeeping()
+    assert spawns == [] and rig.hub.nodes["0/n0"].state == "registered" and rig.state(job) == "running"

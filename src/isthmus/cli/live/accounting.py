@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from isthmus.cli import bounds
 from isthmus.cli.live.common import CA_OPT, JSON_OPT, TOKEN_OPT, URL_OPT, api_call, fmt_time, parse_when, print_table
 from isthmus.live.client import Client
 
@@ -104,9 +105,11 @@ def register(app: typer.Typer) -> None:
     def forecast(
         allocation: str | None = typer.Option(None, "--allocation", help="What if this allocation policy ran."),
         provisioning: str | None = typer.Option(None, "--provisioning", help="What if this provisioning policy ran."),
-        budget: float | None = typer.Option(None, "--budget", help="What if the budget cap were this ($)."),
+        budget: float | None = typer.Option(None, "--budget", help="What if the budget cap were this ($).", min=0.0),
         no_budget: bool = typer.Option(False, "--no-budget", help="What if there were no budget cap."),
-        horizon: float = typer.Option(7 * 86400.0, "--horizon", help="Seconds to simulate ahead at most."),
+        horizon: float = typer.Option(
+            7 * 86400.0, "--horizon", help="Seconds to simulate ahead at most.", callback=bounds.positive
+        ),
         env_spec: str | None = typer.Option(
             None, "--env", help="What if the manager ran this environment (file or bundled name; its policies)."
         ),

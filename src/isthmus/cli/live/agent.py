@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from isthmus.cli import bounds
+
 
 def register(app: typer.Typer) -> None:
     """Add the `agent` command to `app`."""
@@ -14,9 +16,13 @@ def register(app: typer.Typer) -> None:
     def agent(
         url: str = typer.Option(..., "--url", envvar="ISTHMUS_URL", help="Manager URL."),
         node: str = typer.Option(..., "--node", help="Node key this pilot serves (given by the manager)."),
-        slots: int = typer.Option(1, "--slots"),
-        timeout: float = typer.Option(30.0, "--timeout", help="Exit when the manager is unreachable this long."),
-        lifetime: float | None = typer.Option(None, "--lifetime", help="Exit after this many seconds."),
+        slots: int = typer.Option(1, "--slots", min=1, help="Jobs it runs at a time."),
+        timeout: float = typer.Option(
+            30.0, "--timeout", help="Exit when the manager is unreachable this long.", callback=bounds.positive
+        ),
+        lifetime: float | None = typer.Option(
+            None, "--lifetime", help="Exit after this many seconds.", callback=bounds.positive
+        ),
         token_file: Path | None = typer.Option(
             None, "--token-file", help="Pilot token file (else ISTHMUS_PILOT_TOKEN)."
         ),

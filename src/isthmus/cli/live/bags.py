@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("results")
     def results(
-        bag_id: int = typer.Argument(..., help="The bag's job id."),
+        bag_id: int = typer.Argument(..., help="The bag's job id.", min=1),
         state: list[str] = typer.Option([], "--state", "-s", help="Only tasks in these states (done, failed, ...)."),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,

@@ -1,5 +1,6 @@
 """What the live commands share: the options naming the manager and the token, the API call
-that turns an API error into a message and exit code 1, and the table and time formats.
+that turns an API error into a message and an exit status (`exit_status`), and the table and
+time formats.
 
 Client commands find the manager through --url / ISTHMUS_URL (default http://127.0.0.1:8750),
 verify an https manager against --ca-file / ISTHMUS_CA_FILE (default: the trusted CAs) and
@@ -43,6 +44,11 @@ CA_OPT = typer.Option(
     help="CA file (PEM) to verify an https manager against (default: the trusted CAs).",
 )
 """`--ca-file`: read by `api_client`, so a command declares it (`_ca: None = CA_OPT`) and passes nothing on."""
+
+#: exit status of a command that failed at run time (the manager unreachable, a server error)
+EXIT_FAILURE = 1
+#: exit status of a command refused: impossible options, or a request the manager refused (4xx)
+EXIT_REFUSED = 2
 
 TERMINAL = TERMINAL_NAMES
 PRIORITIES = ("super-high", "high", "low", "super-low")
@@ -116,8 +122,16 @@ def token_source(token: str | None) -> str | None:
     return None
 
 
+def exit_status(exc: ApiError) -> int:
+    """The exit status of a command ended by `exc`: EXIT_REFUSED for a request the manager
+    refused (4xx: invalid, not allowed, not found, conflicting), EXIT_FAILURE otherwise (no answer,
+    5xx: the same command may work later)."""
+    return EXIT_REFUSED if 400 <= exc.status < 500 else EXIT_FAILURE
+
+
 def api_fail(exc: ApiError, token: str | None = None) -> NoReturn:
-    """Print the API error (with where the token came from, on a 401) and exit with code 1."""
+    """Print the API error (with where the token came from, on a 401) and exit with
+    `exit_status(exc)`."""
     typer.echo(f"error: {exc}", err=True)
     if exc.status == 401:
         source = token_source(token)
@@ -133,11 +147,11 @@ def api_fail(exc: ApiError, token: str | None = None) -> NoReturn:
                 "to a token of this manager",
                 err=True,
             )
-    raise typer.Exit(1)
+    raise typer.Exit(exit_status(exc))
 
 
 def api_call(url: str | None, token: str | None, request: Callable[[Client], T]) -> T:
-    """Run one API request; an API error becomes a one-line message and exit code 1."""
+    """Run one API request; an API error becomes a one-line message and `exit_status`."""
     with api_client(url, token) as c:
         try:
             return request(c)

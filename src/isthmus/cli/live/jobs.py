@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import typer
 
 from isthmus.backends.jobfiles import expand
+from isthmus.cli import bounds
 from isthmus.cli.live.common import (
     CA_OPT,
     JSON_OPT,
@@ -25,6 +26,7 @@ from isthmus.cli.live.common import (
     api_client,
     api_fail,
     elapsed,
+    exit_status,
     fmt_dur,
     fmt_time,
     parse_duration,
@@ -51,9 +53,11 @@ def register(app: typer.Typer) -> None:
             [], "--param", help="Sweep parameter NAME=VALUES: x=1..1000, x=a,b,c or x=5; repeatable (product)."
         ),
         retries: int | None = typer.Option(
-            None, "--retries", help="Bag of tasks: runs again of a task that exits non-zero (default 0)."
+            None, "--retries", help="Bag of tasks: runs again of a task that exits non-zero (default 0).", min=0
         ),
-        size: int | None = typer.Option(None, "-n", "--size", help="Processors (slots) on one site (default 1)."),
+        size: int | None = typer.Option(
+            None, "-n", "--size", help="Processors (slots) on one site (default 1).", min=1
+        ),
         time_: str | None = typer.Option(None, "-t", "--time", help="Requested runtime: 90, 5m, 10:00, 1:30:00."),
         priority: str | None = typer.Option(
             None, "-p", "--priority", help="super-high, high, low or super-low (default high)."
@@ -69,10 +73,12 @@ def register(app: typer.Typer) -> None:
         name: str | None = typer.Option(None, "-J", "--name", help="Job name."),
         vm_type: str | None = typer.Option(None, "--vm-type", help="Instance type the job needs."),
         vm_image: str | None = typer.Option(None, "--vm-image", help="Image the VM must boot (name or provider id)."),
-        vm_cores: int | None = typer.Option(None, "--vm-cores", help="Cores per VM, at least."),
-        vm_memory: int | None = typer.Option(None, "--vm-memory", help="Memory per VM in MB, at least."),
+        vm_cores: int | None = typer.Option(None, "--vm-cores", help="Cores per VM, at least.", min=1),
+        vm_memory: int | None = typer.Option(None, "--vm-memory", help="Memory per VM in MB, at least.", min=1),
         vm_arch: str | None = typer.Option(None, "--vm-arch", help="CPU architecture, e.g. x86_64."),
-        vm_storage: float | None = typer.Option(None, "--vm-storage", help="Disk per VM in GB, at least."),
+        vm_storage: float | None = typer.Option(
+            None, "--vm-storage", help="Disk per VM in GB, at least.", callback=bounds.positive
+        ),
         vm_network: str | None = typer.Option(None, "--vm-network", help="Network the VM joins, e.g. public."),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
@@ -222,7 +228,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("show")
     def show(
-        job_id: int = typer.Argument(...),
+        job_id: int = typer.Argument(..., min=1),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
@@ -299,13 +305,13 @@ def register(app: typer.Typer) -> None:
 
     @app.command("cancel")
     def cancel(
-        job_ids: list[int] = typer.Argument(...),
+        job_ids: list[int] = typer.Argument(..., min=1),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
     ) -> None:
         """Cancel jobs (like scancel)."""
-        failed = False
+        failed: list[int] = []  # exit statuses; a failure at run time wins over a refusal
         with api_client(url, token) as c:
             for jid in job_ids:
                 try:
@@ -313,15 +319,15 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"Cancelled job {jid}")
                 except ApiError as exc:
                     typer.echo(f"error: job {jid}: {exc}", err=True)
-                    failed = True
+                    failed.append(exit_status(exc))
         if failed:
-            raise typer.Exit(1)
+            raise typer.Exit(min(failed))
 
     @app.command("logs")
     def logs(
-        job_id: int = typer.Argument(...),
+        job_id: int = typer.Argument(..., min=1),
         stderr: bool = typer.Option(False, "--stderr", help="Show stderr instead of stdout."),
-        run: int | None = typer.Option(None, "--run", help="Run number (default: the latest)."),
+        run: int | None = typer.Option(None, "--run", help="Run number (default: the latest).", min=1),
         task: int | None = typer.Option(None, "--task", min=0, help="A bag of tasks: this task's output."),
         follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing until the job ends."),
         url: str | None = URL_OPT,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from isthmus.cli import bounds
 from isthmus.cli.live.common import CA_OPT, TOKEN_OPT, URL_OPT, api_call
 
 
@@ -24,7 +25,10 @@ def register(app: typer.Typer) -> None:
             help="Directory for the SQLite file, job output, pilot logs and admin.token.",
         ),
         round_interval: str | None = typer.Option(
-            None, "--round-interval", help="Seconds between rounds, or 'event'; default: the environment's."
+            None,
+            "--round-interval",
+            help="Seconds between rounds, or 'event'; default: the environment's.",
+            callback=bounds.round_interval,
         ),
         advertise_url: str | None = typer.Option(
             None,
@@ -32,20 +36,28 @@ def register(app: typer.Typer) -> None:
             help="URL pilots on other machines (pilot jobs of a batch system) reach the API at; default "
             "http://HOST:PORT of --listen, with this machine's name for 0.0.0.0.",
         ),
-        pilot_timeout: float = typer.Option(30.0, help="Pilots exit after the manager is unreachable this long."),
-        heartbeat_timeout: float = typer.Option(20.0, help="A silent pilot is declared lost after this long."),
-        reattach_timeout: float = typer.Option(15.0, help="After a restart, pilots must re-register within this."),
-        poll_wait: float = typer.Option(10.0, help="Long-poll duration of pilots (their heartbeat period)."),
+        pilot_timeout: float = typer.Option(
+            30.0, help="Pilots exit after the manager is unreachable this long.", callback=bounds.positive
+        ),
+        heartbeat_timeout: float = typer.Option(
+            20.0, help="A silent pilot is declared lost after this long.", callback=bounds.positive
+        ),
+        reattach_timeout: float = typer.Option(
+            15.0, help="After a restart, pilots must re-register within this.", callback=bounds.positive
+        ),
+        poll_wait: float = typer.Option(
+            10.0, help="Long-poll duration of pilots (their heartbeat period).", callback=bounds.positive
+        ),
         budget: float | None = typer.Option(
             None, "--budget", min=0.0, help="Cap on the charged cost of cloud leases ($), as in `simulate --budget`."
         ),
         tag: str | None = typer.Option(None, "--tag", envvar="ISTHMUS_TAG", hidden=True),
         log_level: str = typer.Option("warning", "--log-level"),
         max_body_bytes: int = typer.Option(
-            8 * 1024 * 1024, "--max-body-bytes", help="Larger request bodies get 413 (default 8 MiB)."
+            8 * 1024 * 1024, "--max-body-bytes", help="Larger request bodies get 413 (default 8 MiB).", min=1024
         ),
         max_batch_jobs: int = typer.Option(
-            10_000, "--max-batch-jobs", help="Larger POST /jobs/batch requests get 413."
+            10_000, "--max-batch-jobs", help="Larger POST /jobs/batch requests get 413.", min=1
         ),
         on_stop: str = typer.Option(
             "detach",
@@ -64,15 +76,22 @@ def register(app: typer.Typer) -> None:
             "--preemption-time",
             help="Bags of tasks: seconds from a shrink until the processor is free at the latest (a launcher "
             "that confirms sooner frees it sooner).",
+            min=0,
+            max=3600,
         ),
         bag_prefetch: int = typer.Option(
-            1, "--bag-prefetch", help="Bags of tasks: tasks each launcher keeps ahead of the one it runs."
+            1,
+            "--bag-prefetch",
+            help="Bags of tasks: tasks each launcher keeps ahead of the one it runs.",
+            min=0,
+            max=100,
         ),
         max_lost_runs: int = typer.Option(
             3,
             "--max-lost-runs",
             help="A job whose runs are lost this many times (their pilot died under them) fails with the "
             "reason instead of being requeued again.",
+            min=1,
         ),
         tls_cert: Path | None = typer.Option(
             None,
