@@ -84,3 +84,34 @@ def test_an_environment_file_chooses_the_predictor_and_an_unknown_one_is_refused
     bad.write_text('name = "p"\n' + text.format("bogus"))
     with pytest.raises(ConfigError, match=r"predictor.*'bogus'"):
         load_file(bad)
+
+
+# Two processors, one user. Job 1 (2 processors, 2 s) and job 2 (1 processor, 100 s) finish
+# before jobs 3 (1 processor) and 4 (2 processors) arrive together at 103. user-last-two
+# predicts 51 s for both (the user's last two runtimes), so arrival order holds and job 3 starts;
+# knn with k = 1 on the size predicts 100 s for job 3 (its neighbour is job 2) and 2 s for job 4
+# (job 1), so job 4 takes both processors first.
+KNN_JOBS = [
+    job(1, 0, 2, 2),
+    job(2, 1, 1, 100),
+    job(3, 103, 1, 10),
+    job(4, 103, 2, 10),
+]
+
+
+def test_knn_predicts_from_the_nearest_completed_jobs() -> None:
+    plain, knn_1 = clusters(2), dataclasses.replace(clusters(2), predictor=PolicyChoice("knn", {"k": 1}))
+
+    def run(policy: PolicyChoice | str, env=plain) -> dict[int, tuple[float, int]]:
+        return start_of(simulate(env, KNN_JOBS, policy, "none", check_purity=True))
+
+    by_history = {1: (0, 0), 2: (2, 0), 3: (103, 0), 4: (113, 0)}
+    by_neighbour = {1: (0, 0), 2: (2, 0), 4: (103, 0), 3: (113, 0)}
+    assert run("sjf") == by_history
+    assert run("sjf", knn_1) == by_neighbour
+    assert run(PolicyChoice("sjf", {"predictor": "knn"}), knn_1) == by_neighbour  # with the environment's k
+    assert run(PolicyChoice("sjf", {"predictor": "user-last-two"}), knn_1) == by_history
+    # k = 5 (the default) averages both completed jobs: 51 s each, a tie kept in arrival order
+    assert run(PolicyChoice("sjf", {"predictor": "knn"})) == by_history
+    # HSDF: both fit at once (estimated slowdown 1 each, a tie), but it runs with knn too
+    assert simulate(knn_1, KNN_JOBS, "hsdf", "none").predictor == PolicyChoice("knn", {"k": 1})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from isthmus.model.environment import PolicyChoice
 from isthmus.policies import registry
@@ -27,14 +27,17 @@ class PolicySet:
 
     @property
     def deciders(self) -> tuple[DecidingPolicy, ...]:
-        """The policies consulted each round, in their families' round order."""
+        """The policies consulted each round, in their families' round order; last a predictor
+        that watches the rounds (one with a `decide`, e.g. `knn`: it records the completions it
+        predicts from and decides nothing), after the round's starts so that it sees them."""
         by_family: dict[str, DecidingPolicy] = {
             "allocation": self.allocation,
             "provisioning": self.provisioning,
             **self.others,
         }
         ordered = [f for f in registry.families() if f in by_family and registry.round_order(f) is not None]
-        return tuple(by_family[f] for f in ordered)
+        watching = (cast(DecidingPolicy, self.predictor),) if hasattr(self.predictor, "decide") else ()
+        return tuple(by_family[f] for f in ordered) + watching
 
 
 def build_policies(

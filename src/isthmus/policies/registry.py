@@ -82,6 +82,7 @@ _TABLE: dict[str, dict[str, str]] = {
         "user-last-two": "isthmus.policies.prediction.runtime:UserLastTwo",
         "requested": "isthmus.policies.prediction.runtime:RequestedRuntime",
         "exact": "isthmus.policies.prediction.runtime:ExactRuntime",
+        "knn": "isthmus.policies.prediction.knn:NearestNeighbours",
     },
     "selection": {
         "local-first": "isthmus.policies.selection.local_first:LocalFirst",
