@@ -57,7 +57,13 @@ def test_repeat_over_a_trace_resamples_it(tmp_path: Path) -> None:
     args = ["simulate", "-w", str(trace), "--cluster", "32", "--no-plots", "-p", "ff", "--json"]
     report = _json(runner.invoke(app, [*args, "--repeat", "2", "-o", str(tmp_path / "r")]))
     assert report["repeat"]["resampling"].startswith("bootstrap of the trace's blocks")
-    assert {r["jobs"] for r in report["repetitions"]} <= set(range(1, 200))
+    from isthmus.workloads import resolve_workload
+    from isthmus.workloads.resample import resample_blocks
+
+    jobs = resolve_workload(str(trace)).jobs
+    assert [r["jobs"] for r in report["repetitions"]] == [len(resample_blocks(jobs, s)) for s in (0, 1)]
+    waits = [r["policies"][0]["wait_mean"] for r in report["repetitions"]]
+    assert waits[0] != waits[1]  # two different resamplings of the one trace
 
 
 @pytest.mark.parametrize(
@@ -103,3 +109,11 @@ def test_compare_refuses_a_directory_without_a_run(tmp_path: Path) -> None:
     result = runner.invoke(app, ["compare", str(a), str(tmp_path)])
     assert result.exit_code == 2
     assert "no comparison.json" in result.output
+
+
+def test_repeat_refuses_a_trace_too_short_to_resample(tmp_path: Path) -> None:
+    trace = tmp_path / "short.swf"
+    trace.write_text("".join(f"{i} {i * 60} -1 30 1 -1 -1 1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n" for i in range(1, 4)))
+    result = runner.invoke(app, ["simulate", "-w", str(trace), "--cluster", "2", "--repeat", "2", "-o", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "within one hour" in result.output

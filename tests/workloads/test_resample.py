@@ -40,3 +40,11 @@ def test_a_short_trace_is_cut_in_days() -> None:
     assert block_length(jobs) == DAY
     assert len(resample_blocks(jobs, seed=1)) == 72  # each day holds 24 jobs
     assert resample_blocks([], seed=1) == []
+
+
+def test_a_trace_of_hours_is_cut_in_hours() -> None:
+    from isthmus.workloads.resample import HOUR, block_count
+
+    jobs = [Job(i + 1, i * 600.0, 1, 5.0) for i in range(30)]  # five hours
+    assert block_length(jobs) == HOUR and block_count(jobs, HOUR) == 5
+    assert block_count(jobs[:3], HOUR) == 1  # within one hour: nothing to resample

@@ -59,14 +59,20 @@ def workloads(plan: RepeatPlan, conversion: Any) -> tuple[str, list[tuple[int, l
     """(how the workloads were drawn, [(seed, jobs)] one per repetition); WorkloadError,
     ValueError or OSError for a workload that cannot be read."""
     from isthmus.workloads import resolve_workload
-    from isthmus.workloads.resample import block_length, resample_blocks
+    from isthmus.workloads.resample import block_count, block_length, resample_blocks
     from isthmus.workloads.resolve import looks_like_path
 
     drawn: list[tuple[int, list[Job]]] = []
     if looks_like_path(plan.workload):
         wl = resolve_workload(plan.workload, skip_invalid=plan.skip_invalid, conversion=conversion)
         trace = list(wl.jobs)
-        how = TRACE_RESAMPLING.format(block=block_length(trace))
+        block = block_length(trace)
+        if block_count(trace, block) < 2:
+            raise ValueError(
+                f"{plan.workload}: its jobs arrive within one hour, so a resampling of its blocks would "
+                "give the same trace every time; repeat over a longer trace or a model"
+            )
+        how = TRACE_RESAMPLING.format(block=block)
         for seed in plan.seeds:
             drawn.append((seed, _filtered(plan, resample_blocks(trace, seed))))
     else:
