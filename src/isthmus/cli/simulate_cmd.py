@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from isthmus.cli.simulate_repeat import write_report
+from isthmus.cli.simulate_repeat import safe_name, write_report
 from isthmus.cli.specs import parse_policy
 from isthmus.metrics.records import JobColumns, JobRecords, JobStatus
 from isthmus.model.environment import Environment, PolicyChoice, policy_label
@@ -216,10 +216,6 @@ class RunOutcome(NamedTuple):
     wall_seconds: float
     budgets: list[dict[str, object]]
     unfinished: dict[int, str]
-
-
-def _safe(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
 
 
 def simulate_command(
@@ -556,7 +552,7 @@ def simulate_command(
                 # the run is over: its log is read in place, not copied; the records go to
                 # their files as they are computed (never the whole run's records in memory)
                 counter = RejectedJobs()
-                base = out / _safe(name)
+                base = out / safe_name(name)
                 runs[name] = stream_run(
                     log,
                     columns,
@@ -578,7 +574,7 @@ def simulate_command(
     for label, metrics in runs.items():
         metrics.summary["workload_preparation"] = preparation
         metrics.summary["rejected"] = rejected[label]
-        summary_path = write_summary(metrics.summary, out / f"{_safe(label)}.summary.json")
+        summary_path = write_summary(metrics.summary, out / f"{safe_name(label)}.summary.json")
         written[label] = {k: str(v) for k, v in {**metrics.files, "summary": summary_path}.items()}
     plot_paths: dict[str, str] = {}
     if plots:  # matplotlib is imported only for them

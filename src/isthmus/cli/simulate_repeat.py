@@ -11,6 +11,7 @@ intervals and every repetition's figures.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +123,7 @@ def run_repeated(
         runs: dict[str, WrittenRun] = {}
         for choice, label in zip(choices, labels, strict=True):
             result = simulate_one(jobs, choice, label)
-            base = folder / _safe(label)
+            base = folder / safe_name(label)
             runs[label] = stream_run(
                 result.log,
                 columns,
@@ -132,7 +133,7 @@ def run_repeated(
                 f"{base}.jobs.parquet",
                 series=plots,
             )
-            write_summary(runs[label].summary, folder / f"{_safe(label)}.summary.json")
+            write_summary(runs[label].summary, folder / f"{safe_name(label)}.summary.json")
         if plots:
             from isthmus.metrics.plots import plot_all
 
@@ -148,9 +149,8 @@ def run_repeated(
     return rows, repetitions
 
 
-def _safe(label: str) -> str:
-    import re
-
+def safe_name(label: str) -> str:
+    """A run label as a file name: runs of other characters become one underscore."""
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
 
 
