@@ -3,10 +3,12 @@ the versions it ran with, the environment's sites and the workload's statistics.
 
 from __future__ import annotations
 
+import json
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,3 +104,22 @@ def workload_statistics(jobs: Sequence[Job]) -> dict[str, Any]:
         "requested_runtime_known": int(np.count_nonzero(~np.isnan(requested) & (requested > 0))),
         "area_processor_seconds": float(np.dot(size, runtime)),
     }
+
+
+def write_provenance(path: Path, *, command: str, command_with_defaults: str, options: Mapping[str, Any]) -> Path:
+    """Write an experiment's provenance.json (the command as given and with every default, the
+    experiment's options as run, seeds included, and `versions()`), atomically; its path."""
+    from isthmus.metrics.records import atomic_write
+
+    doc = {
+        "command": command,
+        "command_with_defaults": command_with_defaults,
+        "options": dict(options),
+        "versions": versions(),
+    }
+    text = json.dumps(doc, indent=2, default=str) + "\n"
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    return atomic_write(path, write)

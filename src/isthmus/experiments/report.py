@@ -156,6 +156,11 @@ def _pairs_table(pairs: Sequence[tuple[str, Any]], id_: str) -> str:
     return f'<table id="{_e(id_)}"><tbody>{"".join(rows)}</tbody></table>'
 
 
+def _option(value: Any) -> Any:
+    """An experiment option in words: a list as its items separated by commas."""
+    return ", ".join(map(str, value)) if isinstance(value, list | tuple) else value
+
+
 def _provenance(doc: dict[str, Any]) -> str:
     parts = []
     if doc.get("command"):
@@ -165,7 +170,7 @@ def _provenance(doc: dict[str, Any]) -> str:
     versions = doc.get("versions") or {}
     if versions or doc.get("seed") is not None:
         repeat = doc.get("repeat") or {}
-        pairs: list[tuple[str, Any]] = [("seed", str(doc.get("seed")))]
+        pairs: list[tuple[str, Any]] = [("seed", str(doc.get("seed")))] if "seed" in doc else []
         if repeat:
             pairs += [
                 ("repetitions", repeat.get("count")),
@@ -262,7 +267,22 @@ def _simulation(run_dir: Path, doc: dict[str, Any], page_dir: Path) -> tuple[str
 
 def _experiment(run_dir: Path, summary: str, page_dir: Path) -> tuple[str, str]:
     first = next((line.lstrip("# ").strip() for line in summary.splitlines() if line.strip()), run_dir.name)
-    parts = [f"<h2>Summary</h2><pre>{_e(summary)}</pre>", _csv_tables(run_dir, set()), _figures(run_dir, page_dir)]
+    provenance = run_dir / "provenance.json"
+    doc: dict[str, Any] = {}
+    if provenance.exists():
+        try:
+            loaded = json.loads(provenance.read_text())
+        except json.JSONDecodeError as exc:
+            raise ReportError(f"{provenance}: not JSON ({exc})") from None
+        doc = loaded if isinstance(loaded, dict) else {}
+    options = doc.get("options") or {}
+    parts = [
+        _provenance(doc),
+        "<h2>Options</h2>" + _pairs_table([(k, _option(v)) for k, v in options.items()], "options") if options else "",
+        f"<h2>Summary</h2><pre>{_e(summary)}</pre>",
+        _csv_tables(run_dir, set()),
+        _figures(run_dir, page_dir),
+    ]
     return f"isthmus experiment: {first}", "".join(parts)
 
 
