@@ -731,7 +731,7 @@ def _repeated(
             raise fail(f"workload {workload!r} with seed {s} has no jobs left after filtering")
     console = Console(stderr=as_json)
     if not console.is_terminal:
-        console.width = max(console.width, 110)
+        console.width = max(console.width, 200)  # mean ± CI cells are wide: do not truncate them
     console.print(
         f"[bold]isthmus simulate[/]: {len(chosen)} repetitions ({how}; seeds {', '.join(map(str, chosen))}) of "
         f"[cyan]{escape(workload)}[/] on [cyan]{environment.name}[/], provisioning [cyan]{policy_label(prov)}[/]",
