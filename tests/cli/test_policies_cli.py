@@ -42,7 +42,7 @@ def test_json_lists_every_registered_policy_with_seed_and_parameters() -> None:
 def test_family_filter_and_table() -> None:
     result = runner.invoke(app, ["policies", "--family", "prediction", "--json"])
     assert result.exit_code == 0
-    assert sorted(r["name"] for r in json.loads(result.stdout)) == ["exact", "requested", "user-last-two"]
+    assert sorted(r["name"] for r in json.loads(result.stdout)) == ["exact", "knn", "requested", "user-last-two"]
     table = runner.invoke(app, ["policies"], env={"COLUMNS": "200"})
     assert table.exit_code == 0
     assert "tags-sets" in table.stdout and "KOALA-C §IV-C" in table.stdout

@@ -77,3 +77,23 @@ def test_a_directory_that_is_no_run_is_refused_clearly(tmp_path: Path) -> None:
     result = runner.invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2
     assert "no comparison.json (isthmus simulate --out) or summary.md" in result.output
+
+
+def test_a_report_records_provenance_environment_workload_and_captioned_figures(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["simulate", "--cluster", "8", "-w", "lublin:jobs=60", "-p", "ff", "--out", str(out)]
+    assert runner.invoke(app, args).exit_code == 0
+    assert runner.invoke(app, ["report", str(out)]).exit_code == 0
+    page = (out / "report.html").read_text()
+    from isthmus import __version__
+
+    # the command with every default spelled out, the seed and the versions
+    assert "--seed 0" in page and "--rounds batch" in page and "--round-interval event" in page
+    assert f"<th>isthmus</th><td>{__version__}</td>" in page and "<th>numpy</th>" in page
+    assert '<table id="sites">' in page and '<table id="workload-statistics">' in page
+    assert "<th>jobs</th><td>60</td>" in page
+    assert "{&quot;" not in page  # no raw JSON cell
+    # one format per column: whole seconds with separators, never an exponent
+    assert "e+0" not in page.split('<table id="metrics">')[1].split("</table>")[0]
+    captions = [part.split("</figcaption>")[0] for part in page.split("<figcaption>")[1:]]
+    assert captions[0].startswith("Figure 1. Wait time") and captions[1].startswith("Figure 2. Mean slowdown")

@@ -5,6 +5,7 @@ computed from the rows (never written in)."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 
@@ -61,6 +62,14 @@ def test_ibm_cloud_runs_through_the_cli_and_writes_every_file(tmp_path: Path) ->
     for name in ("ibm-cloud.csv", "series.csv", "summary.md", "table1_delay.png", "fig7_one_cluster.png"):
         assert (out / name).exists(), name
     assert (out / "fig8_with_cloud.png").exists()
+    # what the run was: the command with every default, its options as run, the versions
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["command"].startswith("isthmus experiment ibm-cloud --trace")
+    assert "--cancelled" not in provenance["command"] and "--workers 1" in provenance["command_with_defaults"]
+    assert provenance["options"]["traces"] == [str(trace)] and provenance["versions"]["isthmus"]
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+    page = (out / "report.html").read_text()
+    assert '<table id="provenance">' in page and '<table id="options">' in page
     rows = {r["config"]: r for r in csv.DictReader((out / "ibm-cloud.csv").open())}
     assert set(rows) == {"450", "300+200", "300+150", "300+75", "300"}
     for config, r in rows.items():

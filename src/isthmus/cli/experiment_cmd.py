@@ -98,6 +98,7 @@ def _status_fields(status: SweepStatus) -> dict[str, object]:
 
 
 def experiment_command(
+    ctx: typer.Context,
     name: Annotated[
         str,
         typer.Argument(
@@ -360,6 +361,15 @@ def experiment_command(
                 ) from None
             except (ValueError, OSError) as exc:
                 raise fail(str(exc)) from None
+    from isthmus.cli.provenance import write_provenance
+    from isthmus.cli.simulate_cmd import command_line
+
+    result.files["provenance"] = write_provenance(
+        out_dir / "provenance.json",
+        command=command_line(ctx),
+        command_with_defaults=command_line(ctx, defaults=True),
+        options={**kwargs, "traces": [str(p) for p in paths]},
+    )
     if as_json:
         files = {k: str(v) for k, v in result.files.items()}
         typer.echo(json.dumps({"experiment": name, "rows": result.rows, "files": files}, indent=1, default=str))

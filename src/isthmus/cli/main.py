@@ -52,6 +52,7 @@ LIVE_COMMANDS = {
 COMMANDS: dict[str, str] = {
     "policies": "policies_cmd",
     "simulate": "simulate_cmd",
+    "compare": "compare_cmd",
     "experiment": "experiment_cmd",
     **{name: f"live.{module}" for name, module in LIVE_COMMANDS.items()},
     "validate": "validate_cmd",

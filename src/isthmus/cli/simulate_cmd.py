@@ -6,22 +6,25 @@ import gc
 import json
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from isthmus.cli import bounds
+from isthmus.cli.simulate_repeat import safe_name, write_report
 from isthmus.cli.specs import parse_policy
 from isthmus.metrics.records import JobColumns, JobRecords, JobStatus
 from isthmus.model.environment import Environment, PolicyChoice, policy_label
 from isthmus.model.job import Job
 from isthmus.model.jobtable import JobTable
 from isthmus.workloads.conversion import CANCELLED_MEANINGS, RUN_CANCELLED, Cancelled
+from isthmus.workloads.seeds import DEFAULT_SEED
 
 DEFAULT_POLICIES = ("ff", "rr", "sjf", "hsdf")
 CLUSTER_POLICIES = ("fcfs", "easy")
@@ -34,16 +37,24 @@ if TYPE_CHECKING:
 err = Console(stderr=True)
 
 
-def command_line(ctx: typer.Context) -> str:
-    """The command that reproduces this invocation: every option given, with its value."""
+def command_line(ctx: typer.Context, *, defaults: bool = False, resolved: dict[str, object] | None = None) -> str:
+    """The command that reproduces this invocation: every option given, with its value; with
+    `defaults`, every option that has a value, defaults spelled out (so that the command means
+    the same under a later version whose defaults changed), an option left unset taking its
+    value from `resolved` (what the run resolved it to: the environment, the workload, ...)."""
     parts = ["isthmus", *ctx.command_path.split()[1:]]
     for p in ctx.command.params:
         if p.name is None:
             continue
         source = ctx.get_parameter_source(p.name)
-        if source is None or source.name == "DEFAULT":
-            continue
+        given = source is not None and source.name != "DEFAULT"
         value = ctx.params.get(p.name)
+        unset = value is None or (isinstance(value, list | tuple) and not value)
+        if defaults and not given and unset and resolved:
+            value = resolved.get(p.name)
+            unset = value is None
+        if not given and not (defaults and not unset and p.name != "as_json"):
+            continue
         if p.param_type_name == "argument":
             parts.append(str(value))
             continue
@@ -82,28 +93,60 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+#: How a column of the comparison table shows its numbers: one format for every row, so that
+#: figures of one column line up and compare at a glance (no 3.54e5 beside 6,890).
+COLUMN_FORMATS: dict[str, str] = {
+    "count": "{:,.0f}",  # jobs, kills
+    "seconds": "{:,.0f}",  # waits, response times, delays, makespans
+    "ratio": "{:,.2f}",  # slowdowns
+    "fraction": "{:.3f}",  # utilization
+    "dollars": "{:,.2f}",
+}
+
 COLUMNS = (
-    ("policy", "policy"),
-    ("jobs_completed", "done"),
-    ("jobs_unfinished", "left"),
-    ("wait_mean", "wait s"),
-    ("slowdown_mean", "sld"),
-    ("bounded_slowdown_mean", "bsld"),
-    ("awrt", "AWRT s"),
-    ("delay_p95", "p95 s"),
-    ("utilization", "util"),
-    ("cost_charged", "cost $"),
-    ("restarts", "kills"),
+    ("policy", "policy", ""),
+    ("jobs_completed", "done", "count"),
+    ("jobs_unfinished", "left", "count"),
+    ("wait_mean", "wait s", "seconds"),
+    ("slowdown_mean", "sld", "ratio"),
+    ("bounded_slowdown_mean", "bsld", "ratio"),
+    ("awrt", "AWRT s", "seconds"),
+    ("delay_p95", "p95 s", "seconds"),
+    ("utilization", "util", "fraction"),
+    ("cost_charged", "cost $", "dollars"),
+    ("restarts", "kills", "count"),
 )
 
 
+def column_value(value: object, kind: str) -> str:
+    """`value` in its column's format (`COLUMN_FORMATS`); '-' when unknown; text as it is."""
+    if value is None:
+        return "-"
+    if kind and isinstance(value, int | float) and not isinstance(value, bool):
+        return COLUMN_FORMATS[kind].format(value)
+    return str(value)
+
+
 def comparison_table(rows: list[dict[str, object]], title: str) -> Table:
-    """A Rich table of the key figures, one row per policy (sld: mean slowdown, bsld: bounded)."""
+    """A Rich table of the key figures, one row per policy (sld: mean slowdown, bsld: bounded).
+
+    A row of repeated runs holds, for a figure, {"mean", "ci95", ...} (`isthmus.metrics.stats.interval`):
+    its cell shows the mean ± the half-width of the 95% confidence interval."""
     table = Table(title=title, title_justify="left", padding=(0, 1), collapse_padding=True)
-    for _, header in COLUMNS:
+    for _, header, _kind in COLUMNS:
         table.add_column(header, justify="left" if header == "policy" else "right", no_wrap=True)
     for row in rows:
-        table.add_row(*(_fmt(row.get(key)) for key, _ in COLUMNS))
+        cells = []
+        for key, _, kind in COLUMNS:
+            value = row.get(key)
+            if isinstance(value, dict):
+                half = value.get("ci95")
+                text = column_value(value.get("mean"), kind)
+                cells.append(text if half is None else f"{text} ± {column_value(half, kind)}")
+            else:
+                cells.append(column_value(value, kind))
+        # a label such as sjf[predictor=requested] is text, not Rich markup
+        table.add_row(*(escape(c) for c in cells))
     return table
 
 
@@ -176,10 +219,6 @@ class RunOutcome(NamedTuple):
     unfinished: dict[int, str]
 
 
-def _safe(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
-
-
 def simulate_command(
     ctx: typer.Context,
     env: Annotated[
@@ -206,7 +245,7 @@ def simulate_command(
         typer.Option("--max-size", help="Drop jobs larger than N processors (KOALA-C keeps <= 32).", min=1),
     ] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", "-n", help="Use only the first N jobs.", min=1)] = None,
-    seed: Annotated[int, typer.Option(help="Seed for generated workloads.", min=0)] = 1,
+    seed: Annotated[int, typer.Option(help="Seed for generated workloads.", min=0)] = DEFAULT_SEED,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Directory for per-job records, summaries and plots.")
     ] = Path("out/simulate"),
@@ -285,9 +324,24 @@ def simulate_command(
         float | None,
         typer.Option("--pull-latency", help="Seconds for a bag's processor to get its next task (default 0).", min=0),
     ] = None,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            help="Run every policy on N workloads (seeds S, S+1, ... from --seed): a model drawn again with each "
+            "seed, a trace resampled (bootstrap of its weekly blocks); report each figure's mean and 95% "
+            "confidence interval.",
+            min=1,
+        ),
+    ] = 1,
+    seeds: Annotated[
+        str | None,
+        typer.Option("--seeds", help="Repeat with these seeds, e.g. 1,2,3 (instead of --seed and --repeat)."),
+    ] = None,
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
     from isthmus.cli.memory import end_startup_gc, fix_mmap_threshold, release_free_memory
+    from isthmus.cli.provenance import environment_sites, versions, workload_statistics
 
     fix_mmap_threshold()  # large NumPy columns go back to the system when freed
     from isthmus.config import ConfigError, single_cluster
@@ -343,6 +397,41 @@ def simulate_command(
         conversion = SwfConversion(cancelled=cast(Cancelled, cancelled))
     except ValueError as exc:
         raise fail(f"--cancelled: {exc}") from None
+    if seeds is not None or repeat > 1:
+        _repeated(
+            ctx,
+            environment,
+            workload,
+            choices,
+            prov,
+            fair,
+            conversion,
+            seeds,
+            repeat,
+            seed,
+            out=out,
+            plots=plots,
+            as_json=as_json,
+            max_size=max_size,
+            first=jobs,
+            vm=tuple(vm or ()),
+            skip_invalid=skip_invalid,
+            bags_given=bool(bag or bags_file),
+            interval=interval,
+            run=lambda jobs, choice, label: simulate(
+                environment,
+                jobs,
+                choice,
+                prov,
+                round_interval=interval,
+                label=label,
+                budget=budget,
+                enforce_walltime=walltime,
+                rounds=rounds,
+                fairshare=fair,
+            ),
+        )
+        return
     try:
         # a trace's jobs stay columns (a JobTable): each Job is built when it arrives
         wl = resolve_workload(workload, seed=seed, skip_invalid=skip_invalid, conversion=conversion, lazy=True)
@@ -377,6 +466,8 @@ def simulate_command(
     if not job_list:
         raise fail(f"workload {workload!r} has no jobs left after filtering")
     workload_name, n_jobs = wl.name, len(job_list)
+    workload_stats = workload_statistics(job_list)
+    resolved = _resolved(environment, cluster, workload, choices, prov, interval)
     # what the records need of the jobs, shared by every run; a trace's jobs are a JobTable whose
     # Job objects exist from arrival to end only (a generated workload's list of Job objects goes
     # before the last run's metrics)
@@ -465,7 +556,7 @@ def simulate_command(
                 # the run is over: its log is read in place, not copied; the records go to
                 # their files as they are computed (never the whole run's records in memory)
                 counter = RejectedJobs()
-                base = out / _safe(name)
+                base = out / safe_name(name)
                 runs[name] = stream_run(
                     log,
                     columns,
@@ -487,7 +578,7 @@ def simulate_command(
     for label, metrics in runs.items():
         metrics.summary["workload_preparation"] = preparation
         metrics.summary["rejected"] = rejected[label]
-        summary_path = write_summary(metrics.summary, out / f"{_safe(label)}.summary.json")
+        summary_path = write_summary(metrics.summary, out / f"{safe_name(label)}.summary.json")
         written[label] = {k: str(v) for k, v in {**metrics.files, "summary": summary_path}.items()}
     plot_paths: dict[str, str] = {}
     if plots:  # matplotlib is imported only for them
@@ -509,6 +600,11 @@ def simulate_command(
         "workload": workload_name,
         "workload_spec": workload,
         "command": command_line(ctx),
+        "command_with_defaults": command_line(ctx, defaults=True, resolved=resolved),
+        "seed": seed,
+        "versions": versions(),
+        "environment_detail": environment_sites(environment),
+        "workload_statistics": workload_stats,
         "jobs": n_jobs,
         "workload_preparation": preparation,
         "provisioning": policy_label(prov),
@@ -519,7 +615,7 @@ def simulate_command(
     }
     if bag_report:
         report["bags"] = bag_report
-    (out / "comparison.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    write_report(out / "comparison.json", report)
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
         return
@@ -564,6 +660,113 @@ def simulate_command(
     console.print("sld: mean slowdown; bsld: mean bounded slowdown (10 s); p95: 95th percentile of delay")
     console.print(f"Jobs {describe_cancelled(cancelled_info)}", highlight=False, markup=False)
     console.print(f"Per-job records, summaries and plots in [bold]{out}[/]")
+
+
+def _resolved(
+    environment: Environment,
+    cluster: int | None,
+    workload: str,
+    choices: list[PolicyChoice],
+    prov: PolicyChoice,
+    interval: object,
+) -> dict[str, object]:
+    """The values options left unset resolved to, for the command with defaults spelled out."""
+    out: dict[str, object] = {"workload": workload, "provisioning": _spec(prov), "policy": [_spec(c) for c in choices]}
+    if cluster is None:
+        out["env"] = environment.name
+    out["round_interval"] = "event" if interval is None else f"{float(interval):g}"  # type: ignore[arg-type]
+    return out
+
+
+def _spec(choice: PolicyChoice) -> str:
+    """A policy as the command line writes it: NAME[:k=v,...]."""
+    params = ",".join(
+        f"{k}={';'.join(map(str, v)) if isinstance(v, list | tuple) else v}" for k, v in choice.params.items()
+    )
+    return f"{choice.name}:{params}" if params else choice.name
+
+
+def _repeated(
+    ctx: typer.Context,
+    environment: Environment,
+    workload: str,
+    choices: list[PolicyChoice],
+    prov: PolicyChoice,
+    fair: PolicyChoice | None,
+    conversion: object,
+    seeds: str | None,
+    repeat: int,
+    seed: int,
+    *,
+    out: Path,
+    plots: bool,
+    as_json: bool,
+    max_size: int | None,
+    first: int | None,
+    vm: tuple[str, ...],
+    skip_invalid: bool,
+    bags_given: bool,
+    interval: object,
+    run: Callable[[list[Job], PolicyChoice, str], Any],
+) -> None:
+    """`simulate --repeat N` / `--seeds`: every policy on each drawn workload; the table, JSON and
+    comparison.json give each figure's mean and 95% confidence interval (`simulate_repeat`)."""
+    from isthmus.cli.provenance import environment_sites, versions, workload_statistics
+    from isthmus.cli.simulate_repeat import RepeatPlan, parse_seeds, run_repeated, workloads
+    from isthmus.policies.registry import PolicyError
+    from isthmus.workloads import WorkloadError
+
+    if bags_given:
+        raise fail("--repeat and --seeds do not combine with bags of tasks (--bag, --bags)")
+    try:
+        chosen = parse_seeds(seeds) if seeds is not None else tuple(range(seed, seed + repeat))
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if seeds is not None and repeat > 1 and repeat != len(chosen):
+        raise fail(f"--repeat {repeat} and --seeds ({len(chosen)} seeds) disagree: give one of them")
+    plan = RepeatPlan(workload, chosen, max_size, first, vm, skip_invalid)
+    resolved = _resolved(environment, ctx.params.get("cluster"), workload, choices, prov, interval)
+    try:
+        how, drawn = workloads(plan, conversion)
+    except (WorkloadError, ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
+    for s, jobs in drawn:
+        if not jobs:
+            raise fail(f"workload {workload!r} with seed {s} has no jobs left after filtering")
+    console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console.width = max(console.width, 200)  # mean ± CI cells are wide: do not truncate them
+    console.print(
+        f"[bold]isthmus simulate[/]: {len(chosen)} repetitions ({how}; seeds {', '.join(map(str, chosen))}) of "
+        f"[cyan]{escape(workload)}[/] on [cyan]{environment.name}[/], provisioning [cyan]{policy_label(prov)}[/]",
+        highlight=False,
+    )
+    try:
+        rows, repetitions = run_repeated(environment, drawn, choices, out, plots=plots, simulate_one=run)
+    except (PolicyError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    report = {
+        "environment": environment.name,
+        "workload_spec": workload,
+        "command": command_line(ctx),
+        "command_with_defaults": command_line(ctx, defaults=True, resolved=resolved),
+        "seed": seed,
+        "versions": versions(),
+        "environment_detail": environment_sites(environment),
+        "workload_statistics": workload_statistics(drawn[0][1]),
+        "provisioning": policy_label(prov),
+        "fairshare": policy_label(fair) if fair is not None else None,
+        "repeat": {"count": len(chosen), "seeds": list(chosen), "resampling": how, "interval": "95% Student's t"},
+        "policies": rows,
+        "repetitions": repetitions,
+    }
+    write_report(out / "comparison.json", report)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+        return
+    console.print(comparison_table(rows, f"{workload} on {environment.name}: mean ± 95% CI over {len(chosen)} runs"))
+    console.print("sld: mean slowdown; bsld: mean bounded slowdown (10 s); p95: 95th percentile of delay")
+    console.print(f"Per-repetition records, summaries and plots in [bold]{out}[/]/seed-S")
 
 
 def _shares_bags(choice: PolicyChoice) -> bool:

@@ -20,6 +20,7 @@ from rich.table import Table
 from isthmus.cli import bounds
 from isthmus.cli.simulate_cmd import CANCELLED_HELP
 from isthmus.workloads.conversion import RUN_CANCELLED, Cancelled
+from isthmus.workloads.seeds import DEFAULT_SEED
 
 err = Console(stderr=True)
 
@@ -103,7 +104,7 @@ def validate_command(
     max_runtime: Annotated[
         float | None, typer.Option("--max-runtime", help="Cap of the scaled runtimes (s).", min=0)
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for generated workloads.", min=0)] = 1,
+    seed: Annotated[int, typer.Option(help="Seed for generated workloads.", min=0)] = DEFAULT_SEED,
     repeat: Annotated[
         int,
         typer.Option(

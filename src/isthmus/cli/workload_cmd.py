@@ -40,6 +40,7 @@ from isthmus.workloads.filters import describe_filters
 from isthmus.workloads.generators.params import describe_params
 from isthmus.workloads.pipeline import convert_trace, filter_trace
 from isthmus.workloads.resolve import looks_like_path
+from isthmus.workloads.seeds import DEFAULT_SEED
 from isthmus.workloads.stats import WorkloadSummary
 
 app = typer.Typer(
@@ -228,7 +229,7 @@ def print_summary(summary: WorkloadSummary, console: Console, *, total: int | No
 @handles_bad_input
 def info(
     spec: Annotated[str, typer.Argument(metavar="FILE|MODEL", help=SPEC_HELP)],
-    seed: Annotated[int, typer.Option(help="Seed of a model's random numbers.", min=0)] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of a model's random numbers.", min=0)] = DEFAULT_SEED,
     jobs: Annotated[int | None, typer.Option(min=0, help="Model: number of jobs. File: keep only the first N.")] = None,
     first: Annotated[
         int | None, typer.Option(min=0, help="Keep the first N jobs (before --max-size, as KOALA-C).")
@@ -300,7 +301,7 @@ def generate(
     ],
     out: Annotated[Path, typer.Argument(metavar="OUT.swf", help="Output SWF file (.gz to compress).")],
     jobs: Annotated[int | None, typer.Option(min=0, help="Number of jobs (default: the model's).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random numbers (same seed, same file).", min=0)] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the random numbers (same seed, same file).", min=0)] = DEFAULT_SEED,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Accepted for uniformity (models have no lines).")
@@ -354,7 +355,7 @@ def filter_command(
     cancelled: Annotated[
         str, typer.Option(help=CANCELLED_HELP + " Default keep: the output has every record unless asked.")
     ] = "keep",
-    seed: Annotated[int, typer.Option(help="Seed, when IN is a model.", min=0)] = 0,
+    seed: Annotated[int, typer.Option(help="Seed, when IN is a model.", min=0)] = DEFAULT_SEED,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Skip (and count) malformed lines.")] = False,
 ) -> None:

@@ -185,6 +185,8 @@ def check(parts: Parts, check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
             choice = getattr(parts.policies, family)
             if choice is not None:
                 out.extend(_policy_problems(family, choice, check_policy))
+        if parts.policies.predictor is not None:
+            out.extend(_policy_problems("prediction", parts.policies.predictor, check_policy, key="predictor"))
         out.extend(_fairshare_pairing(parts.policies))
     return out
 
@@ -356,8 +358,10 @@ def _fairshare_pairing(policies: PoliciesSpec) -> list[tuple[Loc, str]]:
     ]
 
 
-def _policy_problems(family: str, choice: PolicySpec, check_policy: PolicyChecker) -> list[tuple[Loc, str]]:
-    at: Loc = ("policies", family)
+def _policy_problems(
+    family: str, choice: PolicySpec, check_policy: PolicyChecker, key: str | None = None
+) -> list[tuple[Loc, str]]:
+    at: Loc = ("policies", key or family)
     name_at, params_at = (at, at) if choice.written_as_name else ((*at, "name"), (*at, "params"))
     name, params = choice.name, choice.params
     known = _registry_names(family)

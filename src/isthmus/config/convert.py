@@ -104,6 +104,7 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
         allocation=_choice(spec.policies.allocation),
         provisioning=_choice(spec.policies.provisioning),
         fairshare=None if spec.policies.fairshare is None else _choice(spec.policies.fairshare),
+        predictor=None if spec.policies.predictor is None else _choice(spec.policies.predictor),
         round_interval=None if spec.round_interval is None else float(spec.round_interval),
         description=spec.description,
         budgets=tuple(
@@ -260,6 +261,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
         doc["sets"] = sets
     if env.selection is not None:
         doc["policies"]["selection"] = _policy_doc(env.selection)
+    if env.predictor is not None:
+        doc["policies"]["predictor"] = _policy_doc(env.predictor)
     if env.peers:
         doc["peers"] = [
             {"name": p.name, "address": p.address, "role": p.role.value}

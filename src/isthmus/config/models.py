@@ -425,8 +425,13 @@ class PoliciesSpec(Spec):
     selection: PolicySpec | None = Field(
         None, description="Site-selection (forwarding) policy of a manager with [[peers]] (default: none)."
     )
+    predictor: PolicySpec | None = Field(
+        None,
+        description="Runtime predictor of the policies that use one, SJF and HSDF (default user-last-two), "
+        "e.g. requested or knn; a policy's own predictor parameter wins.",
+    )
 
-    @field_validator("allocation", "provisioning", "fairshare", "selection", mode="before")
+    @field_validator("allocation", "provisioning", "fairshare", "selection", "predictor", mode="before")
     @classmethod
     def _name_or_table(cls, value: Any) -> Any:
         return None if value is None else _policy_before(value)

@@ -62,7 +62,7 @@ class PolicyChoices:
         selection: str | PolicyChoice | None = None,
     ) -> PolicyChoices:
         """The policies of `env`: its allocation, provisioning and fair-share policies unless
-        given, the default predictor unless another (or None) is given, and a selection policy
+        given, its predictor (else the default) unless another (or None) is given, and a selection policy
         only when one is given (only a manager with peers forwards jobs)."""
         others: dict[str, PolicyChoice] = {}
         fair = _choice(fairshare) if fairshare is not None else env.fairshare
@@ -70,6 +70,8 @@ class PolicyChoices:
             others["fairshare"] = fair
         if selection is not None:
             others["selection"] = _choice(selection)
+        if predictor is DEFAULT_PREDICTOR and env.predictor is not None:
+            predictor = env.predictor  # the environment's [policies] predictor
         return cls(
             _choice(allocation) if allocation is not None else env.allocation,
             _choice(provisioning) if provisioning is not None else env.provisioning,

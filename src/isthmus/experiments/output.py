@@ -12,6 +12,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from isthmus.metrics.records import readable_as_umask
+
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Write rows (union of their keys, first-seen order) atomically as CSV."""
@@ -20,6 +22,7 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
         keys += [k for k in r if k not in keys]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    readable_as_umask(Path(tmp))  # as every other output, not mkstemp's 0600
     with os.fdopen(fd, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()

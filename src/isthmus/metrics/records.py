@@ -120,6 +120,14 @@ UNFINISHED_LABEL = "unfinished"
 _STATUS_LABELS = np.array([s.label for s in JobStatus], dtype=object)
 
 
+def readable_as_umask(path: Path) -> None:
+    """Give a temporary file (created 0600) the mode a plain new file gets (0666 less the
+    umask), so that every output of a run has the same permissions."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
     """Call `write(tmp)` on a temporary file beside `path`, then rename it to `path`.
 
@@ -131,6 +139,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     os.close(fd)
     tmp = Path(tmp_name)
     try:
+        readable_as_umask(tmp)
         write(tmp)
         os.replace(tmp, target)
     except BaseException:
@@ -288,6 +297,7 @@ class RecordsWriter:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
                 os.close(fd)
+                readable_as_umask(Path(name))
                 self._temps.append(Path(name))
             it = iter(self._temps)
             schema = arrow_schema()

@@ -42,3 +42,25 @@ def mean_ci95(values: Sequence[float | None]) -> tuple[float | None, float | Non
         return mean, None
     n = sum(1 for v in values if v is not None and not math.isnan(float(v)))
     return mean, t975(n - 1) * sem
+
+
+def interval(values: Sequence[float | None]) -> dict[str, float | int | None]:
+    """{"mean", "ci95" (the half-width), "low", "high", "n"} of the values that are not None or
+    NaN: a Student's t interval; "ci95", "low" and "high" are None with fewer than two values."""
+    mean, half = mean_ci95(values)
+    n = sum(1 for v in values if v is not None and not math.isnan(float(v)))
+    return {
+        "mean": mean,
+        "ci95": half,
+        "low": None if mean is None or half is None else mean - half,
+        "high": None if mean is None or half is None else mean + half,
+        "n": n,
+    }
+
+
+def overlap(a: dict[str, float | int | None], b: dict[str, float | int | None]) -> bool | None:
+    """Whether two `interval` results' 95% intervals overlap (None when either has no interval)."""
+    lo_a, hi_a, lo_b, hi_b = a.get("low"), a.get("high"), b.get("low"), b.get("high")
+    if lo_a is None or hi_a is None or lo_b is None or hi_b is None:
+        return None
+    return bool(lo_a <= hi_b and lo_b <= hi_a)

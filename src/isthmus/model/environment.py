@@ -50,6 +50,9 @@ class Environment:
     peers: tuple[PeerSettings, ...] = ()
     federation: FederationSettings = field(default_factory=FederationSettings)
     selection: PolicyChoice | None = None
+    #: the runtime predictor of the policies that use one (SJF, HSDF) unless a policy names its
+    #: own (`sjf:predictor=...`); None: the default, user-last-two
+    predictor: PolicyChoice | None = None
 
     def site(self, name: str) -> Site:
         """Return the site called `name`; KeyError naming the known sites otherwise."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from isthmus.model.environment import PolicyChoice
 from isthmus.policies import registry
@@ -27,14 +27,17 @@ class PolicySet:
 
     @property
     def deciders(self) -> tuple[DecidingPolicy, ...]:
-        """The policies consulted each round, in their families' round order."""
+        """The policies consulted each round, in their families' round order; last a predictor
+        that watches the rounds (one with a `decide`, e.g. `knn`: it records the completions it
+        predicts from and decides nothing), after the round's starts so that it sees them."""
         by_family: dict[str, DecidingPolicy] = {
             "allocation": self.allocation,
             "provisioning": self.provisioning,
             **self.others,
         }
         ordered = [f for f in registry.families() if f in by_family and registry.round_order(f) is not None]
-        return tuple(by_family[f] for f in ordered)
+        watching = (cast(DecidingPolicy, self.predictor),) if hasattr(self.predictor, "decide") else ()
+        return tuple(by_family[f] for f in ordered) + watching
 
 
 def build_policies(
@@ -48,7 +51,10 @@ def build_policies(
     """Create the named policies with validated parameters (PolicyError otherwise).
 
     A predictor is created only for an allocation policy that uses predictions (SJF, HSDF),
-    so runs of other policies do not pay for predicting. Where real runtimes are unknown (a
+    so runs of other policies do not pay for predicting. The policy's own `predictor`
+    parameter (`sjf:predictor=requested`) wins over `predictor` (the environment's
+    ``[policies] predictor``, else `DEFAULT_PREDICTOR`); `predictor=None` means no predictor
+    whatever the policy asks (runs whose predictions are never read). Where real runtimes are unknown (a
     live manager: `true_runtimes_known=False`), a policy or predictor that reads them
     (SJF-ideal, the exact predictor) is refused rather than silently fed estimates.
     """
@@ -56,7 +62,8 @@ def build_policies(
     prov: ProvisioningPolicy = registry.create("provisioning", provisioning.name, provisioning.params)
     pred: RuntimePredictor | None = None
     if predictor is not None and alloc.uses_prediction:
-        pred = registry.create("prediction", predictor.name, predictor.params)
+        chosen = predictor_of(alloc, predictor)
+        pred = registry.create("prediction", chosen.name, chosen.params)
     if not true_runtimes_known:
         for family, policy in (("allocation", alloc), ("prediction", pred)):
             if policy is not None and policy.needs_true_runtimes:
@@ -82,6 +89,15 @@ def build_policies(
             policy.pair(prov)
             prov = NoProvisioning()
     return PolicySet(alloc, prov, pred, built)
+
+
+def predictor_of(policy: object, fallback: PolicyChoice = DEFAULT_PREDICTOR) -> PolicyChoice:
+    """The runtime predictor `policy` runs with: the one its `predictor` parameter names (with
+    the fallback's parameters when the fallback is that same predictor), else `fallback`."""
+    named = getattr(getattr(policy, "params", None), "predictor", None)
+    if named is None or named == fallback.name:
+        return fallback
+    return PolicyChoice(str(named))
 
 
 class PairingProblem(NamedTuple):

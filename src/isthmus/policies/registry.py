@@ -82,6 +82,7 @@ _TABLE: dict[str, dict[str, str]] = {
         "user-last-two": "isthmus.policies.prediction.runtime:UserLastTwo",
         "requested": "isthmus.policies.prediction.runtime:RequestedRuntime",
         "exact": "isthmus.policies.prediction.runtime:ExactRuntime",
+        "knn": "isthmus.policies.prediction.knn:NearestNeighbours",
     },
     "selection": {
         "local-first": "isthmus.policies.selection.local_first:LocalFirst",
@@ -395,6 +396,9 @@ def _param_problem(err: Mapping[str, Any], model: type[BaseModel]) -> tuple[tupl
         valid = ", ".join(fields) or "none (this policy takes no parameters)"
         msg = f"unknown parameter {pname!r}; valid parameters: {valid}"
         close = difflib.get_close_matches(pname, list(fields), n=1)
+        if pname == "predictor" and not close:
+            users = ", ".join(with_capability("allocation", "uses_prediction"))
+            msg += f"; this policy uses no runtime predictor (the policies that do: {users})"
         return loc, msg + (f"; did you mean {close[0]!r}?" if close else "")
     if kind == "missing":
         return loc, f"parameter {pname!r} is required"

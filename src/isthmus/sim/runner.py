@@ -21,7 +21,7 @@ from isthmus.model.events import EventLog
 from isthmus.model.job import Job, JobKind
 from isthmus.model.jobtable import JobTable
 from isthmus.policies import registry
-from isthmus.policies.build import DEFAULT_PREDICTOR
+from isthmus.policies.build import DEFAULT_PREDICTOR, predictor_of
 
 if TYPE_CHECKING:
     from isthmus.policies.api import FairSharePolicy
@@ -161,7 +161,7 @@ def simulate(
         label=label or alloc.name,
         allocation=alloc,
         provisioning=prov,
-        predictor=pred if policies.predictor is not None else None,
+        predictor=predictor_of(policies.allocation, pred) if policies.predictor is not None and pred else None,
         log=engine.log,
         jobs=jobs.by_id() if isinstance(jobs, JobTable) else {j.id: j for j in jobs},
         unfinished=unfinished,

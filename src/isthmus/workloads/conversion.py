@@ -30,6 +30,7 @@ with theirs:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -358,8 +359,17 @@ class IdMapper:
         return dict(self._names)
 
 
+def whole_seconds(value: float, *, positive: bool = False) -> int:
+    """`value` rounded to the nearest integer, halves up (SWF times are whole seconds); with
+    `positive`, a value above 0 gives at least 1 (a job that ran does not become a 0 s job)."""
+    whole = math.floor(value + 0.5)
+    return max(whole, 1) if positive and value > 0 else whole
+
+
 def record_from_job(job: Job, ids: IdMapper | None = None) -> SwfRecord:
-    """The SWF record that describes `job` (status 1 = completed, unknown fields -1).
+    """The SWF record that describes `job` (status 1 = completed, unknown fields -1). Times
+    (submit, runtime, requested runtime) and the requested memory are written in whole units,
+    rounded by `whole_seconds`: an archive's files hold integers there.
 
     Allocated and requested processors are both the job's size. User and group names that are
     not decimal ids go through `ids` (a fresh :class:`IdMapper` when None).
@@ -367,15 +377,15 @@ def record_from_job(job: Job, ids: IdMapper | None = None) -> SwfRecord:
     mapper = ids or IdMapper()
     return SwfRecord(
         job.id,
-        float(job.submit),
+        float(whole_seconds(job.submit)),
         -1.0,
-        float(job.runtime),
+        float(whole_seconds(job.runtime, positive=True)),
         job.size,
         -1.0,
         -1.0,
         job.size,
-        float(job.requested_runtime) if job.requested_runtime is not None else -1.0,
-        float(job.requested_memory) if job.requested_memory is not None else -1.0,
+        float(whole_seconds(job.requested_runtime, positive=True)) if job.requested_runtime is not None else -1.0,
+        float(whole_seconds(job.requested_memory)) if job.requested_memory is not None else -1.0,
         1,
         mapper(job.user),
         mapper(job.group),

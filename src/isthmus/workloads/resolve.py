@@ -7,6 +7,7 @@ from pathlib import Path
 
 from isthmus.workloads.conversion import SwfConversion
 from isthmus.workloads.errors import WorkloadError
+from isthmus.workloads.seeds import DEFAULT_SEED
 from isthmus.workloads.workload import Workload, load_workload
 
 # the generators (isthmus.workloads.generators) are imported where a spec may name a model: a
@@ -32,7 +33,7 @@ def looks_like_path(spec: str) -> bool:
 def resolve_workload(
     spec: str | os.PathLike[str] | None = None,
     *,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     jobs: int | None = None,
     skip_invalid: bool = False,
     conversion: SwfConversion | None = None,

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
@@ -20,13 +20,13 @@ from isthmus.policies.allocation.common import (
     list_schedule,
 )
 from isthmus.policies.api import AllocationDefaults, QueueHeadsView, View
+from isthmus.policies.prediction.choice import PredictorParams
 from isthmus.policies.prediction.wait import earliest_starts
 
 
-class HsdfParams(BaseModel):
-    """Parameters of `hsdf`."""
+class HsdfParams(PredictorParams):
+    """Parameters of `hsdf` (and its runtime `predictor`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     blocking: bool = Field(
         True,
         description=(

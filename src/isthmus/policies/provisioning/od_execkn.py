@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -23,6 +23,23 @@ class ExecKnParams(ThresholdParams):
         47.0, gt=0, description="runtime estimate before any job was seen to finish, seconds (the seed's 47 s mean)"
     )
     history: int = Field(1000, ge=1, description="completed jobs remembered (most recent)")
+
+
+def nearest_mean(done: Sequence[tuple[float, float]], feature: float, k: int) -> float | None:
+    """The mean runtime of the `k` completed jobs whose feature is nearest to `feature`, ties to
+    the most recently completed; `done` holds (feature, runtime) pairs, oldest first. None when
+    `done` is empty. OD-ExecKN's neighbour search, shared with the `knn` runtime predictor."""
+    n = len(done)
+    if not n:
+        return None
+    ranked = sorted(range(n), key=lambda i: (abs(done[i][0] - feature), n - i))
+    near = ranked[:k]
+    return sum(done[i][1] for i in near) / len(near)
+
+
+def job_feature(feature: Literal["size", "requested_runtime"]) -> Callable[[JobInfo], float]:
+    """The attribute neighbours are found on, read from a running job."""
+    return _size if feature == "size" else _requested
 
 
 def _size(e: JobInfo) -> float:
@@ -63,7 +80,7 @@ class OnDemandExecKN(ThresholdProvisioning):
         p = self.params
         assert isinstance(p, ExecKnParams)
         self._p = p
-        self._key: Callable[[JobInfo], float] = _size if p.feature == "size" else _requested
+        self._key: Callable[[JobInfo], float] = job_feature(p.feature)
         self._done = CompletionObserver(self._key, keep=p.history)
         self._cache: dict[float, float] = {}
 
@@ -77,13 +94,9 @@ class OnDemandExecKN(ThresholdProvisioning):
         hit = self._cache.get(feature)
         if hit is not None:
             return hit
-        done = self._done.done
-        if not done:
+        value = nearest_mean(self._done.done, feature, self._p.k)
+        if value is None:
             return self._p.initial_runtime
-        n = len(done)
-        ranked = sorted(range(n), key=lambda i: (abs(done[i][0] - feature), n - i))
-        near = ranked[: self._p.k]
-        value = sum(done[i][1] for i in near) / len(near)
         self._cache[feature] = value
         return value
 
