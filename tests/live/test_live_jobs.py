@@ -188,7 +188,7 @@ def test_cli_commands(live: LiveServer, tmp_path: Path) -> None:
         "2",
         "-t",
         "1:00",
-        "-p",
+        "--priority",
         "low",
         "--env",
         "GREETING=hello",

@@ -17,6 +17,7 @@ from isthmus.cli.live.common import (
     CA_OPT,
     JSON_OPT,
     PRIORITIES,
+    REFUSED_DIRECTIVES,
     TERMINAL,
     TOKEN_OPT,
     URL_OPT,
@@ -24,10 +25,12 @@ from isthmus.cli.live.common import (
     api_client,
     api_fail,
     elapsed,
+    export_environment,
     fmt_dur,
     fmt_time,
-    parse_duration,
+    parse_time_limit,
     print_table,
+    refused_option,
 )
 from isthmus.live.client import SUBMIT_ATTEMPTS, ApiError
 from isthmus.live.jobfiles import expand
@@ -53,20 +56,41 @@ def register(app: typer.Typer) -> None:
         retries: int | None = typer.Option(
             None, "--retries", help="Bag of tasks: runs again of a task that exits non-zero (default 0)."
         ),
-        size: int | None = typer.Option(None, "-n", "--size", help="Processors (slots) on one site (default 1)."),
-        time_: str | None = typer.Option(None, "-t", "--time", help="Requested runtime: 90, 5m, 10:00, 1:30:00."),
+        size: int | None = typer.Option(
+            None, "-n", "--ntasks", "--size", help="Processors (slots) on one site (default 1)."
+        ),
+        time_: str | None = typer.Option(
+            None,
+            "-t",
+            "--time",
+            help="Time limit, as sbatch: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; "
+            "UNLIMITED (or 0) for none; also 90s, 5m, 2h, 1d. The job is killed when it is reached.",
+        ),
         priority: str | None = typer.Option(
-            None, "-p", "--priority", help="super-high, high, low or super-low (default high)."
+            None, "--priority", help="super-high, high, low or super-low (default high)."
+        ),
+        export: str | None = typer.Option(
+            None,
+            "--export",
+            help="Submitter's variables sent with the job, as sbatch: ALL (default), NONE, or "
+            "NAME[=value][,...] (only those; ALL,NAME=value adds to all). ISTHMUS_* are never sent.",
         ),
         output: str | None = typer.Option(
-            None, "-o", "--output", help="File for stdout (%j: job id, %%: %); relative to the working directory."
+            None,
+            "-o",
+            "--output",
+            help="File for stdout (%j job id, %x job name, %u user, %A/%a array ids, %% a %); "
+            "relative to the working directory.",
         ),
         error: str | None = typer.Option(
             None, "-e", "--error", help="File for stderr (default: the --output file, else the spool)."
         ),
         env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
         chdir: str | None = typer.Option(None, "-D", "--chdir", help="Working directory (default: current)."),
-        name: str | None = typer.Option(None, "-J", "--name", help="Job name."),
+        name: str | None = typer.Option(None, "-J", "--job-name", "--name", help="Job name."),
+        _partition: str | None = refused_option("-p", "--partition"),
+        _dependency: str | None = refused_option("-d", "--dependency"),
+        _array: str | None = refused_option("-a", "--array"),
         vm_type: str | None = typer.Option(None, "--vm-type", help="Instance type the job needs."),
         vm_image: str | None = typer.Option(None, "--vm-image", help="Image the VM must boot (name or provider id)."),
         vm_cores: int | None = typer.Option(None, "--vm-cores", help="Cores per VM, at least."),
@@ -82,8 +106,9 @@ def register(app: typer.Typer) -> None:
         """Submit a job; prints its id (like sbatch).
 
         A script file (first line '#!', or a name ending in .sh) is copied at submission, so
-        later edits do not change the job; '#ISTHMUS --size 4' lines at its top set options
-        (--size, --time, --name, --output, --error, --priority, --chdir, and the VM requirements
+        later edits do not change the job; '#ISTHMUS --size 4' or '#SBATCH --ntasks=4' lines at
+        its top set options (--size, --time, --name, --output, --error, --priority, --chdir,
+        --export, and the VM requirements
         --vm-type, --vm-image, --vm-arch, --vm-cores, --vm-memory, --vm-storage, --vm-network),
         and options given here override them. A job no site can ever match is refused with the
         reason (docs/clouds.md).
@@ -100,6 +125,7 @@ def register(app: typer.Typer) -> None:
         if tasks is not None or sweep is not None or param or retries is not None:
             rigid_only = {
                 "--size": size, "--time": time_, "--priority": priority, "--output": output, "--error": error,
+                "--export": export,
                 "--vm-type": vm_type, "--vm-image": vm_image, "--vm-cores": vm_cores, "--vm-memory": vm_memory,
                 "--vm-arch": vm_arch, "--vm-storage": vm_storage, "--vm-network": vm_network,
             }  # fmt: skip
@@ -126,20 +152,23 @@ def register(app: typer.Typer) -> None:
                 bad(f"{program}: the script contains a null byte (a binary file? run it after --)")
             try:
                 options = jobfiles.parse_directives(
-                    script, program, jobfiles.directive_options(parse_duration, PRIORITIES)
+                    script, program, jobfiles.directive_options(parse_time_limit, PRIORITIES), REFUSED_DIRECTIVES
                 )
             except jobfiles.ScriptError as exc:
                 bad(str(exc))
             program = os.path.abspath(program)
-        given = {"size": size, "name": name, "output": output, "error": error, "priority": priority, "chdir": chdir}
+        given = {
+            "size": size, "name": name, "output": output, "error": error, "priority": priority, "chdir": chdir,
+            "export": export,
+        }  # fmt: skip
         for key, value in given.items():
             if value is not None:
                 options[key] = value
         if time_ is not None:
             try:
-                options["time"] = parse_duration(time_)
+                options["time"] = parse_time_limit(time_)
             except ValueError as exc:
-                bad(f"--time: {exc}")
+                bad(f"-t/--time: {exc}")
         priority_ = options.get("priority", "high")
         if priority_ not in PRIORITIES:
             bad(f"--priority: expected one of {', '.join(PRIORITIES)}, got {priority_!r}")
@@ -157,7 +186,7 @@ def register(app: typer.Typer) -> None:
             spec["name"] = options["name"]
         elif script is not None:
             spec["name"] = Path(program).name
-        if "time" in options:
+        if options.get("time") is not None:
             spec["requested_runtime"] = options["time"]
         for key in ("output", "error"):
             if options.get(key):
@@ -167,7 +196,7 @@ def register(app: typer.Typer) -> None:
                     bad(f"--{key}: {exc}")
                 # relative to the job's working directory, as sbatch does
                 spec[key] = os.path.join(workdir, os.path.expanduser(options[key]))
-        spec["env"] = _env_option(env, bad)
+        spec["env"] = _environment(options.get("export", "ALL"), env, bad)
         vm = jobfiles.vm_options(options)
         given_vm = {
             "vm_type": vm_type,
@@ -354,6 +383,18 @@ def register(app: typer.Typer) -> None:
                     time.sleep(0.5)
             except ApiError as exc:
                 api_fail(exc, token)
+
+
+def _environment(export: str, env: list[str], bad: Callable[[str], NoReturn]) -> dict[str, str]:
+    """The variables a job is sent with: the submitter's that `--export` names (sbatch's
+    meaning, `export_environment`), then the `--env KEY=VALUE` options, which win; `bad` (exit
+    2) names what is wrong."""
+    try:
+        out = export_environment(export, os.environ)
+    except ValueError as exc:
+        bad(f"--export: {exc}")
+    out.update(_env_option(env, bad))
+    return out
 
 
 def _env_option(env: list[str], bad: Callable[[str], NoReturn]) -> dict[str, str]:
