@@ -217,3 +217,79 @@ def test_output_patterns() -> None:
     filled = fill("/o/%x-%u-%%x-%j.%A_%a", {"x": "run%1", "u": "ann"})
     assert filled == "/o/run%%1-ann-%%x-%j.%A_%a"  # a % in the name stays literal
     assert expand(filled, 12) == "/o/run%1-ann-%x-12.12_4294967294"
+
+
+ROWS = [
+    {"id": 1, "user": "ann", "name": "big", "state": "queued", "size": 4, "priority": "high", "site": None,
+     "requested_runtime": 5400.0, "start_time": None, "end_time": None, "submit_time": 1.0, "exit_code": None,
+     "restarts": 0, "slots": [], "reason": "waiting for processors", "spec": {"cwd": "/w"}},
+    {"id": 2, "user": "ann", "name": "small", "state": "running", "size": 1, "priority": "low", "site": "c1",
+     "requested_runtime": None, "start_time": 1.0, "end_time": None, "submit_time": 1.0, "exit_code": None,
+     "restarts": 1, "slots": [["n0", 1]], "reason": None, "spec": {}},
+    {"id": 3, "user": "bob", "name": "big", "state": "running", "size": 2, "priority": "high", "site": "c1",
+     "requested_runtime": 60.0, "start_time": 1.0, "end_time": None, "submit_time": 1.0, "exit_code": None,
+     "restarts": 0, "slots": [["n1", 2]], "reason": None, "spec": {}},
+]  # fmt: skip
+
+
+class ListingClient(FakeClient):
+    """Answers a listing of ROWS (as an admin sees it) and records cancellations."""
+
+    cancelled: ClassVar[list[int]] = []
+    listed_as: ClassVar[list[str | None]] = []
+
+    def jobs(self, *, user: str | None = None, **_kw: Any) -> list[dict[str, Any]]:
+        ListingClient.listed_as.append(user)
+        return ROWS
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        ListingClient.cancelled.append(job_id)
+        return {"id": job_id, "state": "cancelled"}
+
+
+@pytest.fixture
+def listing(monkeypatch: pytest.MonkeyPatch) -> type[ListingClient]:
+    ListingClient.cancelled = []
+    ListingClient.listed_as = []
+    monkeypatch.setattr(live_common, "Client", ListingClient)
+    return ListingClient
+
+
+def test_jobs_format_prints_slurm_fields(listing: type[ListingClient]) -> None:
+    result = runner.invoke(app, ["jobs", "--format", "JobID,jobname%4,State,TimeLimit,NodeList,ExitCode,Reason"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["JOBID", "NAME", "STATE", "TIMELIMIT", "NODELIST", "EXITCODE", "REASON"]
+    assert lines[1].split() == ["1", "big", "PENDING", "01:30:00", "-", "0:0", "waiting", "for", "processors"]
+    assert lines[2].split()[:5] == ["2", "smal", "RUNNING", "UNLIMITED", "n0"]  # JobName%4 cuts to 4
+
+
+@pytest.mark.parametrize(("fmt", "message"), [("JobID,Partition", "unknown field 'Partition'"), ("JobID%x", "width")])
+def test_jobs_format_refuses_an_unknown_field(listing: type[ListingClient], fmt: str, message: str) -> None:
+    result = runner.invoke(app, ["jobs", "--format", fmt])
+    assert result.exit_code == 2 and message in result.output
+    assert listing.listed_as == []  # refused before asking
+
+
+@pytest.mark.parametrize(
+    ("args", "cancelled"),
+    [
+        (["-n", "big"], [1, 3]),
+        (["-u", "ann", "-t", "RUNNING"], [2]),
+        (["-t", "PENDING"], [1]),
+        (["3", "2", "-n", "big"], [3]),  # ids and filters: the ids that match
+        (["-u", "carl"], []),
+        (["5"], [5]),  # ids alone: sent as they are (the server answers for them)
+    ],
+)
+def test_cancel_filters(listing: type[ListingClient], args: list[str], cancelled: list[int]) -> None:
+    result = runner.invoke(app, ["cancel", *args])
+    assert result.exit_code == 0, result.output
+    assert listing.cancelled == cancelled
+
+
+def test_cancel_needs_ids_or_a_filter_and_a_known_state(listing: type[ListingClient]) -> None:
+    assert runner.invoke(app, ["cancel"]).exit_code == 2
+    bad = runner.invoke(app, ["cancel", "-t", "COMPLETED"])
+    assert bad.exit_code == 2 and "expected PENDING or RUNNING" in bad.output
+    assert listing.cancelled == []

@@ -32,6 +32,7 @@ from isthmus.cli.live.common import (
     print_table,
     refused_option,
 )
+from isthmus.cli.live.slurm_fields import FIELDS, cancel_states, parse_format, render
 from isthmus.live.client import SUBMIT_ATTEMPTS, ApiError
 from isthmus.live.jobfiles import expand
 
@@ -221,15 +222,32 @@ def register(app: typer.Typer) -> None:
         all_: bool = typer.Option(False, "-a", "--all", help="Include finished jobs (like sacct)."),
         state: list[str] = typer.Option([], "--state", "-s", help="Only jobs in these states."),
         user: str | None = typer.Option(None, "--user", "-u", help="Admin: only this user's jobs."),
+        format_: str | None = typer.Option(
+            None,
+            "-o",
+            "--format",
+            help="Columns by Slurm's field names, as squeue/sacct -o: e.g. JobID,JobName%30,State,Elapsed,ExitCode "
+            f"(fields: {', '.join(FIELDS)}).",
+        ),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
         """List jobs (like squeue; with --all like sacct)."""
+        columns = None
+        if format_ is not None:
+            try:
+                columns = parse_format(format_)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--format") from None
         rows = api_call(url, token, lambda c: c.jobs(all_=all_, states=state or None, user=user))
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
+            return
+        if columns is not None:
+            for line in render(columns, rows):
+                typer.echo(line)
             return
         table = []
         for j in rows:
@@ -328,15 +346,43 @@ def register(app: typer.Typer) -> None:
 
     @app.command("cancel")
     def cancel(
-        job_ids: list[int] = typer.Argument(...),
+        job_ids: list[int] | None = typer.Argument(None, help="Job ids (with filters: only those that match)."),
+        user: str | None = typer.Option(None, "-u", "--user", help="Only this user's jobs (a user: their own)."),
+        name: str | None = typer.Option(None, "-n", "--name", help="Only jobs of this name."),
+        state: list[str] = typer.Option(
+            [], "-t", "--state", help="Only jobs in this state: PENDING or RUNNING (repeatable, or comma-separated)."
+        ),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
     ) -> None:
-        """Cancel jobs (like scancel)."""
+        """Cancel jobs (like scancel): by id, or every active job matching the filters
+        (combinable: ids and filters cancel the ids that match). Users cancel only their own jobs."""
+        try:
+            states = cancel_states(state)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--state") from None
+        if not job_ids and user is None and name is None and not states:
+            typer.echo("error: give job ids, or filters (-u USER, -n NAME, -t STATE)", err=True)
+            raise typer.Exit(2)
         failed = False
         with api_client(url, token) as c:
-            for jid in job_ids:
+            if user is not None or name is not None or states:
+                try:  # a user's listing holds only their own jobs, whatever -u names
+                    rows = c.jobs(user=user, limit=100000)
+                except ApiError as exc:
+                    api_fail(exc, token)
+                job_ids = [
+                    j["id"]
+                    for j in rows
+                    if (user is None or j["user"] == user)
+                    and (name is None or j["name"] == name)
+                    and (not states or j["state"] in states)
+                    and (not job_ids or j["id"] in job_ids)
+                ]
+                if not job_ids:
+                    typer.echo("no active job matches", err=True)
+            for jid in job_ids or []:
                 try:
                     c.cancel(jid)
                     typer.echo(f"Cancelled job {jid}")
