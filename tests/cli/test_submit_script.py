@@ -21,7 +21,7 @@ from isthmus.cli.live import common as live_common
 from isthmus.cli.main import app
 
 runner = CliRunner()
-OPTIONS = directive_options(live_common.parse_duration, live_common.PRIORITIES)
+OPTIONS = directive_options(live_common.parse_time_limit, live_common.PRIORITIES)
 
 
 class FakeClient:
@@ -71,10 +71,12 @@ def test_directives_are_read_up_to_the_first_command() -> None:
     [
         ("#ISTHMUS --size abc", "job.sh:3: #ISTHMUS --size: expected a positive integer, got 'abc'"),
         ("#ISTHMUS -n 0", "job.sh:3: #ISTHMUS -n: expected a positive integer, got '0'"),
-        ("#ISTHMUS --time soon", "job.sh:3: #ISTHMUS --time: expected a duration (90, 5m, 10:00, 1:30:00), got 'soon'"),
+        ("#ISTHMUS --time soon", "job.sh:3: #ISTHMUS --time: expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM,"),
+        ("#SBATCH --time=-5", "job.sh:3: #SBATCH --time: expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM,"),
         ("#ISTHMUS --partition gpu", "job.sh:3: unknown #ISTHMUS option '--partition'; valid: --size, --time,"),
         ("#ISTHMUS --priority urgent", "job.sh:3: #ISTHMUS --priority: expected one of super-high, high, low"),
-        ("#ISTHMUS -o out-%u.txt", "job.sh:3: #ISTHMUS -o: 'out-%u.txt': unknown pattern '%u'"),
+        ("#ISTHMUS -o out-%N.txt", "job.sh:3: #ISTHMUS -o: 'out-%N.txt': unknown pattern '%N' (the node's"),
+        ("#SBATCH -p gpu", "job.sh:3: unknown #SBATCH option '-p'; valid: --size, --time,"),
         ("#ISTHMUS --name", "job.sh:3: #ISTHMUS --name needs a value"),
     ],
 )
@@ -87,7 +89,7 @@ def test_a_bad_directive_names_file_and_line(line: str, message: str) -> None:
 def test_templates() -> None:
     assert expand("/o/%j.out", 17) == "/o/17.out"
     assert expand("/o/100%%-%j", 3) == "/o/100%-3"
-    for bad in ("/o/%x", "/o/50%"):
+    for bad in ("/o/%N", "/o/%y", "/o/50%"):
         with pytest.raises(OutputTemplateError):
             check_template(bad)
     spec = {"output": "/o/out-%j"}
@@ -118,11 +120,12 @@ def test_command_line_overrides_directives(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "job.sh").write_text(SCRIPT)
     work = tmp_path / "work"
-    args = ["submit", "-n", "2", "-t", "90", "-J", "adhoc", "-p", "high", "-D", str(work)]
+    args = ["submit", "-n", "2", "-t", "90", "-J", "adhoc", "--priority", "high", "-D", str(work)]
     result = runner.invoke(app, [*args, "-o", "o-%j", "-e", "/abs/e-%j", "job.sh"])
     assert result.exit_code == 0, result.output
     (spec,) = submitted
-    assert (spec["size"], spec["requested_runtime"], spec["name"], spec["priority"]) == (2, 90.0, "adhoc", "high")
+    # -t 90 is 90 minutes, as sbatch reads it
+    assert (spec["size"], spec["requested_runtime"], spec["name"], spec["priority"]) == (2, 5400.0, "adhoc", "high")
     assert spec["cwd"] == str(work)
     assert spec["output"] == str(work / "o-%j") and spec["error"] == "/abs/e-%j"
 
@@ -143,16 +146,16 @@ def test_bad_directive_exits_2_before_submitting(
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: bad.sh:3: #ISTHMUS --size: expected a positive integer, got 'many'"
     assert submitted == []
-    bad_output = runner.invoke(app, ["submit", "-o", "x-%A", "--", "true"])
+    bad_output = runner.invoke(app, ["submit", "-o", "x-%N", "--", "true"])
     assert bad_output.exit_code == 2
-    assert "--output: 'x-%A': unknown pattern '%A'" in bad_output.stderr
+    assert "--output: 'x-%N': unknown pattern '%N'" in bad_output.stderr
 
 
 @pytest.mark.parametrize("bag", [False, True])
 def test_env_options_are_sent_and_one_without_equals_exits_2(submitted: list[dict[str, Any]], bag: bool) -> None:
     what = ["--sweep", "echo {x}", "--param", "x=1..2"] if bag else ["--", "true"]
     if not bag:  # (the fake client takes jobs only; a bag's --env is checked before sending)
-        result = runner.invoke(app, ["submit", "--env", "A=1", "--env", "B=x=y", *what])
+        result = runner.invoke(app, ["submit", "--export=NONE", "--env", "A=1", "--env", "B=x=y", *what])
         assert result.exit_code == 0, result.output
         assert submitted[-1]["env"] == {"A": "1", "B": "x=y"}
     result = runner.invoke(app, ["submit", "--env", "NOEQUALS", *what])

@@ -18,7 +18,7 @@ from isthmus.model import VmRequirements
 from isthmus.workloads.vm_requirements import parse_vm_rule
 
 runner = CliRunner()
-OPTIONS = directive_options(live_common.parse_duration, live_common.PRIORITIES)
+OPTIONS = directive_options(live_common.parse_time_limit, live_common.PRIORITIES)
 
 SCRIPT = """#!/bin/sh
 #ISTHMUS --vm-type big --vm-memory 8192 --vm-arch=x86_64

@@ -188,7 +188,7 @@ def test_cli_commands(live: LiveServer, tmp_path: Path) -> None:
         "2",
         "-t",
         "1:00",
-        "-p",
+        "--priority",
         "low",
         "--env",
         "GREETING=hello",
@@ -216,6 +216,39 @@ def test_cli_commands(live: LiveServer, tmp_path: Path) -> None:
     assert r.returncode == 0 and isinstance(json.loads(r.stdout), list)
     r = cli("token", "create", "alice")
     assert r.returncode == 0 and r.stdout.strip().startswith("ist_")
+    alice = r.stdout.strip()
+
+    # an sbatch script runs unchanged: #SBATCH read, -t in minutes, %x/%u/%j expanded, and the
+    # submitter's environment travels with the job (--export=ALL) but never an ISTHMUS_* variable
+    script = '#!/bin/sh\n#SBATCH --job-name=sb -t 1 -o %x-%u-%j.out\necho "$SUBMITTER_SETTING:${ISTHMUS_TOKEN:-none}"\n'
+    (tmp_path / "sb.sh").write_text(script)
+    env["SUBMITTER_SETTING"] = "exported"
+    r = cli("submit", "--json", "sb.sh")
+    assert r.returncode == 0, r.stderr
+    sb = wait_state(c, json.loads(r.stdout)["id"], TERMINAL)
+    assert sb["state"] == "completed" and sb["requested_runtime"] == 60 and sb["name"] == "sb"
+    assert (tmp_path / f"sb-{sb['user']}-{sb['id']}.out").read_text() == "exported:none\n"
+
+    # cancel by filters; a user's filters reach only their own jobs; --format prints Slurm's fields
+    ids = [
+        json.loads(cli("submit", "--json", "-J", n, "--", "sleep", "60").stdout)["id"] for n in ("nap", "nap", "keep")
+    ]
+    r = cli("jobs", "--format", "JobID,JobName,State,TimeLimit")
+    assert r.returncode == 0 and r.stdout.split("\n")[0].split() == ["JOBID", "NAME", "STATE", "TIMELIMIT"]
+    assert f"{ids[2]} keep" in " ".join(r.stdout.split()) and "UNLIMITED" in r.stdout
+    r = subprocess.run(  # noqa: PLW1510
+        [sys.executable, "-m", "isthmus.cli.live_entry", "cancel", "-n", "keep"],
+        env=dict(env, ISTHMUS_TOKEN=alice),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and "no active job matches" in r.stderr
+    r = cli("cancel", "-n", "nap", "-t", "PENDING,RUNNING")
+    assert r.returncode == 0 and r.stdout.split() == ["Cancelled", "job", str(ids[0]), "Cancelled", "job", str(ids[1])]
+    assert [c.job(i)["state"] for i in ids[:2]] == ["cancelled", "cancelled"]
+    assert c.job(ids[2])["state"] in ("queued", "starting", "running")
+    assert cli("cancel", str(ids[2])).returncode == 0
     r = cli("submit", "-n", "0", "--", "true")
     assert r.returncode == 2 and "size" in r.stderr
     r = cli("cancel", str(jid))

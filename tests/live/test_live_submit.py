@@ -95,7 +95,7 @@ def test_api_refuses_relative_or_null_output_paths(live: LiveServer) -> None:
     for field, value, words in [
         ("output", "relative/out", "must be absolute"),
         ("error", "/tmp/a\x00b", "null byte"),
-        ("output", "/tmp/%x", "unknown pattern"),
+        ("output", "/tmp/%N", "unknown pattern"),
     ]:
         with pytest.raises(ApiError) as info:
             c.submit(command="true", **{field: value})

@@ -1,12 +1,14 @@
 """Where a job's output goes, and the batch scripts `isthmus submit` runs (as sbatch does).
 
-Output templates: ``-o/--output`` and ``-e/--error`` name files in which ``%j`` becomes the
-job id and ``%%`` a literal ``%``; any other ``%`` sequence is refused (never silently kept).
+Output templates: ``-o/--output`` and ``-e/--error`` name files with sbatch's patterns
+(`PATTERNS`: ``%j`` the job id, ``%x`` the job name, ``%u`` the user, ``%A``/``%a`` the array
+ids, ``%%`` a literal ``%``); any other ``%`` sequence is refused (never silently kept).
 Without ``--error``, stderr goes to the ``--output`` file (sbatch's rule); without either, to
 ``run<N>.out`` / ``run<N>.err`` in the job's spool directory.
 
 Scripts: a file whose first line is a shebang (or whose name ends in ``.sh``) is submitted by
 content, so editing it later does not change the job. Directive lines ``#ISTHMUS --size 4``
+(or sbatch's ``#SBATCH --ntasks=4``)
 at its top (after the shebang, among comments and blank lines, before the first command) set
 options; the command line overrides them.
 """
@@ -24,36 +26,76 @@ from typing import Any
 
 DIRECTIVE = "#ISTHMUS"
 
+DIRECTIVES = (DIRECTIVE, "#SBATCH")
+"""The directive prefixes read: isthmus's own, and sbatch's (a script written for sbatch runs unchanged
+where its options are supported)."""
+
 
 class OutputTemplateError(ValueError):
-    """An output path with a `%` sequence other than `%j` or `%%`."""
+    """An output path with a `%` sequence that is not one of `PATTERNS`."""
+
+
+NO_ARRAY_TASK = "4294967294"
+"""What `%a` (the array task id) becomes for a job that is not part of an array, as in Slurm
+(its NO_VAL)."""
+
+PATTERNS = {
+    "j": "the job id",
+    "x": "the job name",
+    "u": "the user name",
+    "A": "the array's job id (a job not in an array: its own id)",
+    "a": f"the array task id (a job not in an array: {NO_ARRAY_TASK})",
+    "%": "a literal %",
+}
+"""The `%` sequences of an output template (sbatch's filename patterns), and what each becomes."""
+
+_NOT_YET = {"N": "the node's host name is not known where the file is named"}
 
 
 def check_template(template: str) -> str:
-    """`template` unchanged if its `%` sequences are only `%j` and `%%`; else OutputTemplateError."""
+    """`template` unchanged if its `%` sequences are all `PATTERNS`; else OutputTemplateError."""
     i = 0
     while i < len(template):
         if template[i] == "%":
             nxt = template[i + 1 : i + 2]
-            if nxt not in ("j", "%"):
+            if nxt not in PATTERNS:
                 shown = "%" + nxt if nxt else "a trailing %"
-                raise OutputTemplateError(
-                    f"{template!r}: unknown pattern {shown!r}; use %j for the job id and %% for a literal %"
-                )
+                why = f" ({_NOT_YET[nxt]})" if nxt in _NOT_YET else ""
+                known = ", ".join(f"%{k} {v}" for k, v in PATTERNS.items())
+                raise OutputTemplateError(f"{template!r}: unknown pattern {shown!r}{why}; use {known}")
             i += 2
         else:
             i += 1
     return template
 
 
-def expand(template: str, job_id: int) -> str:
-    """`template` with `%j` replaced by `job_id` and `%%` by `%`."""
+def fill(template: str, fields: Mapping[str, str]) -> str:
+    """`template` with the `%` sequences of `fields` (letter: text) replaced, every other one
+    (``%%`` included) kept for `expand`; a `%` in a replacement is doubled so it stays literal."""
     out: list[str] = []
     i = 0
     while i < len(template):
         ch = template[i]
         if ch == "%" and i + 1 < len(template):
-            out.append(str(job_id) if template[i + 1] == "j" else template[i + 1])
+            key = template[i + 1]
+            out.append(fields[key].replace("%", "%%") if key in fields else template[i : i + 2])
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def expand(template: str, job_id: int) -> str:
+    """`template` with `%j` and `%A` replaced by `job_id`, `%a` by `NO_ARRAY_TASK` and `%%` by
+    `%` (`%x` and `%u` were filled in at submission, see `fill`)."""
+    out: list[str] = []
+    i = 0
+    while i < len(template):
+        ch = template[i]
+        if ch == "%" and i + 1 < len(template):
+            key = template[i + 1]
+            out.append(str(job_id) if key in "jA" else NO_ARRAY_TASK if key == "a" else key)
             i += 2
         else:
             out.append(ch)
@@ -138,17 +180,12 @@ class _Option:
     convert: Callable[[str], Any]
 
 
-def directive_options(parse_time: Callable[[str], float], priorities: tuple[str, ...]) -> list[_Option]:
-    """The options a directive may set; `parse_time` reads durations, `priorities` the classes."""
+def directive_options(parse_time: Callable[[str], float | None], priorities: tuple[str, ...]) -> list[_Option]:
+    """The options a directive may set; `parse_time` reads time limits (None: no limit),
+    `priorities` the classes. Slurm's spelling of an option means what it means to sbatch."""
 
-    def duration(text: str) -> float:
-        try:
-            value = parse_time(text)
-        except ValueError:
-            raise ValueError(f"expected a duration (90, 5m, 10:00, 1:30:00), got {text!r}") from None
-        if value <= 0:
-            raise ValueError(f"expected a duration > 0, got {text!r}")
-        return value
+    def duration(text: str) -> float | None:
+        return parse_time(text)  # its ValueError names the forms; None is no limit
 
     def priority(text: str) -> str:
         if text not in priorities:
@@ -162,13 +199,14 @@ def directive_options(parse_time: Callable[[str], float], priorities: tuple[str,
             raise ValueError(str(exc)) from None
 
     return [
-        _Option("size", ("-n", "--size"), _positive_int),
+        _Option("size", ("-n", "--ntasks", "--size"), _positive_int),
         _Option("time", ("-t", "--time"), duration),
-        _Option("name", ("-J", "--name"), _text),
+        _Option("name", ("-J", "--job-name", "--name"), _text),
         _Option("output", ("-o", "--output"), template),
         _Option("error", ("-e", "--error"), template),
-        _Option("priority", ("-p", "--priority"), priority),
+        _Option("priority", ("--priority",), priority),
         _Option("chdir", ("-D", "--chdir"), _text),
+        _Option("export", ("--export",), _text),
         # VM requirements (Cloud Scheduler, Appendix I: VMType, VMAMI, VMCPUArch, VMCPUCores,
         # VMMem, VMStorage, VMNetwork), keys "vm.<field of the REST API's vm object>"
         _Option("vm.vm_type", ("--vm-type",), _text),
@@ -181,13 +219,18 @@ def directive_options(parse_time: Callable[[str], float], priorities: tuple[str,
     ]
 
 
-def parse_directives(text: str, file: str, options: list[_Option]) -> dict[str, Any]:
-    """The options set by the `#ISTHMUS` lines at the top of script `text` (a later line wins).
+def parse_directives(
+    text: str, file: str, options: list[_Option], refused: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The options set by the `#ISTHMUS` and `#SBATCH` lines at the top of script `text` (a later
+    line wins).
 
-    Directives are read up to the first line that is neither blank nor a comment. A bad one
-    raises ScriptError naming `file`, the line and what was expected.
+    Directives are read up to the first line that is neither blank nor a comment. A bad one, or
+    an option of `refused` (name: why isthmus does not take it), raises ScriptError naming
+    `file`, the line and what was expected.
     """
     by_name = {n: o for o in options for n in o.names}
+    refused = refused or {}
     valid = ", ".join(o.names[-1] for o in options)
     found: dict[str, Any] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -196,29 +239,34 @@ def parse_directives(text: str, file: str, options: list[_Option]) -> dict[str, 
             continue
         if stripped and not stripped.startswith("#"):
             break
-        if not (stripped.startswith(DIRECTIVE) and stripped[len(DIRECTIVE) : len(DIRECTIVE) + 1] in (" ", "\t")):
+        prefix = next((d for d in DIRECTIVES if stripped.startswith(d)), None)
+        if prefix is None or stripped[len(prefix) : len(prefix) + 1] not in (" ", "\t"):
             continue
         where = f"{file}:{number}"
         try:
-            words = shlex.split(stripped[len(DIRECTIVE) :], comments=True)
+            words = shlex.split(stripped[len(prefix) :], comments=True)
         except ValueError as exc:
-            raise ScriptError(f"{where}: {DIRECTIVE} line cannot be read: {exc}") from None
+            raise ScriptError(f"{where}: {prefix} line cannot be read: {exc}") from None
         i = 0
         while i < len(words):
             word = words[i]
             name, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
+            if not eq and not word.startswith("--") and len(word) > 2 and word[:2] in by_name.keys() | refused:
+                name, eq, value = word[:2], "=", word[2:]  # a short option with its value attached: -n4
+            if name in refused:
+                raise ScriptError(f"{where}: {prefix} {name}: not supported by isthmus ({refused[name]})")
             option = by_name.get(name)
             if option is None:
-                raise ScriptError(f"{where}: unknown {DIRECTIVE} option {name!r}; valid: {valid}")
+                raise ScriptError(f"{where}: unknown {prefix} option {name!r}; valid: {valid}")
             if not eq:
                 if i + 1 >= len(words):
-                    raise ScriptError(f"{where}: {DIRECTIVE} {name} needs a value")
+                    raise ScriptError(f"{where}: {prefix} {name} needs a value")
                 value = words[i + 1]
                 i += 1
             try:
                 found[option.key] = option.convert(value)
             except ValueError as exc:
-                raise ScriptError(f"{where}: {DIRECTIVE} {name}: {exc}") from None
+                raise ScriptError(f"{where}: {prefix} {name}: {exc}") from None
             i += 1
     return found
 

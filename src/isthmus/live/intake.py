@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from isthmus.agent.pilot import task_outputs
-from isthmus.backends.jobfiles import OutputPathError, check_outputs
+from isthmus.backends.jobfiles import OutputPathError, check_outputs, fill
 from isthmus.engine.matching import admission_refusal, unmatched_fields
 from isthmus.live.bag_tasks import out_dir
 from isthmus.live.errors import PersistError, RequestError
@@ -135,6 +135,9 @@ class Intake:
         size = int(spec["size"])
         self.check_size(size)
         self.check_vm(user, spec)
+        # %x and %u of the output files are the job's name and owner: filled in here, where both are known
+        name = spec.get("name") or Path(spec["command"]).name
+        spec = {**spec, **{k: fill(spec[k], {"x": name, "u": user}) for k in ("output", "error") if spec.get(k)}}
         self.check_outputs(spec, self.next_job_id)
         ctx.catch_up()
         job_id = self._row(user, spec, detail)

@@ -129,7 +129,9 @@ class SubmitRequest(RunSettings):
         None, max_length=1_048_576, description="batch script text, run instead of `command` (copied at submission)"
     )
     output: str | None = Field(
-        None, max_length=4096, description="absolute stdout file; %j is the job id, %% a literal %"
+        None,
+        max_length=4096,
+        description="absolute stdout file; %j job id, %x name, %u user, %A/%a array ids, %% a literal %",
     )
     error: str | None = Field(
         None, max_length=4096, description="absolute stderr file (default: the output file); %j, %% as in output"

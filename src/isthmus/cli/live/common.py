@@ -11,8 +11,9 @@ authenticate with --token / ISTHMUS_TOKEN / ISTHMUS_TOKEN_FILE (or the admin tok
 from __future__ import annotations
 
 import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -54,27 +55,122 @@ TERMINAL = TERMINAL_NAMES
 PRIORITIES = ("super-high", "high", "low", "super-low")
 
 
+DURATION_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or 90s, 5m, 2h, 1d"
+"""The forms of a duration (sbatch's -t grammar, with units as an isthmus extension), for messages."""
+
+TIME_FORMS = DURATION_FORMS.replace(", or", ", UNLIMITED, or")
+"""The forms of a time limit: a duration, or no limit (UNLIMITED, INFINITE, 0)."""
+
+_SLURM_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$")
+_WITH_UNIT = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_time_limit(text: str) -> float | None:
+    """Seconds of a time limit in sbatch's grammar, None for no limit.
+
+    Slurm's forms: "minutes", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS"; 0,
+    UNLIMITED and INFINITE mean no limit. isthmus also reads a number with a unit (90s, 5m,
+    2h, 1d). Anything else (empty, negative, a fraction of a minute without a unit, text)
+    raises ValueError naming the forms.
+    """
+    t = text.strip()
+    if t.upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    unit = _WITH_UNIT.fullmatch(t)
+    if unit:
+        seconds = float(unit.group(1)) * _UNITS[unit.group(2)]
+        return seconds or None
+    m = _SLURM_TIME.fullmatch(t)
+    if m is None:
+        raise ValueError(f"expected {TIME_FORMS}; got {text!r}")
+    days, d_hours, d_minutes, d_seconds, minutes, m_seconds, h_seconds = m.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        seconds = int(days) * 86400 + int(d_hours) * 3600 + int(d_minutes or 0) * 60 + int(d_seconds or 0)
+    elif h_seconds is not None:  # HH:MM:SS
+        seconds = int(minutes) * 3600 + int(m_seconds) * 60 + int(h_seconds)
+    else:  # minutes[:SS]
+        seconds = int(minutes) * 60 + int(m_seconds or 0)
+    return float(seconds) or None  # sbatch: a time limit of zero is no limit
+
+
 def parse_duration(text: str) -> float:
-    """Seconds from '90', '90s', '5m', '2h', '1d', 'MM:SS', 'HH:MM:SS' or 'D-HH:MM:SS'."""
-    t = text.strip().lower()
-    if not t:
-        raise ValueError("empty duration")
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if t[-1] in units and t[:-1].replace(".", "", 1).isdigit():
-        return float(t[:-1]) * units[t[-1]]
-    days = 0.0
-    if "-" in t:
-        d, t = t.split("-", 1)
-        days = float(d)
-    parts = [float(p) for p in t.split(":")]
-    if len(parts) > 3:
-        raise ValueError(f"bad duration {text!r}")
-    secs = 0.0
-    for p in parts:
-        secs = secs * 60 + p
-    if len(parts) == 3 or days:
-        pass
-    return days * 86400 + secs
+    """Seconds of a duration that must be one (a token's lifetime): the time limit grammar of
+    `parse_time_limit` without its "no limit" values (0, UNLIMITED); ValueError otherwise."""
+    seconds = parse_time_limit(text)
+    if seconds is None:
+        raise ValueError(f"expected a duration > 0: {DURATION_FORMS}; got {text!r}")
+    return seconds
+
+
+NOT_SUPPORTED: dict[tuple[str, ...], str] = {
+    ("-p", "--partition"): "partitions are not supported yet",
+    ("-d", "--dependency"): "job dependencies are not supported yet",
+    ("-a", "--array"): "job arrays are not supported yet",
+}
+"""sbatch options isthmus refuses (never accepts and ignores), by their spellings: the one place
+a `#SBATCH` directive and the `submit` command take their refusal from."""
+
+REFUSED_DIRECTIVES = {name: why for names, why in NOT_SUPPORTED.items() for name in names}
+"""`NOT_SUPPORTED` by each of its spellings, for `jobfiles.parse_directives`."""
+
+
+def refused_option(*names: str) -> Any:
+    """A hidden option spelled `names` (a key of `NOT_SUPPORTED`) that fails with exit code 2
+    and the reason whenever it is given."""
+    why = NOT_SUPPORTED[names]
+
+    def refuse(value: str | None) -> None:
+        if value is not None:
+            raise typer.BadParameter(f"not supported by isthmus: {why}", param_hint="/".join(names))
+
+    return typer.Option(None, *names, hidden=True, expose_value=False, callback=refuse)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RESERVED_PREFIX = "ISTHMUS_"
+"""Variables of this prefix are the manager's (job ids, tokens, the manager's URL): never exported."""
+
+
+def _sendable(name: str, value: str) -> bool:
+    """True when variable `name`=`value` may travel in a job's environment (a valid name, not an
+    isthmus variable, a value the API takes: no null byte, encodable, at most 64 KiB)."""
+    if not _ENV_NAME.fullmatch(name) or name.startswith(RESERVED_PREFIX) or "\x00" in value:
+        return False
+    try:
+        return len(value.encode("utf-8")) <= 65536
+    except UnicodeEncodeError:  # a lone surrogate (undecodable bytes in the environment)
+        return False
+
+
+def export_environment(text: str, source: Mapping[str, str]) -> dict[str, str]:
+    """The variables `--export=text` sends with a job, taken from `source` (the submitter's
+    environment), with sbatch's meaning: ALL every variable, NONE none, ``NAME[,NAME=value...]``
+    only those (after ``ALL,``: all and those). From ALL, variables that cannot travel (ISTHMUS_*,
+    names a shell cannot set, values the API refuses) are left out; naming one raises ValueError."""
+    items = [i.strip() for i in text.split(",")]
+    if not text.strip() or "" in items:
+        raise ValueError(f"expected ALL, NONE or NAME[=value][,...]; got {text!r}")
+    head = items[0].upper()
+    if head == "NONE":
+        if len(items) > 1:
+            raise ValueError("NONE takes no variables (ALL,NAME=value adds to the whole environment)")
+        return {}
+    out: dict[str, str] = {}
+    if head == "ALL":
+        out = {k: v for k, v in source.items() if _sendable(k, v)}
+        items = items[1:]
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a variable name")
+        if name.startswith(RESERVED_PREFIX):
+            raise ValueError(f"{name}: {RESERVED_PREFIX}* variables are set by the manager")
+        if eq:
+            out[name] = value
+        elif name in source and _sendable(name, source[name]):
+            out[name] = source[name]
+    return out
 
 
 def fmt_dur(s: float | None) -> str:

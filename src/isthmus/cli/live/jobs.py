@@ -19,6 +19,7 @@ from isthmus.cli.live.common import (
     CA_OPT,
     JSON_OPT,
     PRIORITIES,
+    REFUSED_DIRECTIVES,
     TERMINAL,
     TOKEN_OPT,
     URL_OPT,
@@ -27,11 +28,14 @@ from isthmus.cli.live.common import (
     api_fail,
     elapsed,
     exit_status,
+    export_environment,
     fmt_dur,
     fmt_time,
-    parse_duration,
+    parse_time_limit,
     print_table,
+    refused_option,
 )
+from isthmus.cli.live.slurm_fields import FIELDS, cancel_states, parse_format, render
 from isthmus.live.client import SUBMIT_ATTEMPTS, ApiError
 
 
@@ -56,21 +60,40 @@ def register(app: typer.Typer) -> None:
             None, "--retries", help="Bag of tasks: runs again of a task that exits non-zero (default 0).", min=0
         ),
         size: int | None = typer.Option(
-            None, "-n", "--size", help="Processors (slots) on one site (default 1).", min=1
+            None, "-n", "--ntasks", "--size", help="Processors (slots) on one site (default 1).", min=1
         ),
-        time_: str | None = typer.Option(None, "-t", "--time", help="Requested runtime: 90, 5m, 10:00, 1:30:00."),
+        time_: str | None = typer.Option(
+            None,
+            "-t",
+            "--time",
+            help="Time limit, as sbatch: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; "
+            "UNLIMITED (or 0) for none; also 90s, 5m, 2h, 1d. The job is killed when it is reached.",
+        ),
         priority: str | None = typer.Option(
-            None, "-p", "--priority", help="super-high, high, low or super-low (default high)."
+            None, "--priority", help="super-high, high, low or super-low (default high)."
+        ),
+        export: str | None = typer.Option(
+            None,
+            "--export",
+            help="Submitter's variables sent with the job, as sbatch: ALL (default), NONE, or "
+            "NAME[=value][,...] (only those; ALL,NAME=value adds to all). ISTHMUS_* are never sent.",
         ),
         output: str | None = typer.Option(
-            None, "-o", "--output", help="File for stdout (%j: job id, %%: %); relative to the working directory."
+            None,
+            "-o",
+            "--output",
+            help="File for stdout (%j job id, %x job name, %u user, %A/%a array ids, %% a %); "
+            "relative to the working directory.",
         ),
         error: str | None = typer.Option(
             None, "-e", "--error", help="File for stderr (default: the --output file, else the spool)."
         ),
         env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
         chdir: str | None = typer.Option(None, "-D", "--chdir", help="Working directory (default: current)."),
-        name: str | None = typer.Option(None, "-J", "--name", help="Job name."),
+        name: str | None = typer.Option(None, "-J", "--job-name", "--name", help="Job name."),
+        _partition: str | None = refused_option("-p", "--partition"),
+        _dependency: str | None = refused_option("-d", "--dependency"),
+        _array: str | None = refused_option("-a", "--array"),
         vm_type: str | None = typer.Option(None, "--vm-type", help="Instance type the job needs."),
         vm_image: str | None = typer.Option(None, "--vm-image", help="Image the VM must boot (name or provider id)."),
         vm_cores: int | None = typer.Option(None, "--vm-cores", help="Cores per VM, at least.", min=1),
@@ -88,8 +111,9 @@ def register(app: typer.Typer) -> None:
         """Submit a job; prints its id (like sbatch).
 
         A script file (first line '#!', or a name ending in .sh) is copied at submission, so
-        later edits do not change the job; '#ISTHMUS --size 4' lines at its top set options
-        (--size, --time, --name, --output, --error, --priority, --chdir, and the VM requirements
+        later edits do not change the job; '#ISTHMUS --size 4' or '#SBATCH --ntasks=4' lines at
+        its top set options (--size, --time, --name, --output, --error, --priority, --chdir,
+        --export, and the VM requirements
         --vm-type, --vm-image, --vm-arch, --vm-cores, --vm-memory, --vm-storage, --vm-network),
         and options given here override them. A job no site can ever match is refused with the
         reason (docs/clouds.md).
@@ -106,6 +130,7 @@ def register(app: typer.Typer) -> None:
         if tasks is not None or sweep is not None or param or retries is not None:
             rigid_only = {
                 "--size": size, "--time": time_, "--priority": priority, "--output": output, "--error": error,
+                "--export": export,
                 "--vm-type": vm_type, "--vm-image": vm_image, "--vm-cores": vm_cores, "--vm-memory": vm_memory,
                 "--vm-arch": vm_arch, "--vm-storage": vm_storage, "--vm-network": vm_network,
             }  # fmt: skip
@@ -132,20 +157,23 @@ def register(app: typer.Typer) -> None:
                 bad(f"{program}: the script contains a null byte (a binary file? run it after --)")
             try:
                 options = jobfiles.parse_directives(
-                    script, program, jobfiles.directive_options(parse_duration, PRIORITIES)
+                    script, program, jobfiles.directive_options(parse_time_limit, PRIORITIES), REFUSED_DIRECTIVES
                 )
             except jobfiles.ScriptError as exc:
                 bad(str(exc))
             program = os.path.abspath(program)
-        given = {"size": size, "name": name, "output": output, "error": error, "priority": priority, "chdir": chdir}
+        given = {
+            "size": size, "name": name, "output": output, "error": error, "priority": priority, "chdir": chdir,
+            "export": export,
+        }  # fmt: skip
         for key, value in given.items():
             if value is not None:
                 options[key] = value
         if time_ is not None:
             try:
-                options["time"] = parse_duration(time_)
+                options["time"] = parse_time_limit(time_)
             except ValueError as exc:
-                bad(f"--time: {exc}")
+                bad(f"-t/--time: {exc}")
         priority_ = options.get("priority", "high")
         if priority_ not in PRIORITIES:
             bad(f"--priority: expected one of {', '.join(PRIORITIES)}, got {priority_!r}")
@@ -163,7 +191,7 @@ def register(app: typer.Typer) -> None:
             spec["name"] = options["name"]
         elif script is not None:
             spec["name"] = Path(program).name
-        if "time" in options:
+        if options.get("time") is not None:
             spec["requested_runtime"] = options["time"]
         for key in ("output", "error"):
             if options.get(key):
@@ -173,7 +201,7 @@ def register(app: typer.Typer) -> None:
                     bad(f"--{key}: {exc}")
                 # relative to the job's working directory, as sbatch does
                 spec[key] = os.path.join(workdir, os.path.expanduser(options[key]))
-        spec["env"] = _env_option(env, bad)
+        spec["env"] = _environment(options.get("export", "ALL"), env, bad)
         vm = jobfiles.vm_options(options)
         given_vm = {
             "vm_type": vm_type,
@@ -198,15 +226,32 @@ def register(app: typer.Typer) -> None:
         all_: bool = typer.Option(False, "-a", "--all", help="Include finished jobs (like sacct)."),
         state: list[str] = typer.Option([], "--state", "-s", help="Only jobs in these states."),
         user: str | None = typer.Option(None, "--user", "-u", help="Admin: only this user's jobs."),
+        format_: str | None = typer.Option(
+            None,
+            "-o",
+            "--format",
+            help="Columns by Slurm's field names, as squeue/sacct -o: e.g. JobID,JobName%30,State,Elapsed,ExitCode "
+            f"(fields: {', '.join(FIELDS)}).",
+        ),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
         as_json: bool = JSON_OPT,
     ) -> None:
         """List jobs (like squeue; with --all like sacct)."""
+        columns = None
+        if format_ is not None:
+            try:
+                columns = parse_format(format_)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--format") from None
         rows = api_call(url, token, lambda c: c.jobs(all_=all_, states=state or None, user=user))
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
+            return
+        if columns is not None:
+            for line in render(columns, rows):
+                typer.echo(line)
             return
         table = []
         for j in rows:
@@ -305,15 +350,43 @@ def register(app: typer.Typer) -> None:
 
     @app.command("cancel")
     def cancel(
-        job_ids: list[int] = typer.Argument(..., min=1),
+        job_ids: list[int] | None = typer.Argument(None, help="Job ids (with filters: only those that match).", min=1),
+        user: str | None = typer.Option(None, "-u", "--user", help="Only this user's jobs (a user: their own)."),
+        name: str | None = typer.Option(None, "-n", "--name", help="Only jobs of this name."),
+        state: list[str] = typer.Option(
+            [], "-t", "--state", help="Only jobs in this state: PENDING or RUNNING (repeatable, or comma-separated)."
+        ),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
     ) -> None:
-        """Cancel jobs (like scancel)."""
+        """Cancel jobs (like scancel): by id, or every active job matching the filters
+        (combinable: ids and filters cancel the ids that match). Users cancel only their own jobs."""
+        try:
+            states = cancel_states(state)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--state") from None
+        if not job_ids and user is None and name is None and not states:
+            typer.echo("error: give job ids, or filters (-u USER, -n NAME, -t STATE)", err=True)
+            raise typer.Exit(2)
         failed: list[int] = []  # exit statuses; a failure at run time wins over a refusal
         with api_client(url, token) as c:
-            for jid in job_ids:
+            if user is not None or name is not None or states:
+                try:  # a user's listing holds only their own jobs, whatever -u names
+                    rows = c.jobs(user=user, limit=100000)
+                except ApiError as exc:
+                    api_fail(exc, token)
+                job_ids = [
+                    j["id"]
+                    for j in rows
+                    if (user is None or j["user"] == user)
+                    and (name is None or j["name"] == name)
+                    and (not states or j["state"] in states)
+                    and (not job_ids or j["id"] in job_ids)
+                ]
+                if not job_ids:
+                    typer.echo("no active job matches", err=True)
+            for jid in job_ids or []:
                 try:
                     c.cancel(jid)
                     typer.echo(f"Cancelled job {jid}")
@@ -360,6 +433,18 @@ def register(app: typer.Typer) -> None:
                     time.sleep(0.5)
             except ApiError as exc:
                 api_fail(exc, token)
+
+
+def _environment(export: str, env: list[str], bad: Callable[[str], NoReturn]) -> dict[str, str]:
+    """The variables a job is sent with: the submitter's that `--export` names (sbatch's
+    meaning, `export_environment`), then the `--env KEY=VALUE` options, which win; `bad` (exit
+    2) names what is wrong."""
+    try:
+        out = export_environment(export, os.environ)
+    except ValueError as exc:
+        bad(f"--export: {exc}")
+    out.update(_env_option(env, bad))
+    return out
 
 
 def _env_option(env: list[str], bad: Callable[[str], NoReturn]) -> dict[str, str]:

@@ -20,7 +20,10 @@ def register(app: typer.Typer) -> None:
         user: str = typer.Argument(..., help="User name (created if missing)."),
         admin: bool = typer.Option(False, "--admin", help="Make a new user an admin."),
         expires_in: str | None = typer.Option(
-            None, "--expires-in", help="Refuse the token after this long (90m, 12h, 30d, D-HH:MM:SS); default never."
+            None,
+            "--expires-in",
+            help="Refuse the token after this long, in submit -t's grammar (a bare number is minutes): "
+            "90, 12h, 30d, D-HH:MM:SS; default never.",
         ),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
@@ -33,9 +36,7 @@ def register(app: typer.Typer) -> None:
             try:
                 seconds = parse_duration(expires_in)
             except ValueError as exc:
-                raise typer.BadParameter(f"{exc}; expected e.g. 90m, 12h, 30d", param_hint="--expires-in") from None
-            if seconds <= 0:
-                raise typer.BadParameter("must be a positive duration", param_hint="--expires-in")
+                raise typer.BadParameter(str(exc), param_hint="--expires-in") from None
         res = api_call(url, token, lambda c: c.create_token(user, admin, seconds))
         typer.echo(json.dumps(res) if as_json else res["token"])
 
