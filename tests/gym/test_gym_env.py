@@ -1,0 +1,119 @@
+"""The Gymnasium environment over the engine: the checker, reproducible resets, the reward parts,
+and a linear agent trained for a few thousand steps beating a random agent."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium")
+
+from gymnasium.utils.env_checker import check_env
+
+from isthmus.config.bundled import single_cluster
+from isthmus.gym.agent import LinearAgent, run_episode, train_cross_entropy
+from isthmus.gym.env import SchedulingEnv
+from isthmus.model.job import Job
+from isthmus.sim.runner import simulate
+
+WORKLOAD = "lublin:max_size=16"
+
+
+def _env(**kw: object) -> SchedulingEnv:
+    return SchedulingEnv(single_cluster(16), WORKLOAD, jobs=kw.pop("jobs", 30), **kw)  # type: ignore[arg-type]
+
+
+def test_the_environment_passes_gymnasiums_checker() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the checker's warnings (unbounded boxes, dtypes) fail too
+        check_env(_env(), skip_render_check=True)
+        check_env(SchedulingEnv("koala-c-multicloud", WORKLOAD, jobs=20, reward="cost"), skip_render_check=True)
+
+
+def _trajectory(env: SchedulingEnv, seed: int) -> tuple[list[np.ndarray], list[float]]:
+    obs, info = env.reset(seed=seed)
+    seen, rewards = [obs["queue"].copy()], []
+    done = False
+    while not done:
+        mask = info["action_mask"]
+        obs, reward, terminated, truncated, info = env.step(int(np.flatnonzero(mask)[-1 if len(seen) % 3 else 0]))
+        seen.append(obs["queue"].copy())
+        rewards.append(reward)
+        done = terminated or truncated
+    return seen, rewards
+
+
+def test_reset_with_a_seed_replays_the_same_episode_and_another_seed_another() -> None:
+    env = _env()
+    a, ra = _trajectory(env, 7)
+    b, rb = _trajectory(env, 7)
+    _, rc = _trajectory(env, 8)
+    assert ra == rb and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert ra != rc
+
+
+def test_starting_every_job_first_fit_is_fcfs_and_the_return_is_minus_the_mean_bounded_slowdown() -> None:
+    """Always starting the first job that fits, never waiting, with the whole queue visible, is
+    what `ff` (first fit over the queue) does: the engine's schedule is that of `simulate`."""
+    env = _env(jobs=40, slots=40)
+    _, info = env.reset(seed=3)
+    total, done = 0.0, False
+    while not done:
+        _, reward, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        total += reward
+        done = terminated or truncated
+    assert terminated and not truncated and info["ended"] == 40 and info["forced_starts"] == 0
+    assert total == pytest.approx(-info["mean_bounded_slowdown"])
+    jobs: list[Job] = list(env.jobs.values())
+    ff = simulate(single_cluster(16), jobs, "ff", round_interval=None)
+    assert env.engine is not None
+    starts = lambda log: sorted((e.job, e.time) for e in log if e.kind.name == "START")  # noqa: E731
+    assert starts(env.engine.log) == starts(ff.log)
+
+
+def test_waiting_advances_the_clock_and_a_wait_that_would_last_for_ever_is_not_allowed() -> None:
+    jobs = [Job(1, 0.0, 4, 100.0), Job(2, 0.0, 4, 100.0), Job(3, 500.0, 2, 50.0)]
+    env = SchedulingEnv(single_cluster(4), jobs, slots=2)
+    obs, info = env.reset(seed=0)
+    assert info["time"] == 0.0 and list(info["action_mask"]) == [1, 1, 1]
+    obs, reward, *_, info = env.step(2)  # wait: nothing runs, but job 3 arrives at 500
+    assert info["time"] == 500.0 and list(obs["queue"][:, 0]) == [1.0, 1.0]
+    assert info["reward_parts"]["utilization"] == pytest.approx(-4 * 500 / 4 / 3600)  # 4 idle for 500 s, work waiting
+    assert reward == 0.0  # the slowdown part: no job ended
+    obs, reward, terminated, truncated, info = env.step(1)  # start job 2 (slot 1) on the 4 processors
+    assert info["time"] == 600.0  # the next decision: job 2 ended
+    parts = info["reward_parts"]
+    assert parts["wait"] == pytest.approx(-500.0 / 3600 / 3)  # job 2 started 500 s after its submission
+    assert parts["utilization"] == 0.0
+    assert reward == pytest.approx(-max(1.0, 600 / 100) / 3)  # job 2's bounded slowdown, over 3 jobs
+    obs, reward, *_, info = env.step(0)  # job 1, until 700
+    # job 3 alone is left, nothing runs, nothing is to come: waiting would last for ever
+    assert info["time"] == 700.0 and list(info["action_mask"]) == [1, 0, 0]
+    obs, reward, terminated, truncated, info = env.step(2)  # a wait all the same: the environment starts it
+    assert terminated and not truncated and info["time"] == 750.0 and info["forced_starts"] == 1
+
+
+def test_an_invalid_action_is_a_wait_and_says_so() -> None:
+    env = SchedulingEnv(single_cluster(4), [Job(1, 0.0, 4, 100.0), Job(2, 10.0, 1, 10.0)], slots=3)
+    _, info = env.reset(seed=0)
+    _, _, _, _, info = env.step(2)  # an empty slot
+    assert info["invalid_action"] and info["time"] == 10.0
+
+
+def test_a_trained_linear_agent_beats_a_random_agent_on_mean_bounded_slowdown() -> None:
+    env = _env(jobs=40, runtime="runtime")
+    training = train_cross_entropy(env, seeds=(0, 1), generations=3, population=6, elite=2, rng_seed=0)
+    assert 1500 <= training.steps <= 6000
+    rng = np.random.default_rng(0)
+
+    def random_agent(obs: object, mask: np.ndarray) -> int:
+        return int(rng.choice(np.flatnonzero(mask)))
+
+    seeds = range(100, 106)
+    trained = np.mean([run_episode(env, training.agent.act, s) for s in seeds])
+    chance = np.mean([run_episode(env, random_agent, s) for s in seeds])
+    assert trained > chance  # returns are minus the mean bounded slowdown
+    # and an untrained agent (all weights 0: always the first fitting slot) is not what was learned
+    assert not np.allclose(training.agent.vector(), LinearAgent().vector())
