@@ -73,33 +73,36 @@ def test_starting_every_job_first_fit_is_fcfs_and_the_return_is_minus_the_mean_b
     assert starts(env.engine.log) == starts(ff.log)
 
 
-def test_waiting_advances_the_clock_and_a_wait_that_would_last_for_ever_is_not_allowed() -> None:
-    jobs = [Job(1, 0.0, 4, 100.0), Job(2, 0.0, 4, 100.0), Job(3, 500.0, 2, 50.0)]
+def test_waiting_runs_the_clock_to_the_next_decision_and_an_idle_pool_may_not_wait() -> None:
+    jobs = [Job(1, 0.0, 2, 1000.0), Job(2, 0.0, 2, 100.0), Job(3, 0.0, 2, 10.0)]
     env = SchedulingEnv(single_cluster(4), jobs, slots=2)
     obs, info = env.reset(seed=0)
+    assert info["time"] == 0.0 and list(info["action_mask"]) == [1, 1, 0]  # nothing runs: no wait
+    obs, reward, *_, info = env.step(1)  # job 2 starts; jobs 1 and 3 still fit beside it
     assert info["time"] == 0.0 and list(info["action_mask"]) == [1, 1, 1]
-    obs, reward, *_, info = env.step(2)  # wait: nothing runs, but job 3 arrives at 500
-    assert info["time"] == 500.0 and list(obs["queue"][:, 0]) == [1.0, 1.0]
-    assert info["reward_parts"]["utilization"] == pytest.approx(-4 * 500 / 4 / 3600)  # 4 idle for 500 s, work waiting
-    assert reward == 0.0  # the slowdown part: no job ended
-    obs, reward, terminated, truncated, info = env.step(1)  # start job 2 (slot 1) on the 4 processors
-    assert info["time"] == 600.0  # the next decision: job 2 ended
+    assert list(obs["queue"][:, 2]) == [0.5, 0.5] and obs["sites"][0, 0] == 0.5  # sizes, free share
+    obs, reward, *_, info = env.step(2)  # wait: until job 2 ends at 100
+    assert info["time"] == 100.0 and list(info["action_mask"]) == [1, 1, 0]
     parts = info["reward_parts"]
-    assert parts["wait"] == pytest.approx(-500.0 / 3600 / 3)  # job 2 started 500 s after its submission
-    assert parts["utilization"] == 0.0
-    assert reward == pytest.approx(-max(1.0, 600 / 100) / 3)  # job 2's bounded slowdown, over 3 jobs
-    obs, reward, *_, info = env.step(0)  # job 1, until 700
-    # job 3 alone is left, nothing runs, nothing is to come: waiting would last for ever
-    assert info["time"] == 700.0 and list(info["action_mask"]) == [1, 0, 0]
-    obs, reward, terminated, truncated, info = env.step(2)  # a wait all the same: the environment starts it
-    assert terminated and not truncated and info["time"] == 750.0 and info["forced_starts"] == 1
+    assert parts["utilization"] == pytest.approx(-2 * 100 / 4 / 3600)  # 2 idle processors for 100 s, work waiting
+    assert parts["slowdown"] == pytest.approx(-1.0 / 3) and reward == parts["slowdown"]  # job 2: bsld 1, of 3 jobs
+    obs, reward, *_, info = env.step(2)  # a wait on an idle pool: the first job that fits starts instead
+    assert info["forced_starts"] == 1 and info["time"] == 100.0 and list(info["action_mask"]) == [1, 0, 1]
+    assert info["reward_parts"]["wait"] == pytest.approx(-100 / 3600 / 3)  # job 1 waited 100 s
+    obs, reward, terminated, truncated, info = env.step(0)  # job 3; then nothing is left to decide
+    assert terminated and not truncated and info["time"] == 1100.0 and info["ended"] == 3
+    assert env.engine is not None
+    starts = sorted((e.time, e.job) for e in env.engine.log if e.kind.name == "START")
+    assert starts == [(0.0, 2), (100.0, 1), (100.0, 3)]
 
 
 def test_an_invalid_action_is_a_wait_and_says_so() -> None:
-    env = SchedulingEnv(single_cluster(4), [Job(1, 0.0, 4, 100.0), Job(2, 10.0, 1, 10.0)], slots=3)
+    jobs = [Job(1, 0.0, 2, 100.0), Job(2, 0.0, 2, 100.0), Job(3, 10.0, 1, 10.0)]
+    env = SchedulingEnv(single_cluster(4), jobs, slots=3)
     _, info = env.reset(seed=0)
-    _, _, _, _, info = env.step(2)  # an empty slot
-    assert info["invalid_action"] and info["time"] == 10.0
+    _, _, _, _, info = env.step(0)  # job 1 runs: a wait is allowed
+    _, _, _, _, info = env.step(2)  # an empty slot: a wait until job 3 arrives
+    assert info["invalid_action"] and info["time"] == 10.0 and info["forced_starts"] == 0
 
 
 def test_a_trained_linear_agent_beats_a_random_agent_on_mean_bounded_slowdown() -> None:

@@ -72,6 +72,24 @@ def test_the_policy_makes_in_simulate_the_schedule_the_agent_made_in_the_environ
     assert _starts(result.log) != _starts(simulate(single_cluster(16), jobs, "ff", round_interval=None).log)
 
 
+def test_an_agent_that_would_always_wait_still_starts_jobs_on_an_idle_pool(tmp_path: Path) -> None:
+    """The environment and the policy share the rule: no wait while nothing runs (a wait there
+    could last for ever); the schedules agree and every job ends."""
+    pytest.importorskip("gymnasium")
+    from isthmus.gym.agent import run_episode
+    from isthmus.gym.env import SchedulingEnv
+
+    wait = np.zeros(WAIT_WEIGHTS)
+    wait[-1] = 10.0
+    path = LinearAgent(np.zeros(JOB_WEIGHTS), wait, slots=8, sites=1).save(tmp_path / "waiter.json")
+    jobs = list(resolve_workload("lublin:max_size=16", seed=6, jobs=30).jobs)
+    env = SchedulingEnv(single_cluster(16), jobs)
+    run_episode(env, LinearAgent.load(path).act, 0)
+    assert env.engine is not None
+    result = simulate(single_cluster(16), jobs, PolicyChoice("gym-agent", {"model": str(path)}), round_interval=None)
+    assert not result.unfinished and _starts(result.log) == _starts(env.engine.log)
+
+
 def test_an_agent_trained_on_real_runtimes_is_refused_where_they_are_unknown(tmp_path: Path) -> None:
     real = PolicyChoice("gym-agent", {"model": str(_shortest_first(tmp_path / "r.json"))})
     with pytest.raises(PolicyError):

@@ -9,9 +9,10 @@ site of the queue where it fits, validated and applied by the engine) or `slots`
 clock runs on until the next decision point). Rounds are event-triggered (a round after the
 events of each instant), whatever the environment's round interval.
 
-A wait when nothing runs and nothing is to come would wait for ever: the environment then
-starts the first queued job that fits (queue order) itself, and the mask of that decision point
-does not allow waiting. An episode ends (`terminated`) when every job of its workload has ended
+The agent may wait only while some job runs or some VM boots (`features.wait_allowed`, what the
+trained-agent policy applies too): a wait on an idle pool could last for ever. The mask of such
+a decision point does not allow waiting, and a wait there starts the first queued job that fits
+(queue order) instead. An episode ends (`terminated`) when every job of its workload has ended
 or been rejected; it is `truncated` after `max_steps` decisions, or when queued jobs can never
 start (nothing runs, nothing is to come, nothing fits).
 
@@ -40,7 +41,15 @@ from numpy.typing import NDArray
 from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import PRIO_SUBMIT, SimClock
 from isthmus.engine.engine import Engine
-from isthmus.gym.features import GLOBAL_FEATURES, SITE_FEATURES, SLOT_FEATURES, RuntimeSource, Slots, observe
+from isthmus.gym.features import (
+    GLOBAL_FEATURES,
+    SITE_FEATURES,
+    SLOT_FEATURES,
+    RuntimeSource,
+    Slots,
+    observe,
+    wait_allowed,
+)
 from isthmus.gym.seat import NAME as SEAT
 from isthmus.gym.seat import Seat, register_seat
 from isthmus.model.decisions import start_job
@@ -274,8 +283,8 @@ class SchedulingEnv(gym.Env[Observation, np.int64]):
         if self._done:
             return np.array([0] * self.slots + [1], dtype=np.int8)
         mask = self._current[1].mask()
-        if self._nothing_to_come():
-            mask[-1] = 0  # waiting would last for ever
+        if not wait_allowed(self._engine().view):
+            mask[-1] = 0
         return mask
 
     def step(self, action: np.int64 | int) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -289,8 +298,11 @@ class SchedulingEnv(gym.Env[Observation, np.int64]):
         extra: dict[str, Any] = {}
         if a < len(shown.sites) and shown.sites[a] >= 0:
             self._start(shown.entries[a].job.id, shown.sites[a])
-        elif a != self.slots:
-            extra["invalid_action"] = True  # an empty slot or a job that does not fit: a wait
+        else:
+            if a != self.slots:
+                extra["invalid_action"] = True  # an empty slot or a job that does not fit: a wait
+            if not wait_allowed(self._engine().view):
+                self._force_start()
         self._steps += 1
         self.steps_taken += 1
         self._advance()

@@ -147,3 +147,18 @@ def observe(
     overall = np.array([queue_fill(len(entries), slots), free_share], dtype=np.float32)
     obs = {"queue": shown.features, "sites": observe_sites(view, free, sites), "globals": overall}
     return obs, shown
+
+
+def wait_allowed(view: View, started: bool = False) -> bool:
+    """Whether the agent may wait: only while some job runs or some VM boots (or the agent
+    `started` a job in this round), since then an event is to come that brings a new decision;
+    a wait on an idle pool could last for ever."""
+    if started:
+        return True
+    for i, info in enumerate(view.sites):
+        if info.running:
+            return True
+        cloud = view.cloud(i)
+        if cloud is not None and cloud.booting:
+            return True
+    return False

@@ -3,7 +3,8 @@
 
 At each round it builds the observation the environment would show (`isthmus.gym.features`,
 the same view and columns) and lets the agent act: a start is counted down on paper and the
-agent asked again, until it waits or nothing visible fits. It reads the agent's weights file
+agent asked again, until it waits or nothing visible fits. As in the environment, the agent may
+not wait while nothing runs and no VM boots. It reads the agent's weights file
 (`isthmus.gym.agent.LinearAgent.save`) once, when the policy is built; it needs no Gymnasium.
 """
 
@@ -15,7 +16,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from isthmus.gym.agent import LinearAgent
-from isthmus.gym.features import observe
+from isthmus.gym.features import observe, wait_allowed
 from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
 from isthmus.policies.allocation.common import all_sites
@@ -65,6 +66,8 @@ class AgentPolicy(AllocationDefaults):
             mask = shown.mask()
             if not mask[:-1].any():
                 break
+            if not wait_allowed(view, bool(out)):
+                mask[-1] = 0  # as in the environment: no wait on an idle pool
             action = agent.act(obs, mask)
             if action >= len(shown.entries):
                 break  # the agent waits
