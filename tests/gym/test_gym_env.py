@@ -16,6 +16,7 @@ from isthmus.config.bundled import single_cluster
 from isthmus.gym.agent import LinearAgent, run_episode, train_cross_entropy
 from isthmus.gym.env import SchedulingEnv
 from isthmus.model.job import Job
+from isthmus.policies import registry
 from isthmus.sim.runner import simulate
 
 WORKLOAD = "lublin:max_size=16"
@@ -52,6 +53,7 @@ def test_reset_with_a_seed_replays_the_same_episode_and_another_seed_another() -
     _, rc = _trajectory(env, 8)
     assert ra == rb and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     assert ra != rc
+    assert "gym-seat" not in registry.names("allocation")  # registered only while an engine is built
 
 
 def test_starting_every_job_first_fit_is_fcfs_and_the_return_is_minus_the_mean_bounded_slowdown() -> None:

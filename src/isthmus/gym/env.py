@@ -51,7 +51,7 @@ from isthmus.gym.features import (
     wait_allowed,
 )
 from isthmus.gym.seat import NAME as SEAT
-from isthmus.gym.seat import Seat, register_seat
+from isthmus.gym.seat import Seat, seated
 from isthmus.model.decisions import start_job
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind
@@ -115,7 +115,6 @@ class SchedulingEnv(gym.Env[Observation, np.int64]):
             raise ValueError(f"slots must be >= 1, got {slots}")
         if runtime not in ("estimate", "runtime"):
             raise ValueError(f"runtime must be 'estimate' or 'runtime', got {runtime!r}")
-        register_seat()
         self.environment = _environment(environment)
         self.weights = _weights(reward)
         self.slots = slots
@@ -178,13 +177,14 @@ class SchedulingEnv(gym.Env[Observation, np.int64]):
         jobs = self._episode_jobs()
         self.clock = SimClock()
         choices = PolicyChoices.of(self.environment, allocation=SEAT, provisioning=self.provisioning)
-        self.engine = build_engine(
-            self.environment,
-            choices,
-            clock=self.clock,
-            backends=simulated_backends(self.environment),
-            round_interval=None,
-        )
+        with seated():
+            self.engine = build_engine(
+                self.environment,
+                choices,
+                clock=self.clock,
+                backends=simulated_backends(self.environment),
+                round_interval=None,
+            )
         self.seat = cast("Seat", self.engine.allocation)
         self.jobs = {j.id: j for j in jobs}
         self.clock.feed(jobs, _submit, self.engine.submit, PRIO_SUBMIT)

@@ -9,7 +9,8 @@ and every start the agent makes is validated and applied by the engine like any 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import ClassVar
 
 from isthmus.model.decisions import Decision
@@ -19,7 +20,7 @@ from isthmus.policies.allocation.common import all_sites
 from isthmus.policies.api import AllocationDefaults, NoParams, View
 
 NAME = "gym-seat"
-"""The seat's name in the registry (an environment registers it on first use)."""
+"""The seat's name in the registry, while an environment builds its engine (`seated`)."""
 
 
 class Seat(AllocationDefaults):
@@ -51,7 +52,13 @@ class Seat(AllocationDefaults):
         return out
 
 
-def register_seat() -> None:
-    """Register the seat as an allocation policy, once per process."""
-    if NAME not in registry.names("allocation"):
-        registry.register("allocation", NAME, f"{__name__}:Seat")
+@contextmanager
+def seated() -> Iterator[None]:
+    """The seat registered as an allocation policy while the block runs (an engine is built by
+    policy names), and gone after it: `isthmus policies` and the registry's other readers never
+    list it."""
+    registry.register("allocation", NAME, f"{__name__}:Seat")
+    try:
+        yield
+    finally:
+        registry.unregister("allocation", NAME)
