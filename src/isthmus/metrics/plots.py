@@ -428,15 +428,18 @@ def draw_all(
     runs: Mapping[str, PlottedRun], *, workload: str | None = None, environment: Environment | None = None
 ) -> dict[str, Figure]:
     """Every figure by kind, titled with `workload` and `environment`'s name, the processor panels
-    with `environment`'s capacity."""
+    with `environment`'s capacity. The cost figure is left out for an environment without cloud
+    sites (every bar would be $0)."""
     context = Context(workload, environment.name if environment is not None else None)
-    return {
+    figures = {
         "wait_cdf": draw_wait_cdf(runs, context=context),
         "slowdown": draw_mean_slowdown(runs, context=context),
         "utilization": draw_utilization(runs, context=context),
         "processors": draw_processors(runs, environment=environment, context=context),
-        "cost": draw_cost(runs, context=context),
     }
+    if environment is None or any(s.is_cloud for s in environment.sites):
+        figures["cost"] = draw_cost(runs, context=context)
+    return figures
 
 
 def plot_all(
@@ -450,7 +453,8 @@ def plot_all(
 ) -> dict[str, Path]:
     """Write every figure into `out_dir` as `<prefix><kind>.<format>` for each of `formats`
     (`style.parse_formats`), titled with `workload` and `environment`'s name, the processor
-    panels with `environment`'s capacity; returns the first format's path by kind."""
+    panels with `environment`'s capacity (no cost figure without cloud sites); returns the first
+    format's path by kind."""
     d = Path(out_dir)
     fmts = style.parse_formats(formats)
     figures = draw_all(runs, workload=workload, environment=environment)
