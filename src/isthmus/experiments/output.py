@@ -42,7 +42,12 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 6.0, height: float = 4
 
 
 def save(fig: Figure, path: Path) -> Path:
-    """Save a figure as PNG at `path` with a PDF beside it (`style.DEFAULT_FORMATS`); returns the PNG."""
+    """Save a figure as PNG at `path` with a PDF beside it (`style.DEFAULT_FORMATS`); returns the
+    PNG. Each panel's legend is moved beside its data first (the layout makes room for it)."""
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is not None:
+            style.legend_outside(ax, title=legend.get_title().get_text() or None)
     return style.save(fig, path, style.DEFAULT_FORMATS)[0]
 
 
