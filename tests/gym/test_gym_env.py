@@ -4,6 +4,7 @@ and a linear agent trained for a few thousand steps beating a random agent."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,3 +123,19 @@ def test_a_trained_linear_agent_beats_a_random_agent_on_mean_bounded_slowdown() 
     assert trained > chance  # returns are minus the mean bounded slowdown
     # and an untrained agent (all weights 0: always the first fitting slot) is not what was learned
     assert not np.allclose(training.agent.vector(), LinearAgent().vector())
+
+
+def test_a_trace_gives_each_episode_a_seeded_window_starting_at_zero(tmp_path: Path) -> None:
+    lines = [f"{i} {100 * i} 0 {10 + i} 1 -1 -1 1 60 -1 1 1 1 -1 -1 -1 -1 -1" for i in range(1, 21)]
+    trace = tmp_path / "t.swf"
+    trace.write_text("; MaxProcs: 4\n" + "\n".join(lines) + "\n")
+    env = SchedulingEnv(single_cluster(4), str(trace), jobs=5)
+
+    def window(seed: int) -> list[tuple[int, float]]:
+        env.reset(seed=seed)
+        return [(j.id, j.submit) for j in env.jobs.values()]
+
+    first = window(1)
+    assert len(first) == 5 and first[0][1] == 0.0 and [s for _, s in first] == [0.0, 100.0, 200.0, 300.0, 400.0]
+    assert window(1) == first
+    assert {tuple(i for i, _ in window(s)) for s in range(2, 8)} != {tuple(i for i, _ in first)}

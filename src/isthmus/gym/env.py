@@ -90,7 +90,8 @@ class SchedulingEnv(gym.Env[Observation, np.int64]):
     ``lublin:max_size=16``) or a list of jobs. A model generates each episode's jobs with a seed
     drawn from `reset(seed=...)`; a trace gives each episode a window of `jobs` consecutive jobs
     at a seeded offset (times shifted to start at 0); a list is replayed as given. `jobs` is the
-    episode's job count (None: the whole trace, the model's default). `slots` is how many queued
+    episode's job count: the jobs a model generates, the window's length, the first jobs of a
+    list replayed (None: a model's default count, the whole trace or list). `slots` is how many queued
     jobs (queue order) the agent sees and may start. `runtime` is what the observation's runtime
     column reads: "estimate" (the requested runtime, else the runtime predictor's; what a live
     manager knows) or "runtime" (the real runtime, simulation only). `provisioning` names the
