@@ -232,10 +232,10 @@ def test_the_traces_jobs_are_gone_when_the_plots_are_drawn(tmp_path, monkeypatch
     alive: list[str] = []
     draw = plots.plot_all
 
-    def plot_all(runs, out_dir, prefix=""):
+    def plot_all(runs, out_dir, prefix="", **kw):
         kinds = (JobTable, JobColumnsData, JobColumns)
         alive.extend(type(o).__name__ for o in gc.get_objects() if isinstance(o, kinds))
-        return draw(runs, out_dir, prefix)
+        return draw(runs, out_dir, prefix, **kw)
 
     monkeypatch.setattr(plots, "plot_all", plot_all)
     trace = _trace(tmp_path)

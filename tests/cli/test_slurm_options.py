@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from isthmus.backends.jobfiles import ScriptError, directive_options, expand, fill, parse_directives
 from typer.testing import CliRunner
 
+from isthmus.backends.jobfiles import ScriptError, directive_options, expand, fill, parse_directives
 from isthmus.cli.live import common as live_common
 from isthmus.cli.live.common import export_environment, parse_duration, parse_time_limit
 from isthmus.cli.main import app

@@ -11,8 +11,8 @@ import pytest
 from metrics_helpers import LogBuilder, env_with_cloud
 from metrics_synthetic import synthetic_run
 
-from isthmus.metrics import COLUMNS, RunMetrics, compare_table, compute_run_metrics, read_records, write_run
-from isthmus.metrics.plots import plot_all, plot_mean_slowdown, plot_processors
+from isthmus.metrics import COLUMNS, RunMetrics, compare_table, compute_run_metrics, read_records, style, write_run
+from isthmus.metrics.plots import draw_all, plot_all, plot_cost, plot_mean_slowdown, plot_processors, plot_wait_cdf
 from isthmus.metrics.records import JobStatus
 from isthmus.metrics.run import stream_run
 
@@ -172,8 +172,8 @@ def test_metrics_reading_the_log_in_place_equal_the_copy(tmp_path: Path) -> None
 
 def test_figures_share_parsed_math_text_and_draw_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The figures' renderers share one mathtext parser (each figure parsed the logarithmic
-    axes' labels again): the second figure finds them parsed, and the PNGs are the bytes that
-    Agg's own canvas (a parser per renderer) draws."""
+    axes' labels again, when a logarithmic wait axis is asked for): the second figure finds them
+    parsed, and the PNGs are the bytes that Agg's own canvas (a parser per renderer) draws."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     import isthmus.metrics.plots as plots
@@ -183,12 +183,64 @@ def test_figures_share_parsed_math_text_and_draw_the_same(tmp_path: Path, monkey
     parser = plots._Canvas._mathtext
     parser._parse_cached.cache_clear()
     shared = plot_all(runs, tmp_path / "shared")
-    assert parser._parse_cached.cache_info().hits > 0
+    log_axis = plot_wait_cdf(runs, tmp_path / "log.png", log=True)
     before = parser._parse_cached.cache_info()
-    plot_mean_slowdown(runs, tmp_path / "again.png")  # drawn before: every label is parsed already
+    assert before.misses > 0
+    plot_wait_cdf(runs, tmp_path / "again.png", log=True)  # drawn before: every label is parsed already
     after = parser._parse_cached.cache_info()
     assert after.misses == before.misses and after.hits > before.hits
     monkeypatch.setattr(plots, "_Canvas", FigureCanvasAgg)
     own = plot_all(runs, tmp_path / "own")
     for kind in shared:
         assert shared[kind].read_bytes() == own[kind].read_bytes(), kind
+    assert log_axis.read_bytes() == plot_wait_cdf(runs, tmp_path / "own-log.png", log=True).read_bytes()
+
+
+def test_figures_are_written_in_each_format_asked(tmp_path: Path) -> None:
+    runs = {"ff": small_run()}
+    paths = plot_all(runs, tmp_path, formats="png, svg")
+    for kind, path in paths.items():
+        assert path.suffix == ".png" and path.read_bytes()[:4] == b"\x89PNG", kind
+        assert path.with_suffix(".svg").read_bytes()[:5] == b"<?xml", kind
+        assert not path.with_suffix(".pdf").exists()
+    # a vector format alone, twice: the same bytes (no creation date in the files)
+    pdf = plot_cost(runs, tmp_path / "a" / "cost.png", formats=("pdf", "svg"))
+    assert pdf.suffix == ".pdf" and pdf.read_bytes()[:4] == b"%PDF" and not pdf.with_suffix(".png").exists()
+    assert pdf.read_bytes() == plot_cost(runs, tmp_path / "b" / "cost.png", formats=("pdf",)).read_bytes()
+    assert pdf.with_suffix(".svg").read_bytes() == (tmp_path / "cost.svg").read_bytes()
+    with pytest.raises(ValueError, match="'jpeg'"):
+        plot_all(runs, tmp_path / "bad", formats="png,jpeg")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_figures_name_workload_and_environment_and_label_their_axes_with_units() -> None:
+    log, jobs, env = synthetic_run(300, seed=2)
+    run = compute_run_metrics(log, jobs, env)
+    runs = {"ff": run, "sjf": run}
+    figures = draw_all(runs, workload="lublin", environment=env)
+    assert set(figures) == {"wait_cdf", "slowdown", "utilization", "processors", "cost"}
+    for kind, fig in figures.items():
+        assert fig._suptitle is not None and fig._suptitle.get_text().endswith(f"— lublin on {env.name}"), kind
+        for ax in fig.axes:
+            assert ax.get_xscale() == "linear" and ax.get_yscale() == "linear", kind
+            assert ax.get_ylabel(), kind
+        bottom = fig.axes[-1]
+        assert "[" in bottom.get_xlabel() or bottom.get_xlabel() == "allocation policy", kind
+        # the legend is outside the data: right of the axes
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+        for legend in legends:
+            fig.canvas.draw()
+            box = legend.get_window_extent()
+            assert box.x0 >= fig.axes[0].get_window_extent().x1, kind
+    assert "[%" in figures["utilization"].axes[0].get_ylabel()
+    assert "[US$]" in figures["cost"].axes[0].get_ylabel()
+    panels = figures["processors"].axes
+    assert len(panels) == 2 and len({ax.get_ylim() for ax in panels}) == 1  # one y scale
+    most = sum(s.max_processors for s in env.sites)
+    lines = [ln for ln in panels[0].get_lines() if list(ln.get_ydata()) == [most, most]]
+    assert lines, "no capacity line"
+    assert panels[0].get_ylim()[1] >= most
+    colours = {ln.get_color() for ln in figures["utilization"].axes[0].get_lines()}
+    assert colours <= set(style.PALETTE) and len(colours) == 2
+    slowdown = figures["slowdown"].axes[0]
+    assert slowdown.get_xlabel() == "allocation policy" and slowdown.get_ylim()[0] == 0

@@ -20,6 +20,7 @@ from isthmus.cli import bounds
 from isthmus.cli.simulate_repeat import safe_name, write_report
 from isthmus.cli.specs import parse_policy
 from isthmus.metrics.records import JobColumns, JobRecords, JobStatus
+from isthmus.metrics.style import FIGURE_FORMAT_HELP, figure_formats
 from isthmus.model.environment import Environment, PolicyChoice, policy_label
 from isthmus.model.job import Job
 from isthmus.model.jobtable import JobTable
@@ -296,7 +297,10 @@ def simulate_command(
             "(default: the environment's).",
         ),
     ] = None,
-    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write the figures.")] = True,
+    figure_format: Annotated[
+        str, typer.Option("--figure-format", help=FIGURE_FORMAT_HELP, callback=figure_formats)
+    ] = "png,pdf",
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip malformed workload lines (counted and reported).")
     ] = False,
@@ -584,7 +588,8 @@ def simulate_command(
     if plots:  # matplotlib is imported only for them
         from isthmus.metrics.plots import plot_all
 
-        plot_paths = {k: str(v) for k, v in plot_all(runs, out).items()}
+        drawn = plot_all(runs, out, formats=figure_format, workload=workload_name, environment=environment)
+        plot_paths = {k: str(v) for k, v in drawn.items()}
     rows = compare_table(runs)
     for row in rows:
         r = outcomes[str(row["policy"])]

@@ -398,8 +398,12 @@ def koala_c_multicloud(
         (axes[0][1], "total cost ($)", "(b) cost"),
     ):
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ts))], [t.label for t in ts])
-        log_axis(ax, "trace", ylabel, f"Fig. 6{title}")
-        ax.legend(fontsize=7)
+        ax.set_xlabel("trace")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"Fig. 6{title}")
+        ax.set_ylim(bottom=0)  # bars: a linear axis from 0
+        ax.legend(title="policy")
+    fig.suptitle("KOALA-C multicluster and multicloud environment (koala-c-multicloud), per trace")
     result.files["fig6"] = save(fig, out / "fig6.png")
     for t in ts:
         claims.append(_multicloud_claims(t.label, select(result.rows, trace=t.label)))

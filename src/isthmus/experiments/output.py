@@ -1,4 +1,5 @@
-"""Writing experiment results: CSV rows, PNG figures (matplotlib, Agg) and Markdown tables."""
+"""Writing experiment results: CSV rows, figures (matplotlib, Agg; PNG with a PDF beside it, in the
+style of `isthmus.metrics.style`) and Markdown tables."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from isthmus.metrics import style
 from isthmus.metrics.records import readable_as_umask
 
 
@@ -32,18 +34,23 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 6.0, height: float = 4.0) -> tuple[Figure, Any]:
-    """A figure with a grid of axes (no pyplot, no window)."""
-    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
+    """A figure with a grid of axes in the figures' style (`isthmus.metrics.style`: colour-blind-safe
+    palette with a line style per series, fonts, grid), no pyplot, no window."""
+    with style.styled():
+        fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
 
 
 def save(fig: Figure, path: Path) -> Path:
-    """Save a figure as PNG."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    """Save a figure as PNG at `path` with a PDF beside it (`style.DEFAULT_FORMATS`); returns the
+    PNG. Each panel's legend is moved beside its data first (the layout makes room for it)."""
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is not None:
+            style.legend_outside(ax, title=legend.get_title().get_text() or None)
+    return style.save(fig, path, style.DEFAULT_FORMATS)[0]
 
 
 def fmt(value: Any, digits: int = 3) -> str:

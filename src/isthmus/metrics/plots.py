@@ -1,25 +1,32 @@
-"""PNG plots comparing runs (keyed by policy name). Headless: uses matplotlib's Agg canvas only.
+"""Figures comparing runs (keyed by policy name), ready for a paper. Headless: matplotlib's Agg
+canvas only (`matplotlib.figure.Figure`, never pyplot: no window, the global backend left alone).
 
-Figures are built with `matplotlib.figure.Figure` (never pyplot), so no window is ever opened and
-the global backend is left alone. Step series are downsampled (bin averages) before drawing, so
+Every figure follows `isthmus.metrics.style`: a title naming what it shows, the workload and the
+environment; labelled axes with units; linear axes (a logarithmic wait axis only when asked);
+a colour-blind-safe palette with a line style and marker per run; legends outside the data; the
+processor panels on one y scale with the pool's capacity drawn; PNG and, beside it, the vector
+formats asked for (PDF, SVG). Step series are downsampled (bin averages) before drawing, so
 plotting 100k-job runs stays fast.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.mathtext import MathTextParser
 
-from isthmus.metrics.records import atomic_write
+from isthmus.metrics import style
+from isthmus.metrics.style import NO_CONTEXT, Context
 from isthmus.metrics.tables import FloatArray
 from isthmus.metrics.timeseries import PLOT_POINTS, UTILIZATION_BINS, StepSeries
+from isthmus.model.environment import Environment
 
 
 class PlottedSeries(Protocol):
@@ -60,21 +67,23 @@ class PlottedRun(Protocol):
 
 #: Most points drawn per curve.
 MAX_POINTS = PLOT_POINTS
-_DPI = 110
+#: Markers drawn per curve (a marker on every step of a long series would hide it).
+_MARKERS_PER_CURVE = 12
 
-
-#: Fixed margins in inches (left, right, bottom, top) and the gap between stacked panels: a
-#: layout engine (constrained/tight) would double the time each plot takes.
-_MARGINS = (0.8, 0.15, 0.55, 0.35)
-_PANEL_GAP = 0.45
+#: Fixed margins in inches (left, right, bottom, top), the right one with and without a legend
+#: beside the data, and the gap between stacked panels: a layout engine (constrained/tight)
+#: would double the time each plot takes.
+_MARGINS = (0.75, 0.2, 0.55, 0.55)
+_MIN_LEGEND_MARGIN = 1.0
+_PANEL_GAP = 0.4
 
 
 class _Canvas(FigureCanvasAgg):
     """Agg's canvas whose renderers share one mathtext parser. Matplotlib caches parsed math
     text (the logarithmic axes' tick labels, `$\\mathdefault{10^{2}}$`) per parser, and every
-    renderer makes its own: each figure parsed the same labels again (a third of the wait CDF's
-    and the slowdown chart's time). The cache is keyed by the text, resolution, font and
-    rendering flags, so a shared parser draws exactly what a fresh one draws."""
+    renderer makes its own: each figure parsed the same labels again. The cache is keyed by the
+    text, resolution, font and rendering flags, so a shared parser draws exactly what a fresh
+    one draws."""
 
     _mathtext = MathTextParser("path")  # what RendererAgg makes for itself
 
@@ -85,8 +94,18 @@ class _Canvas(FigureCanvasAgg):
         return renderer
 
 
-def _figure(width: float = 7.0, height: float = 4.5, panels: int = 1) -> Figure:
+def _legend_width(labels: Sequence[str]) -> float:
+    """Inches the legend of `labels` takes beside the data (its handles, text and a gap)."""
+    return 0.75 + 0.075 * max((len(x) for x in labels), default=0) * style.FONT_SIZE / 9.0
+
+
+def _figure(width: float = 7.0, height: float = 4.2, panels: int = 1, *, legend: Sequence[str] = ()) -> Figure:
+    """A figure whose data area is `width` wide, with the right margin for a legend of the
+    labels `legend` (none: no legend)."""
     left, right, bottom, top = _MARGINS
+    if legend:
+        right = max(_legend_width(legend), _MIN_LEGEND_MARGIN)
+    width += right - _MARGINS[1]  # the data keep their width; the legend gets its own
     fig = Figure(figsize=(width, height))
     panel = (height - bottom - top - _PANEL_GAP * (panels - 1)) / panels
     fig.subplots_adjust(
@@ -100,153 +119,343 @@ def _figure(width: float = 7.0, height: float = 4.5, panels: int = 1) -> Figure:
     return fig
 
 
-def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=_DPI))
+def _save(fig: Figure, path: str | os.PathLike[str], formats: Sequence[str]) -> Path:
+    """Write `fig` in each format beside `path`; returns the first format's file."""
+    return style.save(fig, path, formats)[0]
 
 
 def _hours(t: FloatArray, start: float) -> FloatArray:
     return (t - start) / 3600.0
 
 
-def plot_wait_cdf(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str]) -> Path:
-    """CDF of the wait time of completed jobs, one curve per run, logarithmic x axis.
+def _duration_unit(largest: float) -> tuple[str, float]:
+    """A unit for durations up to `largest` seconds: (name, seconds per unit)."""
+    if largest <= 300:
+        return "s", 1.0
+    if largest <= 3 * 3600:
+        return "min", 60.0
+    return "h", 3600.0
 
-    The x axis is symmetric-log (linear below 1 s) so that zero waits stay visible.
-    """
-    fig = _figure()
+
+def _markevery(n: int, i: int, runs: int) -> tuple[int, int]:
+    """Markers of the `i`-th of `runs` curves of `n` points: about `_MARKERS_PER_CURVE`, each
+    curve's shifted along the curve so that curves on top of each other still show every marker."""
+    step = max(n // _MARKERS_PER_CURVE, 1)
+    return (step * i // max(runs, 1)) % step, step
+
+
+def draw_wait_cdf(
+    runs: Mapping[str, PlottedRun],
+    *,
+    context: Context = NO_CONTEXT,
+    log: bool = False,
+) -> Figure:
+    """CDF of the wait time of completed jobs, one curve per run, on a linear wait axis in the unit
+    that suits the longest wait (`log`: symmetric-log, linear below 1 s, so zero waits stay visible)."""
+    fig = _figure(legend=["policy", *runs])
     ax = fig.add_subplot()
+    style.style_axes(ax)
+    waits = {}
     for name, m in runs.items():
         w = np.sort(m.completed_wait)
-        w = w[~np.isnan(w)]
+        waits[name] = w[~np.isnan(w)]
+    largest = max((float(w[-1]) for w in waits.values() if w.size), default=0.0)
+    unit, scale = ("s", 1.0) if log else _duration_unit(largest)
+    for i, (name, w) in enumerate(waits.items()):
         if w.size == 0:
             continue
         frac = np.arange(1, w.size + 1) / w.size
         if w.size > MAX_POINTS:
             idx = np.unique(np.linspace(0, w.size - 1, MAX_POINTS).astype(np.int64))
             w, frac = w[idx], frac[idx]
-        ax.plot(w, frac, drawstyle="steps-post", label=name)
-    ax.set_xscale("symlog", linthresh=1.0)
-    ax.set_xlabel("wait time [s] (log scale; linear below 1 s)")
+        ax.plot(
+            w / scale,
+            frac,
+            drawstyle="steps-post",
+            label=name,
+            markevery=_markevery(w.size, i, len(runs)),
+            markersize=4,
+            **style.series_style(i),
+        )
+    if log:
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlabel("wait time [s] (symmetric-log scale; linear below 1 s)")
+    else:
+        ax.set_xlim(left=0)
+        ax.set_xlabel(f"wait time [{unit}]")
     ax.set_ylabel("fraction of completed jobs")
     ax.set_ylim(0, 1.02)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.set_title("Wait time CDF")
+    style.title(fig, context.title("Wait time of completed jobs (CDF)"))
     if runs:
-        ax.legend()
-    return _save(fig, path)
+        style.legend_outside(ax, title="policy")
+    return fig
 
 
 def _bar(
     runs: Mapping[str, PlottedRun],
-    path: str | os.PathLike[str],
     *,
     keys: tuple[str, ...],
     labels: tuple[str, ...],
     ylabel: str,
     title: str,
-    log: bool,
     fmt: str = "{:.3g}",
-) -> Path:
-    fig = _figure()
+    floor: float | None = None,
+) -> Figure:
+    """Grouped bars of summary `keys` per run, each bar labelled with its value, on a linear axis
+    from 0 with room above the labels; `floor` draws a reference line (slowdowns: 1)."""
+    legend = len(keys) > 1
+    fig = _figure(legend=labels if legend else ())
     ax = fig.add_subplot()
+    style.style_axes(ax)
+    ax.grid(False, axis="x")
     names = list(runs)
     x = np.arange(len(names))
     width = 0.8 / max(len(keys), 1)
-    positive = False
+    top = 0.0
     for k, (key, label) in enumerate(zip(keys, labels, strict=True)):
         vals = [runs[n].summary.get(key) for n in names]
         heights = [float(v) if v is not None else 0.0 for v in vals]
-        positive = positive or any(h > 0 for h in heights)
-        bars = ax.bar(x + (k - (len(keys) - 1) / 2) * width, heights, width, label=label)
+        top = max([top, *heights])
+        bars = ax.bar(
+            x + (k - (len(keys) - 1) / 2) * width,
+            heights,
+            width,
+            label=label,
+            color=style.PALETTE[k % len(style.PALETTE)],
+            hatch=style.HATCHES[k % len(style.HATCHES)],
+            edgecolor="white",
+            linewidth=0.5,
+        )
         for b, v in zip(bars, vals, strict=True):
             text = "n/a" if v is None else fmt.format(float(v))
-            ax.annotate(text, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
-    if log and positive:
-        ax.set_yscale("log")
-        shown = [float(v) for n in names for k in keys if (v := runs[n].summary.get(k))]
-        if min(shown, default=1.0) >= 1.0:
-            ax.set_ylim(bottom=1.0)  # slowdowns start at 1
-        ax.set_ylim(top=max(shown, default=1.0) * 1.5)  # room for the labels
-    else:
-        ax.margins(y=0.12)
+            ax.annotate(
+                text,
+                (b.get_x() + b.get_width() / 2, b.get_height()),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=style.FONT_SIZE - 1,
+            )
+    if floor is not None:
+        ax.axhline(floor, color=style.CAPACITY_COLOUR, linestyle=":", linewidth=1.0)
+        top = max(top, floor)
+    ax.set_ylim(0, (top or 1.0) * 1.15)  # room for the value labels
     ax.set_xticks(x, names)
+    ax.set_xlabel("allocation policy")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    if len(keys) > 1:
-        ax.legend()
-    return _save(fig, path)
+    style.title(fig, title)
+    if legend:
+        style.legend_outside(ax)
+    return fig
 
 
-def plot_mean_slowdown(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, bounded: bool = False) -> Path:
-    """Bar chart of the mean (or mean bounded) slowdown per run, logarithmic y axis."""
-    key = "bounded_slowdown_mean" if bounded else "slowdown_mean"
-    label = "mean bounded slowdown" if bounded else "mean slowdown"
-    title = label.capitalize() + " per policy"
-    return _bar(runs, path, keys=(key,), labels=(label,), ylabel=label, title=title, log=True)
-
-
-def plot_cost(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str]) -> Path:
-    """Bar chart of the charged and actual cost per run (US$)."""
+def draw_mean_slowdown(
+    runs: Mapping[str, PlottedRun],
+    *,
+    bounded: bool | None = None,
+    context: Context = NO_CONTEXT,
+) -> Figure:
+    """Bars of the mean slowdown and the mean bounded slowdown per run (`bounded` True or False:
+    only that one), on a linear axis from 0 with a dotted line at 1 (no slowdown)."""
+    both = (("slowdown_mean", "mean slowdown"), ("bounded_slowdown_mean", "mean bounded slowdown (10 s)"))
+    chosen = both if bounded is None else (both[1] if bounded else both[0],)
+    what = "Mean slowdown" if len(chosen) > 1 or not bounded else "Mean bounded slowdown"
     return _bar(
         runs,
-        path,
+        keys=tuple(k for k, _ in chosen),
+        labels=tuple(label for _, label in chosen),
+        ylabel="slowdown [response time / runtime]",
+        title=context.title(f"{what} per policy"),
+        floor=1.0,
+    )
+
+
+def draw_cost(
+    runs: Mapping[str, PlottedRun],
+    *,
+    context: Context = NO_CONTEXT,
+) -> Figure:
+    """Bars of the charged and actual cost of cloud leases per run (US$)."""
+    return _bar(
+        runs,
         keys=("cost_charged", "cost_actual"),
-        labels=("charged", "actual"),
-        ylabel="cost [$]",
-        title="Cost per policy",
-        log=False,
+        labels=("charged (billing increments)", "actual (VM-seconds)"),
+        ylabel="cost of cloud leases [US$]",
+        title=context.title("Cost per policy"),
         fmt="${:,.2f}",
     )
 
 
-def plot_utilization(
-    runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, bins: int = UTILIZATION_BINS
-) -> Path:
-    """Utilization over time (allocated / available processors, averaged per bin), one curve per run."""
-    fig = _figure()
+def draw_utilization(
+    runs: Mapping[str, PlottedRun],
+    *,
+    bins: int = UTILIZATION_BINS,
+    context: Context = NO_CONTEXT,
+) -> Figure:
+    """Utilization over time (allocated / available processors, averaged per bin, in percent), one
+    curve per run, each with its own colour, line style and markers."""
+    fig = _figure(legend=["policy", *runs])
     ax = fig.add_subplot()
-    for name, m in runs.items():
+    style.style_axes(ax)
+    for i, (name, m) in enumerate(runs.items()):
         ts = m.timeseries
         centres, util = ts.utilization(bins)
-        ax.plot(_hours(centres, ts.start), util, label=name)
-    ax.set_xlabel("time since start [h]")
-    ax.set_ylabel("utilization")
-    ax.set_ylim(0, 1.05)
-    ax.grid(True, alpha=0.3)
-    ax.set_title("Utilization over time")
+        ax.plot(
+            _hours(centres, ts.start),
+            100.0 * util,
+            label=name,
+            markevery=_markevery(centres.size, i, len(runs)),
+            markersize=4,
+            linewidth=1.2,
+            **style.series_style(i),
+        )
+    ax.set_xlabel("time since the first event [h]")
+    ax.set_ylabel("utilization [% of available processors]")
+    ax.set_ylim(0, 105)
+    ax.set_xlim(left=0)
+    style.title(fig, context.title("Utilization over time"))
     if runs:
-        ax.legend()
-    return _save(fig, path)
+        style.legend_outside(ax, title="policy")
+    return fig
 
 
-def plot_processors(runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, site: str | None = None) -> Path:
-    """Allocated vs requested processors over time (IBM seed Figs. 7, 8), one panel per run.
+def _capacities(environment: Environment | None) -> tuple[float | None, float | None]:
+    """(the most processors the pool can hold: clusters and the clouds' largest leases, the
+    clusters' processors; None where there is no cloud) of `environment` (None: unknown)."""
+    if environment is None:
+        return None, None
+    most = float(sum(s.max_processors for s in environment.sites))
+    owned = float(sum(s.max_processors for s in environment.sites if not s.is_cloud))
+    return most, (owned if owned < most else None)
 
-    With `site`, the allocated curve is that site's; requested is always the whole system's.
+
+def draw_processors(
+    runs: Mapping[str, PlottedRun],
+    *,
+    site: str | None = None,
+    environment: Environment | None = None,
+    context: Context = NO_CONTEXT,
+) -> Figure:
+    """Allocated vs requested processors over time (IBM seed Figs. 7, 8), one panel per run, all
+    on one y scale, with the pool's capacity (and the clusters' processors, with clouds) drawn
+    when `environment` is given.
+
+    With `site`, the allocated curve is that site's and the capacity line is the site's;
+    requested is always the whole system's.
     """
     n = max(len(runs), 1)
-    fig = _figure(7.0, 2.6 * n, panels=n)
-    axes = fig.subplots(n, 1, squeeze=False, sharex=True)[:, 0]
+    most, owned = _capacities(environment)
+    if site is not None and environment is not None:
+        chosen = [s for s in environment.sites if s.name == site]
+        most, owned = (float(chosen[0].max_processors), None) if chosen else (None, None)
+    handles = [
+        Line2D([], [], color=style.PALETTE[0], linestyle=style.LINESTYLES[0], label="requested"),
+        Line2D([], [], color=style.PALETTE[1], linestyle=style.LINESTYLES[1], label="allocated"),
+    ]
+    if most is not None:
+        what = f"capacity of {site}" if site is not None else "capacity"
+        handles.append(Line2D([], [], color=style.CAPACITY_COLOUR, linestyle="--", label=f"{what}: {most:g}"))
+    if owned is not None:
+        handles.append(Line2D([], [], color=style.CAPACITY_COLOUR, linestyle=":", label=f"clusters: {owned:g}"))
+    fig = _figure(7.0, 0.9 + 1.9 * n, panels=n, legend=[str(h.get_label()) for h in handles])
+    axes = fig.subplots(n, 1, squeeze=False, sharex=True, sharey=True)[:, 0]
+    top = most or 0.0
     for ax, (name, m) in zip(axes, runs.items(), strict=False):
+        style.style_axes(ax)
         ts = m.timeseries
-        for series, label in zip(ts.processors(MAX_POINTS, site), ("requested", "allocated"), strict=True):
+        for k, series in enumerate(ts.processors(MAX_POINTS, site)):  # requested, allocated
             x, y = series.plot_xy(ts.end)
-            ax.plot(_hours(x, ts.start), y, drawstyle="steps-post", label=label)
+            top = max(top, float(np.max(y)) if y.size else 0.0)
+            ax.plot(
+                _hours(x, ts.start),
+                y,
+                drawstyle="steps-post",
+                color=style.PALETTE[k],
+                linestyle=style.LINESTYLES[k],
+                linewidth=1.1,
+            )
+        if most is not None:
+            ax.axhline(most, color=style.CAPACITY_COLOUR, linestyle="--", linewidth=1.0)
+        if owned is not None:
+            ax.axhline(owned, color=style.CAPACITY_COLOUR, linestyle=":", linewidth=1.0)
+        ax.set_title(name if site is None else f"{name}, allocated on {site}", loc="left", fontsize=style.FONT_SIZE)
         ax.set_ylabel("processors")
-        ax.set_title(name if site is None else f"{name} — allocated on {site}", fontsize=10)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    axes[-1].set_xlabel("time since start [h]")
-    return _save(fig, path)
+    axes[0].set_ylim(0, (top or 1.0) * 1.05)  # one scale for every panel (sharey)
+    axes[0].set_xlim(left=0)
+    axes[-1].set_xlabel("time since the first event [h]")
+    style.legend_outside(axes[0], handles=handles)
+    style.title(fig, context.title("Requested and allocated processors"))
+    return fig
 
 
-def plot_all(runs: Mapping[str, PlottedRun], out_dir: str | os.PathLike[str], prefix: str = "") -> dict[str, Path]:
-    """Write every plot into `out_dir` as `<prefix><kind>.png`; returns the paths by kind."""
-    d = Path(out_dir)
-    return {
-        "wait_cdf": plot_wait_cdf(runs, d / f"{prefix}wait_cdf.png"),
-        "slowdown": plot_mean_slowdown(runs, d / f"{prefix}slowdown.png"),
-        "utilization": plot_utilization(runs, d / f"{prefix}utilization.png"),
-        "processors": plot_processors(runs, d / f"{prefix}processors.png"),
-        "cost": plot_cost(runs, d / f"{prefix}cost.png"),
+def plot_wait_cdf(
+    runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, formats: Sequence[str] = ("png",), **kw: Any
+) -> Path:
+    """`draw_wait_cdf` written to `path` in each of `formats`; returns the first file."""
+    return _save(draw_wait_cdf(runs, **kw), path, formats)
+
+
+def plot_mean_slowdown(
+    runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, formats: Sequence[str] = ("png",), **kw: Any
+) -> Path:
+    """`draw_mean_slowdown` written to `path` in each of `formats`; returns the first file."""
+    return _save(draw_mean_slowdown(runs, **kw), path, formats)
+
+
+def plot_cost(
+    runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, formats: Sequence[str] = ("png",), **kw: Any
+) -> Path:
+    """`draw_cost` written to `path` in each of `formats`; returns the first file."""
+    return _save(draw_cost(runs, **kw), path, formats)
+
+
+def plot_utilization(
+    runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, formats: Sequence[str] = ("png",), **kw: Any
+) -> Path:
+    """`draw_utilization` written to `path` in each of `formats`; returns the first file."""
+    return _save(draw_utilization(runs, **kw), path, formats)
+
+
+def plot_processors(
+    runs: Mapping[str, PlottedRun], path: str | os.PathLike[str], *, formats: Sequence[str] = ("png",), **kw: Any
+) -> Path:
+    """`draw_processors` written to `path` in each of `formats`; returns the first file."""
+    return _save(draw_processors(runs, **kw), path, formats)
+
+
+def draw_all(
+    runs: Mapping[str, PlottedRun], *, workload: str | None = None, environment: Environment | None = None
+) -> dict[str, Figure]:
+    """Every figure by kind, titled with `workload` and `environment`'s name, the processor panels
+    with `environment`'s capacity. The cost figure is left out for an environment without cloud
+    sites (every bar would be $0)."""
+    context = Context(workload, environment.name if environment is not None else None)
+    figures = {
+        "wait_cdf": draw_wait_cdf(runs, context=context),
+        "slowdown": draw_mean_slowdown(runs, context=context),
+        "utilization": draw_utilization(runs, context=context),
+        "processors": draw_processors(runs, environment=environment, context=context),
     }
+    if environment is None or any(s.is_cloud for s in environment.sites):
+        figures["cost"] = draw_cost(runs, context=context)
+    return figures
+
+
+def plot_all(
+    runs: Mapping[str, PlottedRun],
+    out_dir: str | os.PathLike[str],
+    prefix: str = "",
+    *,
+    formats: str | Sequence[str] = ("png",),
+    workload: str | None = None,
+    environment: Environment | None = None,
+) -> dict[str, Path]:
+    """Write every figure into `out_dir` as `<prefix><kind>.<format>` for each of `formats`
+    (`style.parse_formats`), titled with `workload` and `environment`'s name, the processor
+    panels with `environment`'s capacity (no cost figure without cloud sites); returns the first
+    format's path by kind."""
+    d = Path(out_dir)
+    fmts = style.parse_formats(formats)
+    figures = draw_all(runs, workload=workload, environment=environment)
+    return {kind: _save(fig, d / f"{prefix}{kind}.png", fmts) for kind, fig in figures.items()}
