@@ -155,6 +155,13 @@ class LiveContext:
         self._ledger_written: str | None = None
         self._timers: list[asyncio.TimerHandle] = []
 
+    def run_as(self, user: str) -> dict[str, str | None]:
+        """The ``user`` field of a command starting a job of isthmus user `user` on a pilot: the
+        Unix account it runs as (the environment's ``[users]``; None when `user` has none, which
+        the pilot refuses); empty without a ``[users]`` table (it runs as its pilot's user)."""
+        users = self.env.users
+        return {} if users is None else {"user": users.account_of(user)}
+
     # ----------------------------------------------------------------- time and events
 
     def later(self, delay: float, fn: Callable[..., Any], *args: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import os
 import shutil
 import socket
 import urllib.parse
@@ -100,9 +101,11 @@ def serve(
         check_advertise_url(advertise_url)
     check_batch_commands(env)
     check_cloud_credentials(env)
+    check_run_as(env)
     state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
     check_state(env, url, state_dir, db_url is None)
+    os.umask(0o077)  # the database, logs and token files are the manager's alone (docs/security.md)
     state_dir.mkdir(parents=True, exist_ok=True)
     cfg = ManagerConfig(
         env=env,
@@ -186,6 +189,26 @@ def check_cloud_credentials(env: Environment) -> None:
                 credentials(site.provider)
             except ValueError as exc:
                 raise ValueError(f"site {site.name}: {exc}") from None
+
+
+def check_run_as(env: Environment) -> None:
+    """ValueError naming the field when the environment's ``[users]`` table names an account this
+    machine lacks, root or the manager's own user, or when it has sites whose pilots this manager
+    starts itself (local clusters and clouds) while it is not root: those pilots run as the
+    manager's user and could not switch to the accounts, so their jobs could not run."""
+    from isthmus.agent.accounts import check_users, own_name
+
+    users = env.users
+    if users is None:
+        return
+    check_users(users.run_as, users.accounts)
+    local = [s.name for s in env.sites if s.lrm is None and s.provider is None]
+    if local and os.geteuid() != 0:
+        raise ValueError(
+            f"environment file: users: the pilots of local sites ({', '.join(local)}) run as the manager's user "
+            f"({own_name()}), which cannot switch to the accounts of [users]: start the manager as root "
+            "(docs/security.md, 'Running jobs as their users')"
+        )
 
 
 def check_batch_commands(env: Environment) -> None:
