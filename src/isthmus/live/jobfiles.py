@@ -329,7 +329,7 @@ def read_run_output(
     chosen = stdout if stream == "stdout" else stderr
     spooled = os.path.join(spool, f"run{run}.{'out' if stream == 'stdout' else 'err'}")
     for path in (chosen, spooled):
-        data = _read_regular(path, offset, owner)
+        data = read_regular(path, offset, owner)
         if data is not None:
             return data
     if starting:
@@ -337,7 +337,7 @@ def read_run_output(
     raise OutputUnreadable(410, f"the {stream} of run {run} is gone: {chosen} was removed or is not a regular file")
 
 
-def _read_regular(path: str, offset: int, owner: int | None = None) -> bytes | None:
+def read_regular(path: str, offset: int, owner: int | None = None) -> bytes | None:
     """The bytes of regular file `path` from `offset`, or None when it is not one, is not owned
     by uid `owner` (when given), or cannot be read."""
     try:

@@ -193,20 +193,27 @@ def check_cloud_credentials(env: Environment) -> None:
 
 def check_run_as(env: Environment) -> None:
     """ValueError naming the field when the environment's ``[users]`` table names an account this
-    machine lacks, root or the manager's own user, or when it has sites whose pilots this manager
-    starts itself (local clusters and clouds) while it is not root: those pilots run as the
-    manager's user and could not switch to the accounts, so their jobs could not run."""
+    machine lacks, root or the manager's own user; or when a site would run jobs as the manager's
+    user anyway: a direct-mode batch site (each run is a batch job of the manager's), or, while
+    the manager is not root, a site whose pilots run as the manager's user (local clusters and
+    clouds, pilot-mode batch sites), which could not switch to the accounts."""
     from isthmus.agent.accounts import check_users, own_name
 
     users = env.users
     if users is None:
         return
     check_users(users.run_as, users.accounts)
-    local = [s.name for s in env.sites if s.lrm is None and s.provider is None]
-    if local and os.geteuid() != 0:
+    direct = [s.name for s in env.sites if s.lrm is not None and s.lrm.mode == "direct"]
+    if direct:
         raise ValueError(
-            f"environment file: users: the pilots of local sites ({', '.join(local)}) run as the manager's user "
-            f"({own_name()}), which cannot switch to the accounts of [users]: start the manager as root "
+            f"environment file: users: site {direct[0]} runs each job as a batch job of the manager's user "
+            '(lrm.mode = "direct"), where [users] cannot apply: use mode = "pilot" (docs/security.md)'
+        )
+    own = [s.name for s in env.sites if s.provider is None]  # local sites and batch-system pilots
+    if own and os.geteuid() != 0:
+        raise ValueError(
+            f"environment file: users: the pilots of site {own[0]} run as the manager's user ({own_name()}), "
+            "which cannot switch to the accounts of [users]: start the manager as root "
             "(docs/security.md, 'Running jobs as their users')"
         )
 
