@@ -4,7 +4,7 @@ another user's (docs/security.md, "Running jobs as their users").
 One live manager, running as root, with a local site and ``[users.map]`` sending alice's jobs to
 one fresh account and bob's to another (made with useradd for this test, removed after it). While
 bob's job runs, alice's job tries to read and write the database, to read the admin token, the
-pilot's memory and environment and bob's output file, and to signal bob's job's process group
+pilot's memory and environment and bob's output file and spool directory, and to signal bob's job's process group
 and the pilot: its own output, read through the API, shows that each fails, and that it ran as
 its account (``id -u``). The state directory's modes, submissions refused at once (a user
 without an account, an output path the account may not write) and a run whose output directory
@@ -63,6 +63,7 @@ if (echo x >>"$BOBOUT") 2>/dev/null; then echo "write bob: YES"; else echo "writ
 if kill -TERM -- "-$BOBGROUP" 2>/dev/null; then echo "kill bob: YES"; else echo "kill bob: denied"; fi
 if kill -0 "$PILOT" 2>/dev/null; then echo "signal pilot: YES"; else echo "signal pilot: denied"; fi
 ls "$STATE" >/dev/null 2>&1 && echo "list state: YES" || echo "list state: denied"
+ls "$BOBSPOOL" >/dev/null 2>&1 && echo "list bob's spool: YES" || echo "list bob's spool: denied"
 echo done
 """
 
@@ -144,6 +145,7 @@ def test_jobs_run_as_their_accounts_and_reach_nothing_else(tag: str, accounts: t
                 "PILOT": str(pilot),
                 "BOBOUT": str(bob_out),
                 "BOBGROUP": str(bob_group),
+                "BOBSPOOL": str(state / "spool" / str(victim)),
             },
         )
         job = wait_state(alice, probe, ("completed", "failed"), timeout=30)
@@ -153,7 +155,7 @@ def test_jobs_run_as_their_accounts_and_reach_nothing_else(tag: str, accounts: t
         assert lines[0] == str(_uid(a)) and lines[-1] == "done", text
         assert "own memory: opened" in lines  # the probe can tell an open that works
         assert not [line for line in lines if line.endswith("YES")], text
-        assert len([line for line in lines if line.endswith("denied")]) == 10, text
+        assert len([line for line in lines if line.endswith("denied")]) == 11, text
         assert bob.job(victim)["state"] == "running"  # its group took no signal
         spool = state / "spool" / str(probe)
         assert (spool.stat().st_uid, stat.S_IMODE(spool.stat().st_mode)) == (_uid(a), 0o700)
@@ -186,6 +188,61 @@ def test_jobs_run_as_their_accounts_and_reach_nothing_else(tag: str, accounts: t
         assert f"cannot open the output file {late / 'x.out'} as {a}" in job["history"][-1]["detail"], job
         bob.cancel(victim)
         wait_state(bob, victim, ("cancelled",), timeout=30)
+    finally:
+        server.stop()
+        kill_tagged(tag)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+DIRECT_ENV = """
+name = "privsep-slurm"
+round_interval = "event"
+[[sites]]
+name = "fs1"
+nodes = 4
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+mode = "direct"
+config = "{conf}"
+poll_interval = 0.3
+[policies]
+allocation = "ff"
+provisioning = "none"
+[users.map]
+alice = "{a}"
+"""
+
+
+def test_direct_slurm_jobs_run_as_their_accounts(tag: str, accounts: tuple[str, str], slurm_conf: str) -> None:
+    """Direct mode on Slurm: the manager (root) submits each run with sbatch --uid/--gid of the
+    job's account; slurmd runs it as that account, which owns its spool directory and output."""
+    a, _b = accounts
+    base = Path(tempfile.mkdtemp(prefix="isthmus-privsep-"))
+    base.chmod(0o755)
+    env = base / "env.toml"
+    env.write_text(DIRECT_ENV.format(conf=slurm_conf, a=a))
+    state = base / "state"
+    state.mkdir()
+    db = state / "isthmus.db"
+    server = LiveServer(env, state, f"sqlite:///{db}", tag).start()
+    try:
+        with server.client() as admin:
+            alice = server.client(admin.create_token("alice")["token"])
+        probe = alice.submit(
+            command="sh",
+            args=[
+                "-c",
+                'id -u; if cat "$DB" >/dev/null 2>&1; then echo "read db: YES"; else echo "read db: denied"; fi',
+            ],
+            env={"DB": str(db)},
+        )
+        job = wait_state(alice, probe, ("completed", "failed", "cancelled"), timeout=60)
+        text, _ = alice.output(probe)
+        assert job["state"] == "completed", (job, text)
+        assert text.splitlines() == [str(_uid(a)), "read db: denied"], text
+        spool = state / "spool" / str(probe)
+        assert spool.stat().st_uid == _uid(a) and (spool / "run1.out").stat().st_uid == _uid(a)
     finally:
         server.stop()
         kill_tagged(tag)

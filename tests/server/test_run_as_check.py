@@ -17,9 +17,15 @@ CLOUD = (
 )
 
 
-def test_a_direct_mode_site_is_refused_with_users() -> None:
+def test_direct_mode_takes_users_on_slurm_only_and_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
     main.check_run_as(environment_from_text(DIRECT, "toml"))  # no [users]: nothing to honour
-    with pytest.raises(ValueError, match=r"^environment file: users: site hpc runs each job as a batch job"):
+    monkeypatch.setattr(main.os, "geteuid", lambda: 0)
+    main.check_run_as(environment_from_text(DIRECT + USERS, "toml"))  # sbatch --uid/--gid
+    grid = DIRECT.replace('"slurm"', '"gridengine"')
+    with pytest.raises(ValueError, match=r"^environment file: users: site hpc runs each job as a gridengine job"):
+        main.check_run_as(environment_from_text(grid + USERS, "toml"))
+    monkeypatch.setattr(main.os, "geteuid", lambda: 54321)
+    with pytest.raises(ValueError, match=r"^environment file: users: the pilots or jobs of site hpc run as"):
         main.check_run_as(environment_from_text(DIRECT + USERS, "toml"))
 
 
@@ -28,7 +34,7 @@ def test_pilots_of_the_managers_user_need_the_manager_to_be_root(monkeypatch: py
     monkeypatch.setattr(main.os, "geteuid", lambda: 0)
     main.check_run_as(env)
     monkeypatch.setattr(main.os, "geteuid", lambda: 54321)
-    with pytest.raises(ValueError, match=r"^environment file: users: the pilots of site here run as the manager's"):
+    with pytest.raises(ValueError, match=r"^environment file: users: the pilots or jobs of site here run as"):
         main.check_run_as(env)
     main.check_run_as(environment_from_text(CLOUD + USERS, "toml"))  # the image starts those pilots
 

@@ -12,10 +12,11 @@ isthmus's agent is installed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -130,3 +131,44 @@ def write_problem(path: str, account: Account) -> str | None:
     if stat.S_ISREG(target.st_mode) and not _allows(target, account, stat.S_IWUSR):
         return f"{account.name} may not write {path}"
     return None
+
+
+def own_dir(path: str, account: Account, make: Callable[[str], None] | None = None) -> None:
+    """Make directory `path` the private directory of `account` (mode 700), creating it if
+    missing (with `make` when given, else with its parents). Never through a link: a directory
+    inside one the account owns may have been replaced by one."""
+    if make is not None:
+        make(path)
+    else:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if (st.st_uid, st.st_gid) != (account.uid, account.gid):
+            os.fchown(fd, account.uid, account.gid)
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+def create_for(path: str, data: bytes, mode: int, account: Account) -> None:
+    """Write `data` to a new file `path` owned by `account`, replacing what is there without ever
+    writing through it (the directory is the account's: it may have left a link to a file of
+    root's there)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, mode)
+    except FileExistsError:
+        os.unlink(path)  # the name only: a link is removed, not followed
+        fd = os.open(path, flags, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchown(fd, account.uid, account.gid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from isthmus.agent.accounts import Account, AccountError, lookup, own_name
+from isthmus.agent.accounts import Account, AccountError, create_for, lookup, own_dir, own_name
 from isthmus.agent.fresh import FreshEntries
 from isthmus.agent.jobenv import default_environment, job_environment
 from isthmus.agent.outputs import DISCARD, kind_of, open_output
@@ -600,9 +600,9 @@ class Pilot:
         spool = str(cmd["spool"])
         nodefile = str(cmd["nodefile"])
         stdout, stderr = str(cmd["stdout"]), str(cmd["stderr"])
-        _own_dir(spool, account, self._fresh)
+        own_dir(spool, account, None if self._fresh is None else self._fresh.dir)
         hosts = "".join(_nodefile_line(h) for h in cmd.get("hosts", []))
-        _create_for(nodefile, hosts.encode(), 0o644, account)
+        create_for(nodefile, hosts.encode(), 0o644, account)
         env = job_environment(
             cmd.get("env", {}),
             {"ISTHMUS_NODEFILE": nodefile, "ISTHMUS_PILOT_NODE": self.cfg.node},
@@ -612,7 +612,7 @@ class Pilot:
         if cmd.get("script") is not None:
             script = os.path.join(spool, "job.script")  # the copy taken at submission
             try:
-                _create_for(script, str(cmd["script"]).encode(), 0o700, account)
+                create_for(script, str(cmd["script"]).encode(), 0o700, account)
             except OSError as exc:
                 raise LaunchError(f"cannot write the job script {script}: {exc}", 126) from exc
             shebang = cmd["script"].startswith("#!")
@@ -653,8 +653,8 @@ class Pilot:
                 return  # an account this node lacks: nobody to write as
         if account is not None:
             with contextlib.suppress(OSError):
-                _own_dir(str(cmd.get("spool")), account, None)
-                _create_for(spooled, line, 0o644, account)
+                own_dir(str(cmd.get("spool")), account)
+                create_for(spooled, line, 0o644, account)
             return
         for path in (str(cmd.get("stderr")), spooled):
             try:
@@ -731,8 +731,8 @@ class Pilot:
         stdout, stderr = task_outputs(out_dir, task)
         account = self._account(lane.spec)
         if account is not None:  # as for a run (`_launch_as`): the bag's directories become the account's
-            _own_dir(os.path.dirname(out_dir), account, None)
-            _own_dir(out_dir, account, None)
+            own_dir(os.path.dirname(out_dir), account)
+            own_dir(out_dir, account)
             argv = ["/bin/sh", "-c", str(item["command"])]
             if "\x00" in "".join(argv):
                 raise ValueError("embedded null byte")
@@ -1006,47 +1006,6 @@ def _nodefile_line(host: Any) -> str:
     if isinstance(host, list | tuple):
         return f"{host[0]} slots={int(host[1])}\n"
     return f"{host} slots=1\n"
-
-
-def _own_dir(path: str, account: Account, fresh: FreshEntries | None) -> None:
-    """Make directory `path` the private directory of `account` (mode 700), creating it (from
-    `fresh` when given) if missing. Never through a link: a directory inside one the account
-    owns may have been replaced by one."""
-    if fresh is not None:
-        fresh.dir(path)
-    else:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if (st.st_uid, st.st_gid) != (account.uid, account.gid):
-            os.fchown(fd, account.uid, account.gid)
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            os.fchmod(fd, 0o700)
-    finally:
-        os.close(fd)
-
-
-def _create_for(path: str, data: bytes, mode: int, account: Account) -> None:
-    """Write `data` to a new file `path` owned by `account`, replacing what is there without ever
-    writing through it (the directory is the account's: it may have left a link to a file of
-    root's there)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, mode)
-    except FileExistsError:
-        os.unlink(path)  # the name only: a link is removed, not followed
-        fd = os.open(path, flags, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchown(fd, account.uid, account.gid)
-        os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
 
 
 def _not_a_file(path: str) -> str | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from isthmus.agent.accounts import Account, AccountError, lookup
 from isthmus.engine.budgets import ledger_snapshot
 from isthmus.engine.clock import RealtimeClock
 from isthmus.live.errors import PersistError
@@ -161,6 +162,18 @@ class LiveContext:
         the pilot refuses); empty without a ``[users]`` table (it runs as its pilot's user)."""
         users = self.env.users
         return {} if users is None else {"user": users.account_of(user)}
+
+    def job_account(self, job: int) -> Account | None:
+        """The Unix account job `job` runs as, looked up on this machine (None without a
+        ``[users]`` table); AccountError when its user has none, or none here."""
+        users = self.env.users
+        if users is None:
+            return None
+        user = self.intake.users.get(job, "")
+        name = users.account_of(user)
+        if name is None:
+            raise AccountError(f"user {user!r} has no Unix account in the environment's [users] table")
+        return lookup(name)
 
     # ----------------------------------------------------------------- time and events
 

@@ -194,25 +194,30 @@ def check_cloud_credentials(env: Environment) -> None:
 def check_run_as(env: Environment) -> None:
     """ValueError naming the field when the environment's ``[users]`` table names an account this
     machine lacks, root or the manager's own user; or when a site would run jobs as the manager's
-    user anyway: a direct-mode batch site (each run is a batch job of the manager's), or, while
-    the manager is not root, a site whose pilots run as the manager's user (local clusters and
-    clouds, pilot-mode batch sites), which could not switch to the accounts."""
+    user anyway: a direct-mode site of a batch system that cannot submit as another user (all
+    but Slurm), or, while the manager is not root, a site whose pilots or jobs run as the
+    manager's user (local clusters and clouds, batch sites), which could not switch to the
+    accounts."""
     from isthmus.agent.accounts import check_users, own_name
 
     users = env.users
     if users is None:
         return
     check_users(users.run_as, users.accounts)
-    direct = [s.name for s in env.sites if s.lrm is not None and s.lrm.mode == "direct"]
-    if direct:
-        raise ValueError(
-            f"environment file: users: site {direct[0]} runs each job as a batch job of the manager's user "
-            '(lrm.mode = "direct"), where [users] cannot apply: use mode = "pilot" (docs/security.md)'
-        )
-    own = [s.name for s in env.sites if s.provider is None]  # local sites and batch-system pilots
+    direct = [s for s in env.sites if s.lrm is not None and s.lrm.mode == "direct"]
+    for site in direct:
+        assert site.lrm is not None
+        if site.lrm.driver != "slurm":  # only sbatch submits as another user (--uid, root only)
+            raise ValueError(
+                f"environment file: users: site {site.name} runs each job as a {site.lrm.driver} job of the "
+                'manager\'s user (lrm.mode = "direct"), which cannot be another account: use mode = "pilot" '
+                "(docs/security.md)"
+            )
+    # local sites and batch-system pilots run as the manager's user; so does sbatch without root
+    own = [s.name for s in env.sites if s.provider is None]
     if own and os.geteuid() != 0:
         raise ValueError(
-            f"environment file: users: the pilots of site {own[0]} run as the manager's user ({own_name()}), "
+            f"environment file: users: the pilots or jobs of site {own[0]} run as the manager's user ({own_name()}), "
             "which cannot switch to the accounts of [users]: start the manager as root "
             "(docs/security.md, 'Running jobs as their users')"
         )
