@@ -105,8 +105,9 @@ def test_jobs_run_as_their_accounts_and_reach_nothing_else(tag: str, accounts: t
     state = base / "state"
     state.mkdir()
     db = state / "isthmus.db"
-    server = LiveServer(env, state, f"sqlite:///{db}", tag).start()
+    server = LiveServer(env, state, f"sqlite:///{db}", tag)
     try:
+        server.start()
         with server.client() as admin:
             tokens = {u: admin.create_token(u)["token"] for u in ("alice", "bob", "carol")}
         alice, bob, carol = (server.client(tokens[u]) for u in ("alice", "bob", "carol"))
@@ -225,8 +226,9 @@ def test_direct_slurm_jobs_run_as_their_accounts(tag: str, accounts: tuple[str, 
     state = base / "state"
     state.mkdir()
     db = state / "isthmus.db"
-    server = LiveServer(env, state, f"sqlite:///{db}", tag).start()
+    server = LiveServer(env, state, f"sqlite:///{db}", tag)
     try:
+        server.start()
         with server.client() as admin:
             alice = server.client(admin.create_token("alice")["token"])
         probe = alice.submit(

@@ -104,8 +104,8 @@ def serve(
     check_run_as(env)
     state_dir = Path(state_dir).expanduser().resolve()  # pilots and jobs run in other directories
     url = db_url or sqlite_url(state_dir / "isthmus.db")
-    check_state(env, url, state_dir, db_url is None)
     os.umask(0o077)  # the database, logs and token files are the manager's alone (docs/security.md)
+    check_state(env, url, state_dir, db_url is None)
     state_dir.mkdir(parents=True, exist_ok=True)
     cfg = ManagerConfig(
         env=env,
