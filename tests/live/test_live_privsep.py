@@ -195,12 +195,20 @@ def test_jobs_run_as_their_accounts_and_reach_nothing_else(tag: str, accounts: t
         shutil.rmtree(base, ignore_errors=True)
 
 
-DIRECT_ENV = """
+SLURM_ENV = """
 name = "privsep-slurm"
 round_interval = "event"
 [[sites]]
-name = "fs1"
-nodes = 4
+name = "pilots"
+nodes = 1
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+config = "{conf}"
+poll_interval = 0.3
+[[sites]]
+name = "direct"
+nodes = 3
 cores_per_node = 2
 [sites.lrm]
 driver = "slurm"
@@ -214,15 +222,19 @@ provisioning = "none"
 alice = "{a}"
 """
 
+PROBE_DB = 'id -u; if cat "$DB" >/dev/null 2>&1; then echo "read db: YES"; else echo "read db: denied"; fi; sleep 1'
 
-def test_direct_slurm_jobs_run_as_their_accounts(tag: str, accounts: tuple[str, str], slurm_conf: str) -> None:
-    """Direct mode on Slurm: the manager (root) submits each run with sbatch --uid/--gid of the
-    job's account; slurmd runs it as that account, which owns its spool directory and output."""
+
+def test_slurm_jobs_run_as_their_accounts(tag: str, accounts: tuple[str, str], slurm_conf: str) -> None:
+    """On Slurm, as root: a pilot job (root on its node) switches to the job's account, and a
+    direct-mode run is submitted with sbatch --uid/--gid of that account; either way the job runs
+    as the account, which owns its spool directory and output, and cannot read the database. The
+    first job fills the pilot site (first fit), the second goes to the direct-mode site."""
     a, _b = accounts
     base = Path(tempfile.mkdtemp(prefix="isthmus-privsep-"))
     base.chmod(0o755)
     env = base / "env.toml"
-    env.write_text(DIRECT_ENV.format(conf=slurm_conf, a=a))
+    env.write_text(SLURM_ENV.format(conf=slurm_conf, a=a))
     state = base / "state"
     state.mkdir()
     db = state / "isthmus.db"
@@ -231,20 +243,19 @@ def test_direct_slurm_jobs_run_as_their_accounts(tag: str, accounts: tuple[str, 
         server.start()
         with server.client() as admin:
             alice = server.client(admin.create_token("alice")["token"])
-        probe = alice.submit(
-            command="sh",
-            args=[
-                "-c",
-                'id -u; if cat "$DB" >/dev/null 2>&1; then echo "read db: YES"; else echo "read db: denied"; fi',
-            ],
-            env={"DB": str(db)},
-        )
-        job = wait_state(alice, probe, ("completed", "failed", "cancelled"), timeout=60)
-        text, _ = alice.output(probe)
-        assert job["state"] == "completed", (job, text)
-        assert text.splitlines() == [str(_uid(a)), "read db: denied"], text
-        spool = state / "spool" / str(probe)
-        assert spool.stat().st_uid == _uid(a) and (spool / "run1.out").stat().st_uid == _uid(a)
+            # the pilot site's processors count once its pilot job runs and registers
+            wait_for(lambda: next(x for x in admin.sites() if x["name"] == "pilots")["free"] == 2, timeout=60)
+        jobs = [alice.submit(command="sh", args=["-c", PROBE_DB], env={"DB": str(db)}, size=2) for _ in range(2)]
+        sites = set()
+        for job_id in jobs:
+            job = wait_state(alice, job_id, ("completed", "failed", "cancelled"), timeout=90)
+            text, _ = alice.output(job_id)
+            assert job["state"] == "completed", (job, text)
+            assert text.splitlines() == [str(_uid(a)), "read db: denied"], text
+            spool = state / "spool" / str(job_id)
+            assert spool.stat().st_uid == _uid(a) and (spool / "run1.out").stat().st_uid == _uid(a)
+            sites.add(job["site"])
+        assert sites == {"pilots", "direct"}
     finally:
         server.stop()
         kill_tagged(tag)
