@@ -4,6 +4,7 @@ given, and a job cannot read its pilot's token from the pilot's environment."""
 from __future__ import annotations
 
 import asyncio
+import stat
 import time
 from pathlib import Path
 
@@ -70,3 +71,10 @@ def test_a_job_cannot_read_its_pilots_token(live: LiveServer, tmp_path: Path) ->
     job = c.submit(command="sh", args=["-c", script])
     assert wait_state(c, job, ("completed",))["exit_code"] == 0
     assert out.read_text().strip() == "0"  # neither the pilot's environment nor the job's holds a token
+    # the state is the manager's alone: 700 without [users], and every file the server made 600
+    # (its umask), the database included when it is a file
+    assert stat.S_IMODE(live.state_dir.stat().st_mode) == 0o700
+    made = [live.state_dir / "admin.token", *(live.state_dir / "pilots").iterdir()]
+    if live.db_url.startswith("sqlite:///"):
+        made.append(Path(live.db_url.removeprefix("sqlite:///")))
+    assert {str(f): oct(stat.S_IMODE(f.stat().st_mode)) for f in made} == {str(f): "0o600" for f in made}

@@ -43,6 +43,7 @@ import os
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import sys
 import threading
@@ -53,11 +54,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from isthmus.agent.accounts import Account, AccountError, create_for, lookup, own_dir, own_name
 from isthmus.agent.fresh import FreshEntries
 from isthmus.agent.jobenv import default_environment, job_environment
-from isthmus.agent.outputs import open_output
+from isthmus.agent.outputs import DISCARD, kind_of, open_output
 from isthmus.agent.reaper import Reaper
-from isthmus.agent.runexit import check_startable, wrapped
+from isthmus.agent.runexit import check_startable, exit_file, switch_failure, switched, wrapped
 from isthmus.tls import check_plain_http, client_context
 
 EXIT_OK = 0
@@ -187,6 +189,8 @@ class Task:
     started: float
     killed: bool = False
     outputs: tuple[str, ...] = ()  # its stdout and stderr files, checked at its end
+    #: (account, stdout, stderr, cwd) of a run switched to another account, to explain a failed start
+    switched: tuple[str, str, str, str] | None = None
 
 
 @dataclass
@@ -207,7 +211,7 @@ class Lane:
 
     bag: int
     lane: int
-    spec: dict[str, Any]  # out_dir, cwd, env of the bag
+    spec: dict[str, Any]  # out_dir, cwd, env and Unix account (user) of the bag
     todo: deque[dict[str, Any]] = field(default_factory=deque)
     current: LaneTask | None = None
 
@@ -264,6 +268,8 @@ class Pilot:
         # what every run's environment starts from: the documented defaults only, never the
         # pilot's whole environment (isthmus.agent.jobenv)
         self._base_env = default_environment()
+        self._own = own_name()  # a run of this account is not switched
+        self._accounts: dict[str, Account] = {}  # the accounts runs were switched to, by name
 
     # ------------------------------------------------------------------------- main loop
 
@@ -495,12 +501,18 @@ class Pilot:
                 {"job": job, "run": run, **ended},
             ], None
         task = Task(job, run, proc, t0, outputs=(str(cmd["stdout"]), str(cmd["stderr"])))
+        if cmd.get("user") and proc.stderr is not None:
+            spool = str(cmd["spool"])
+            task.switched = (str(cmd["user"]), task.outputs[0], task.outputs[1], str(cmd.get("cwd") or spool))
         with self._lock:
             self.tasks[(job, run)] = task
         return [{"job": job, "run": run, "event": "started", "time": started, "pid": proc.pid}], task
 
     def _launch(self, cmd: dict[str, Any]) -> tuple[subprocess.Popen[bytes], float]:
         """Prepare the spool entries of a start command and start its process; raises when it cannot."""
+        account = self._account(cmd)
+        if account is not None:
+            return self._launch_as(cmd, account)
         spool = str(cmd["spool"])
         nodefile = str(cmd["nodefile"])
         stdout, stderr = str(cmd["stdout"]), str(cmd["stderr"])
@@ -560,12 +572,99 @@ class Pilot:
             if err is not out:
                 err.close()
 
-    @staticmethod
-    def _tell_user(cmd: dict[str, Any], run: int, why: str) -> None:
+    def _account(self, spec: dict[str, Any]) -> Account | None:
+        """The account a run (or a lane) of command or spec `spec` must be switched to, None when it
+        runs as this pilot (the manager named no account, or the pilot runs as it); LaunchError
+        when it cannot be run here: the manager has no account for its user, the pilot is not
+        root and cannot switch, or the account is root."""
+        if "user" not in spec:
+            return None
+        if not spec["user"]:
+            raise LaunchError("the job's user has no Unix account in the environment's [users] table", 126)
+        name = str(spec["user"])
+        if name == self._own:
+            return None
+        if os.geteuid() != 0:
+            raise LaunchError(
+                f"this pilot runs as {self._own} and cannot switch to {name}: "
+                f"start it as root, or as {name} (docs/security.md)",
+                126,
+            )
+        account = self._accounts.get(name)
+        if account is None:
+            try:
+                account = lookup(name)
+            except AccountError as exc:
+                raise LaunchError(f"{exc} (node {self.cfg.node})", 126) from None
+            if account.uid == 0:
+                raise LaunchError(f"{name!r} is root here: jobs never run as root", 126)
+            self._accounts[name] = account
+        return account
+
+    def _launch_as(self, cmd: dict[str, Any], account: Account) -> tuple[subprocess.Popen[bytes], float]:
+        """Start a run as `account` (this pilot is root): its spool directory becomes the account's,
+        the pilot writes there only files it creates itself (never through a link the job left), and
+        the run's wrapper opens the output files and enters the working directory as the account."""
+        spool = str(cmd["spool"])
+        nodefile = str(cmd["nodefile"])
+        stdout, stderr = str(cmd["stdout"]), str(cmd["stderr"])
+        own_dir(spool, account, None if self._fresh is None else self._fresh.dir)
+        hosts = "".join(_nodefile_line(h) for h in cmd.get("hosts", []))
+        create_for(nodefile, hosts.encode(), 0o644, account)
+        env = job_environment(
+            cmd.get("env", {}),
+            {"ISTHMUS_NODEFILE": nodefile, "ISTHMUS_PILOT_NODE": self.cfg.node},
+            {**self._base_env, "HOME": account.home, "USER": account.name, "LOGNAME": account.name},
+        )
+        argv = [cmd["command"], *cmd.get("args", [])]
+        if cmd.get("script") is not None:
+            script = os.path.join(spool, "job.script")  # the copy taken at submission
+            try:
+                create_for(script, str(cmd["script"]).encode(), 0o700, account)
+            except OSError as exc:
+                raise LaunchError(f"cannot write the job script {script}: {exc}", 126) from exc
+            shebang = cmd["script"].startswith("#!")
+            argv = [script, *cmd.get("args", [])] if shebang else ["/bin/sh", script, *cmd.get("args", [])]
+        cwd = cmd.get("cwd") or spool
+        if "\x00" in "".join([*argv, stdout, stderr, cwd]):
+            raise ValueError("embedded null byte")
+        for what, path in (("output", stdout), ("error", stderr)):
+            problem = _not_a_file(path)  # a FIFO would block the wrapper (never the pilot)
+            if problem:
+                raise LaunchError(f"cannot open the {what} file {path}: {problem}", 1)
+        t0 = time.monotonic()
+        return subprocess.Popen(
+            switched(argv, exit_file(spool, int(cmd["run"])), stdout, stderr, append=bool(cmd.get("append")), cwd=cwd),
+            cwd="/",  # the wrapper enters the run's directory as the account, not as root
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,  # why it could not start, if it could not (runexit.SWITCHED)
+            start_new_session=True,
+            user=account.uid,
+            group=account.gid,
+            extra_groups=list(account.groups),
+            umask=0o022,
+        ), t0
+
+    def _tell_user(self, cmd: dict[str, Any], run: int, why: str) -> None:
         """Write why a run could not start to its error file, or to the spool when that file
-        cannot be opened."""
+        cannot be opened. A run of another account gets it in its spool only, in a file the
+        pilot creates for it: a root pilot never opens a path the job's user chose."""
         line = f"isthmus pilot: {why}\n".encode(errors="backslashreplace")
-        for path in (str(cmd.get("stderr")), os.path.join(str(cmd.get("spool")), f"run{run}.err")):
+        spooled = os.path.join(str(cmd.get("spool")), f"run{run}.err")
+        try:
+            account = self._account(cmd)
+        except LaunchError:
+            account = None
+            if os.geteuid() == 0:
+                return  # an account this node lacks: nobody to write as
+        if account is not None:
+            with contextlib.suppress(OSError):
+                own_dir(str(cmd.get("spool")), account)
+                create_for(spooled, line, 0o644, account)
+            return
+        for path in (str(cmd.get("stderr")), spooled):
             try:
                 with open_output(path, append=True) as f:  # never a FIFO that would block
                     f.write(line)
@@ -581,7 +680,13 @@ class Pilot:
         with self._lock:
             lane = self.lanes.get(key)
             if lane is None:
-                spec = {"out_dir": str(cmd["out_dir"]), "cwd": cmd.get("cwd"), "env": dict(cmd.get("env") or {})}
+                spec = {
+                    "out_dir": str(cmd["out_dir"]),
+                    "cwd": cmd.get("cwd"),
+                    "env": dict(cmd.get("env") or {}),
+                }
+                if "user" in cmd:
+                    spec["user"] = cmd["user"]
                 lane = self.lanes[key] = Lane(key[0], key[1], spec)
             lane.todo.extend(cmd.get("tasks") or [])
             idle = lane.current is None
@@ -631,8 +736,32 @@ class Pilot:
     def _lane_launch(self, lane: Lane, item: dict[str, Any]) -> subprocess.Popen[bytes]:
         task = int(item["task"])
         out_dir = lane.spec["out_dir"]
-        os.makedirs(out_dir, exist_ok=True)
         stdout, stderr = task_outputs(out_dir, task)
+        account = self._account(lane.spec)
+        if account is not None:  # as for a run (`_launch_as`): the bag's directories become the account's
+            own_dir(os.path.dirname(out_dir), account)
+            own_dir(out_dir, account)
+            argv = ["/bin/sh", "-c", str(item["command"])]
+            if "\x00" in "".join(argv):
+                raise ValueError("embedded null byte")
+            return subprocess.Popen(
+                switched(argv, "", stdout, stderr, append=False, cwd=lane.spec.get("cwd") or out_dir),
+                cwd="/",
+                env=job_environment(
+                    lane.spec["env"],
+                    {"ISTHMUS_JOB_ID": str(lane.bag), "ISTHMUS_TASK": str(task), "ISTHMUS_PILOT_NODE": self.cfg.node},
+                    {**self._base_env, "HOME": account.home, "USER": account.name, "LOGNAME": account.name},
+                ),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                user=account.uid,
+                group=account.gid,
+                extra_groups=list(account.groups),
+                umask=0o022,
+            )
+        os.makedirs(out_dir, exist_ok=True)
         env = job_environment(
             lane.spec["env"],
             {"ISTHMUS_JOB_ID": str(lane.bag), "ISTHMUS_TASK": str(task), "ISTHMUS_PILOT_NODE": self.cfg.node},
@@ -688,7 +817,7 @@ class Pilot:
         code = t.proc.wait()
         if code < 0:
             code = 128 - code
-        ended = {
+        ended: dict[str, Any] = {
             "bag": t.bag,
             "lane": t.lane,
             "task": t.task,
@@ -697,6 +826,21 @@ class Pilot:
             "runtime": time.monotonic() - t.started,
             "time": time.time(),
         }
+        if t.proc.stderr is not None:  # switched to the bag's account: did its wrapper start the task?
+            with self._lock:
+                lane_now = self.lanes.get((t.bag, t.lane))
+            spec = lane_now.spec if lane_now is not None else {}
+            out_dir = str(spec.get("out_dir", ""))
+            stdout, stderr = task_outputs(out_dir, t.task)
+            why = switch_failure(
+                _said(t.proc),
+                account=str(spec.get("user", "")),
+                stdout=stdout,
+                stderr=stderr,
+                cwd=str(spec.get("cwd") or out_dir),
+            )
+            if why is not None:
+                ended["error"] = why[:4000]
         if t.killed:  # preempted; a task that completed before the signal landed still counts
             if code == 0:
                 self._queue_task(ended)
@@ -742,8 +886,15 @@ class Pilot:
         }
         if lost:  # not the job's doing: the manager runs it again
             report["lost"] = f"its pilot was stopped by {self._stopped_by}"
+        why = None
+        if task.switched is not None:
+            account, stdout, stderr, cwd = task.switched
+            why = switch_failure(_said(task.proc), account=account, stdout=stdout, stderr=stderr, cwd=cwd)
         gone = sorted({p for p in task.outputs if not os.path.exists(p)})
-        if gone:  # written to a deleted file: the output is lost, and the user is told
+        if why is not None:  # its wrapper could not open its files or enter its directory as its user
+            report["error"] = why[:4000]
+            self._log(f"job {task.job} run {task.run}: {why}")
+        elif gone:  # written to a deleted file: the output is lost, and the user is told
             report["error"] = f"output lost: {', '.join(gone)} removed while the run ran"[:4000]
             self._log(f"job {task.job} run {task.run}: {report['error']}")
         with self._cv:  # one step: a run is always either in `tasks` or in `pending`
@@ -863,6 +1014,32 @@ def _nodefile_line(host: Any) -> str:
     if isinstance(host, list | tuple):
         return f"{host[0]} slots={int(host[1])}\n"
     return f"{host} slots=1\n"
+
+
+def _not_a_file(path: str) -> str | None:
+    """Why existing `path` cannot be a run's output file (a FIFO, a directory, ...), or None."""
+    if path == DISCARD:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing (made by the run) or refused: the run's wrapper says so as the account
+    return None if stat.S_ISREG(mode) else f"{path} is {kind_of(mode)}, not a regular file"
+
+
+def _said(proc: subprocess.Popen[bytes]) -> bytes:
+    """What the wrapper of a switched run wrote to its stderr pipe before it started the job
+    (nothing once it did: the job's stderr is its error file), and close the pipe."""
+    pipe = proc.stderr
+    if pipe is None:
+        return b""
+    try:
+        os.set_blocking(pipe.fileno(), False)
+        return pipe.read(65536) or b""
+    except (OSError, ValueError):
+        return b""
+    finally:
+        pipe.close()
 
 
 def _signal_group(pid: int, sig: int) -> None:

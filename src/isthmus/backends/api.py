@@ -52,6 +52,8 @@ class RunRequest:
     stdout: str | None = None
     stderr: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    #: (Unix account, its group id) the job runs as when not the submitter's ([users]; root submits)
+    run_as: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)

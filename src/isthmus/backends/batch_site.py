@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from isthmus.agent.accounts import create_for, own_dir
 from isthmus.agent.jobenv import job_environment
 from isthmus.backends.api import BatchSystem, Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import SiteError
@@ -112,6 +113,9 @@ class BatchCluster(WorkerThread, SiteBackend):
         spec = self.ctx.intake.specs.get(job, {})
         spool = self.ctx.spool / str(job)
         spool.mkdir(parents=True, exist_ok=True)
+        account = self.ctx.job_account(job)  # [users]: its spool and script are its account's
+        if account is not None:
+            own_dir(str(spool), account)
         stdout, stderr, _ = run_files(spec, job, spool, run)
         job_vars = {
             "ISTHMUS_JOB_ID": str(job),
@@ -122,10 +126,15 @@ class BatchCluster(WorkerThread, SiteBackend):
         if self.ctx.config.tag:
             job_vars["ISTHMUS_TAG"] = self.ctx.config.tag
         env = job_environment(spec.get("env") or {}, job_vars)  # explicit: never the manager's
+        if account is not None:
+            env.update(HOME=account.home, USER=account.name, LOGNAME=account.name)
         if spec.get("script") is not None:
             script = spool / "job.script"
-            script.write_text(spec["script"])
-            script.chmod(0o700)
+            if account is not None:
+                create_for(str(script), spec["script"].encode(), 0o700, account)
+            else:
+                script.write_text(spec["script"])
+                script.chmod(0o700)
             command: tuple[str, ...] = (str(script), *spec.get("args", []))
             if not spec["script"].startswith("#!"):
                 command = ("/bin/sh", *command)
@@ -141,6 +150,7 @@ class BatchCluster(WorkerThread, SiteBackend):
             stdout=stdout,
             stderr=stderr,
             env=env,
+            run_as=None if account is None else (account.name, account.gid),
         )
 
     # ---------------------------------------------------------------------- SiteBackend
@@ -159,7 +169,7 @@ class BatchCluster(WorkerThread, SiteBackend):
             return
         try:
             req = self.request(entry)
-        except OSError as exc:
+        except (OSError, LookupError) as exc:  # LookupError: no account to run it as
             self.ctx.later(0.0, self._refused, job, run, f"cannot prepare the job: {exc}")
             return
         self.worker.call(self.system.submit, [req], done=lambda r: self._submitted(job, run, r))

@@ -172,6 +172,9 @@ class GridEngineBatch:
             if bad:
                 out.append(InvalidRequestError(f"environment variables qsub cannot pass: {bad}", site=self.name))
                 continue
+            if r.run_as is not None:
+                out.append(InvalidRequestError("qsub cannot submit a job as another user", site=self.name))
+                continue
             if r.nodes not in (None, 1):
                 out.append(InvalidRequestError(f"{r.nodes} nodes: only one host per job is asked", site=self.name))
                 continue

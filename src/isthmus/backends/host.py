@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from isthmus.agent.accounts import Account
 from isthmus.backends.local import PilotHub
 from isthmus.backends.node import Node
 from isthmus.model.states import PilotState
@@ -258,4 +259,9 @@ class SiteHost(Protocol):
 
     def external(self) -> AbstractContextManager[None]:
         """The bracket around an external event (see the class docstring)."""
+        ...
+
+    def job_account(self, job: int) -> Account | None:
+        """The Unix account job `job` runs as (None without a ``[users]`` table); AccountError
+        when its user has none on this machine."""
         ...

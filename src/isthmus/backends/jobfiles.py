@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from isthmus.agent.accounts import Account, write_problem
+
 DIRECTIVE = "#ISTHMUS"
 
 DIRECTIVES = (DIRECTIVE, "#SBATCH")
@@ -316,13 +318,16 @@ def _kind(mode: int) -> str:
     return "a special file"
 
 
-def check_outputs(spec: Mapping[str, Any], job_id: int) -> None:
+def check_outputs(spec: Mapping[str, Any], job_id: int, account: Account | None = None) -> None:
     """OutputPathError naming the field (`output` or `error`) when one of a submission's output
-    files cannot be one (see `output_path_problem`)."""
+    files cannot be one (see `output_path_problem`), or when `account`, the Unix account the job
+    runs as, may not write it (see `isthmus.agent.accounts.write_problem`)."""
     for field in ("output", "error"):
         template = spec.get(field)
         if template:
             problem = output_path_problem(str(template), job_id)
+            if problem is None and account is not None:
+                problem = write_problem(expand(str(template), job_id), account)
             if problem is not None:
                 raise OutputPathError(field, problem)
 
@@ -348,7 +353,15 @@ MAX_READ = 16 * 1024 * 1024
 
 
 def read_run_output(
-    spec: Mapping[str, Any], job_id: int, spool: str, run: int, *, stream: str, offset: int, starting: bool
+    spec: Mapping[str, Any],
+    job_id: int,
+    spool: str,
+    run: int,
+    *,
+    stream: str,
+    offset: int,
+    starting: bool,
+    owner: int | None = None,
 ) -> bytes:
     """Up to MAX_READ bytes from `offset` of the `stream` ("stdout" or "stderr") of run `run`.
 
@@ -356,13 +369,15 @@ def read_run_output(
     file in the spool (where the pilot wrote why the user's file could not be opened). Never
     blocks (a FIFO in the path's place is not opened) and never fails with the OS's error:
     OutputUnreadable (410) when neither file is there while the run has begun (`starting`
-    false: its file was made, so someone removed it).
+    false: its file was made, so someone removed it). With `owner` (the uid of the Unix account
+    the job runs as), a file that account does not own is not read: the job could have put a
+    link to another's file in its place.
     """
     stdout, stderr, _custom = run_files(spec, job_id, spool, run)
     chosen = stdout if stream == "stdout" else stderr
     spooled = os.path.join(spool, f"run{run}.{'out' if stream == 'stdout' else 'err'}")
     for path in (chosen, spooled):
-        data = _read_regular(path, offset)
+        data = read_regular(path, offset, owner)
         if data is not None:
             return data
     if starting:
@@ -370,14 +385,16 @@ def read_run_output(
     raise OutputUnreadable(410, f"the {stream} of run {run} is gone: {chosen} was removed or is not a regular file")
 
 
-def _read_regular(path: str, offset: int) -> bytes | None:
-    """The bytes of regular file `path` from `offset`, or None when it is not one (or cannot be read)."""
+def read_regular(path: str, offset: int, owner: int | None = None) -> bytes | None:
+    """The bytes of regular file `path` from `offset`, or None when it is not one, is not owned
+    by uid `owner` (when given), or cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except (OSError, ValueError):
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (owner is not None and st.st_uid != owner):
             return None
         os.lseek(fd, offset, os.SEEK_SET)
         chunks: list[bytes] = []

@@ -227,7 +227,13 @@ def spawn_pilot(
     safe = node.replace("/", "-")
     with open(log_dir / f"{safe}.log", "ab") as log:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            umask=0o022,  # its jobs' files get the usual modes, not the manager's 077
         )
     assert proc.stdin is not None
     try:

@@ -100,6 +100,7 @@ def run_command(
             cwd=cwd,
             stdin=None if input_text is not None else subprocess.DEVNULL,
             check=False,
+            umask=0o022,  # not the manager's 077: batch systems give the jobs submitted the submitter's
         )
     except subprocess.TimeoutExpired as exc:
         result = CommandResult(tuple(argv), -1, _text(exc.stdout), _text(exc.stderr), time.monotonic() - t0)

@@ -177,6 +177,8 @@ class SlurmBatch:
         if r.walltime is not None:
             # Slurm counts whole minutes; the run itself is stopped at its exact walltime by the engine
             args.append(f"--time={max(1, math.ceil(r.walltime / 60))}")
+        if r.run_as is not None:  # root submits it as the job's account (slurmd runs it as that)
+            args += [f"--uid={r.run_as[0]}", f"--gid={r.run_as[1]}"]
         if r.cwd:
             args.append(f"--chdir={r.cwd}")
         args.append(f"--output={r.stdout or '/dev/null'}")

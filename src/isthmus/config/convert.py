@@ -15,7 +15,7 @@ from typing import Any
 from isthmus.config.models import CLOUD_ONLY_KEYS, EnvironmentSpec, PolicySpec
 from isthmus.model.budget import BudgetCap
 from isthmus.model.cloud import ProviderSettings
-from isthmus.model.environment import Environment, PolicyChoice
+from isthmus.model.environment import Environment, PolicyChoice, UserAccounts
 from isthmus.model.peers import FederationSettings, PeerRole, PeerSettings
 from isthmus.model.site import LrmSettings, Site, SiteKind, SiteSet
 from isthmus.model.vmtypes import InstanceType, VmImage
@@ -132,6 +132,7 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
             timeout=float(spec.federation.timeout),
         ),
         selection=None if spec.policies.selection is None else _choice(spec.policies.selection),
+        users=None if spec.users is None else UserAccounts(spec.users.run_as, MappingProxyType(dict(spec.users.map))),
     )
 
 
@@ -282,4 +283,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
             | ({"on_limit": b.on_limit} if b.on_limit != "requeue" else {})
             for b in env.budgets
         ]
+    if env.users is not None:
+        doc["users"] = ({"run_as": env.users.run_as} if env.users.run_as else {}) | (
+            {"map": dict(env.users.accounts)} if env.users.accounts else {}
+        )
     return doc

@@ -9,6 +9,7 @@ Rules across keys and items (a cluster needs nodes, set members name known sites
 
 from __future__ import annotations
 
+import re
 import typing
 import unicodedata
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -46,6 +48,7 @@ __all__ = [
     "SiteSetSpec",
     "SiteSpec",
     "Spec",
+    "UsersSpec",
     "suggest_key",
 ]
 
@@ -506,6 +509,46 @@ class FederationSpec(Spec):
     timeout: float = Field(5.0, gt=0, le=600, description="Seconds one protocol request may take.")
 
 
+_UNIX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+
+
+def _unix_name(value: str) -> str:
+    if not _UNIX_NAME.fullmatch(value):
+        raise PydanticCustomError(
+            "unix_name",
+            "expected a Unix account name (up to 32 letters, digits, '_', '.' or '-', not starting with a digit, "
+            "'.' or '-')",
+        )
+    return value
+
+
+UnixName = Annotated[str, AfterValidator(_unix_name)]
+
+
+class UsersSpec(Spec):
+    """The ``[users]`` table: the Unix account each isthmus user's jobs run as (docs/security.md).
+
+    ``run_as`` is one account for every user; ``map`` names an account per isthmus user and wins
+    over ``run_as``. Whether the accounts exist, and are neither root nor the manager's own user,
+    is checked where the manager starts (`isthmus.agent.accounts.check_users`).
+    """
+
+    model_config = _MODEL_CONFIG
+
+    run_as: UnixName | None = Field(
+        None, description="The Unix account jobs of users not in map run as (one unprivileged account for all)."
+    )
+    map: dict[Annotated[str, Field(min_length=1, max_length=128)], UnixName] = Field(
+        default_factory=dict, description="Isthmus user name -> the Unix account its jobs run as."
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> UsersSpec:
+        if self.run_as is None and not self.map:
+            raise PydanticCustomError("users_empty", "set run_as (one account for all) or map (an account per user)")
+        return self
+
+
 class EnvironmentSpec(Spec):
     """A whole environment file: name, description, round interval, sites, sets and policies."""
 
@@ -524,6 +567,7 @@ class EnvironmentSpec(Spec):
     budgets: list[BudgetSpec] = Field(default_factory=list, description="Hard caps on the cost of cloud leases.")
     peers: list[PeerSpec] = Field(default_factory=list, description="Peer managers (live federation).")
     federation: FederationSpec = Field(default_factory=FederationSpec, description="Forwarding settings.")
+    users: UsersSpec | None = Field(None, description="The Unix accounts jobs run as (default: the pilot's own).")
 
     @field_validator("round_interval", mode="before")
     @classmethod

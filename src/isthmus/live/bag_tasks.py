@@ -94,6 +94,7 @@ class BagRunner:
                 "out_dir": out_dir(str(self.ctx.spool), bag.id),
                 "cwd": spec.get("cwd"),
                 "env": env,
+                **self.ctx.run_as(self.ctx.intake.users.get(bag.id, "")),
                 "tasks": [{"task": t, "command": commands[t]} for t in tasks],
             }
         )

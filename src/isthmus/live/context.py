@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from isthmus.agent.accounts import Account, AccountError, lookup
 from isthmus.engine.budgets import ledger_snapshot
 from isthmus.engine.clock import RealtimeClock
 from isthmus.live.errors import PersistError
@@ -166,6 +167,25 @@ class LiveContext:
         #: the per-user budget ledger snapshot last written (isthmus.engine.budgets.ledger_snapshot)
         self._ledger_written: str | None = None
         self._timers: list[asyncio.TimerHandle] = []
+
+    def run_as(self, user: str) -> dict[str, str | None]:
+        """The ``user`` field of a command starting a job of isthmus user `user` on a pilot: the
+        Unix account it runs as (the environment's ``[users]``; None when `user` has none, which
+        the pilot refuses); empty without a ``[users]`` table (it runs as its pilot's user)."""
+        users = self.env.users
+        return {} if users is None else {"user": users.account_of(user)}
+
+    def job_account(self, job: int) -> Account | None:
+        """The Unix account job `job` runs as, looked up on this machine (None without a
+        ``[users]`` table); AccountError when its user has none, or none here."""
+        users = self.env.users
+        if users is None:
+            return None
+        user = self.intake.users.get(job, "")
+        name = users.account_of(user)
+        if name is None:
+            raise AccountError(f"user {user!r} has no Unix account in the environment's [users] table")
+        return lookup(name)
 
     # ----------------------------------------------------------------- time and events
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from isthmus.agent.accounts import Account, AccountError, lookup
 from isthmus.agent.pilot import task_outputs
 from isthmus.backends.jobfiles import OutputPathError, check_outputs, fill
 from isthmus.engine.matching import admission_refusal, unmatched_fields
@@ -98,6 +99,7 @@ class Intake:
                 f"tasks: no site of environment {ctx.env.name!r} can hold bags of tasks "
                 "(local or pilot-mode clusters, clouds)",
             )
+        self.account(user)  # refused when it has no account to run its tasks as
         spec = {**spec, "kind": "bag", "tasks": len(commands), "priority": "super-low", "size": 1}
         spec.setdefault("name", f"bag of {len(commands)} tasks")
         ctx.catch_up()
@@ -138,7 +140,7 @@ class Intake:
         # %x and %u of the output files are the job's name and owner: filled in here, where both are known
         name = spec.get("name") or Path(spec["command"]).name
         spec = {**spec, **{k: fill(spec[k], {"x": name, "u": user}) for k in ("output", "error") if spec.get(k)}}
-        self.check_outputs(spec, self.next_job_id)
+        self.check_outputs(spec, self.next_job_id, user)
         ctx.catch_up()
         job_id = self._row(user, spec, detail)
         return job_id, self.job_of(job_id, user, spec, ctx.clock.now)
@@ -261,13 +263,41 @@ class Intake:
             else:
                 fut.set_exception(exc)
 
-    def check_outputs(self, spec: dict[str, Any], job_id: int) -> None:
+    def check_outputs(self, spec: dict[str, Any], job_id: int, user: str | None = None) -> None:
         """RequestError (400) naming the field when the output or error file of job `job_id`
-        cannot be one (isthmus.backends.jobfiles.check_outputs)."""
+        cannot be one (isthmus.backends.jobfiles.check_outputs), or, with a ``[users]`` table, when
+        `user` has no Unix account or its account may not write them."""
         try:
-            check_outputs(spec, job_id)
+            check_outputs(spec, job_id, self.account(user) if user is not None else None)
         except OutputPathError as exc:
             raise RequestError(400, str(exc)) from None
+
+    def output_owner(self, user: str) -> int | None:
+        """The uid that must own a file the manager reads as a job's output for `user` (its Unix
+        account's), None without a ``[users]`` table. Jobs run as that account and may replace
+        their output file by a link to any file: the manager, which may be root, answers only
+        what the account owns. -1 (nothing is answered) when the account is unknown here."""
+        try:
+            account = self.account(user)
+        except RequestError:
+            return -1
+        return None if account is None else account.uid
+
+    def account(self, user: str) -> Account | None:
+        """The Unix account `user`'s jobs run as, looked up here (None without a ``[users]``
+        table); RequestError (403) when it has none, or none on this machine."""
+        users = self.ctx.env.users
+        if users is None:
+            return None
+        name = users.account_of(user)
+        if name is None:
+            raise RequestError(
+                403, f"user {user!r} has no Unix account to run jobs as: the environment's [users] table names none"
+            )
+        try:
+            return lookup(name)
+        except AccountError as exc:
+            raise RequestError(403, f"user {user!r} runs jobs as {name!r}, but {exc}") from None
 
     def check_size(self, size: int) -> None:
         """RequestError (400) when no site can ever offer `size` processors (here, or at a

@@ -28,6 +28,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -58,6 +59,20 @@ from isthmus.store.tokens import hash_token, new_token
 __all__ = ["DEFAULT_ESTIMATE", "Manager", "ManagerConfig", "PersistError", "RequestError", "free_port"]
 
 log = logging.getLogger("isthmus.live")
+
+
+def protect_state(state_dir: Path, spool: Path, *, switched: bool) -> None:
+    """Make the state directory the manager's alone: mode 700, and the SQLite database files in
+    it 600 (the umask the server sets makes every file it creates so). When jobs run as other
+    accounts (`switched`), the state directory and the spool are 711 instead: those accounts may
+    pass through them to their own jobs' spool directories (each 700, the job's user's), but can
+    list nothing and open nothing else."""
+    passage = 0o711 if switched else 0o700
+    os.chmod(state_dir, passage)
+    os.chmod(spool, passage)
+    for entry in state_dir.iterdir():
+        if entry.name.startswith("isthmus.db") and entry.is_file() and not entry.is_symlink():
+            entry.chmod(0o600)
 
 
 class Manager:
@@ -208,6 +223,7 @@ class Manager:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.store.create()
+        protect_state(self.state_dir, self.spool, switched=self.env.users is not None)
         self.intake.next_job_id = self.store.max_job_id() + 1
         self._first_start()
         for cap in self.engine.ledger.caps:  # limits an admin changed at run time

@@ -173,6 +173,8 @@ class PilotHub:
             "script": spec.get("script"),
             "nodefile": str(spool / f"run{a.run}.nodes"),
             "hosts": hosts,
+            # the Unix account the run is switched to ([users]; absent: the pilot's own)
+            **self.ctx.run_as(self.ctx.intake.users.get(a.job, "")),
         }
 
     def _hosts(self, a: Assignment) -> list[tuple[str, int]]:

@@ -23,6 +23,20 @@ class PolicyChoice:
 
 
 @dataclass(frozen=True, slots=True)
+class UserAccounts:
+    """The Unix accounts jobs run as (the environment file's ``[users]``): `accounts` maps an
+    isthmus user to its account, `run_as` is the account of every other user (None: they have
+    none and cannot run jobs)."""
+
+    run_as: str | None = None
+    accounts: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    def account_of(self, user: str) -> str | None:
+        """The Unix account the jobs of isthmus user `user` run as, or None when it has none."""
+        return self.accounts.get(user, self.run_as)
+
+
+@dataclass(frozen=True, slots=True)
 class Environment:
     """Sites, sets of sites and policies: everything a run needs besides the workload.
 
@@ -33,7 +47,8 @@ class Environment:
     `round_interval` is the scheduling period in seconds (KOALA-C: 30 s); None makes rounds
     event-triggered (a round after every batch of simultaneous events). `budgets` are hard caps
     on the charged cost of cloud leases (isthmus.model.budget), in simulation and live alike.
-    `peers`, `federation` and `selection` configure a live manager's peer managers.
+    `peers`, `federation` and `selection` configure a live manager's peer managers. `users`
+    maps isthmus users to the Unix accounts their jobs run as (privilege separation).
     """
 
     name: str
@@ -53,6 +68,8 @@ class Environment:
     #: the runtime predictor of the policies that use one (SJF, HSDF) unless a policy names its
     #: own (`sjf:predictor=...`); None: the default, user-last-two
     predictor: PolicyChoice | None = None
+    #: the Unix accounts jobs run as (None: as the pilot's own user)
+    users: UserAccounts | None = None
 
     def site(self, name: str) -> Site:
         """Return the site called `name`; KeyError naming the known sites otherwise."""

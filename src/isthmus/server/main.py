@@ -6,6 +6,7 @@ import asyncio
 import errno
 import faulthandler
 import json
+import os
 import shutil
 import socket
 import sys
@@ -135,8 +136,10 @@ def serve(
     pilot_ca = check_tls(host, port, advertise_url, tls_cert, tls_key, tls_ca, insecure_http, self_signed)
     check_batch_commands(env)
     check_cloud_credentials(env)
+    check_run_as(env)
     url = db_url or sqlite_url(state_dir / "isthmus.db")
     check_store_files(url)
+    os.umask(0o077)  # the database, logs and token files are the manager's alone (docs/security.md)
     check_state(env, url, state_dir, db_url is None)
     state_dir.mkdir(parents=True, exist_ok=True)
     if self_signed and tls_cert is not None and not tls_cert.exists():
@@ -282,6 +285,38 @@ def check_cloud_credentials(env: Environment) -> None:
                 credentials(site.provider)
             except ValueError as exc:
                 raise ValueError(f"site {site.name}: {exc}") from None
+
+
+def check_run_as(env: Environment) -> None:
+    """ValueError naming the field when the environment's ``[users]`` table names an account this
+    machine lacks, root or the manager's own user; or when a site would run jobs as the manager's
+    user anyway: a direct-mode site of a batch system that cannot submit as another user (all
+    but Slurm), or, while the manager is not root, a site whose pilots or jobs run as the
+    manager's user (local clusters and clouds, batch sites), which could not switch to the
+    accounts."""
+    from isthmus.agent.accounts import check_users, own_name
+
+    users = env.users
+    if users is None:
+        return
+    check_users(users.run_as, users.accounts)
+    direct = [s for s in env.sites if s.lrm is not None and s.lrm.mode == "direct"]
+    for site in direct:
+        assert site.lrm is not None
+        if site.lrm.driver != "slurm":  # only sbatch submits as another user (--uid, root only)
+            raise ValueError(
+                f"environment file: users: site {site.name} runs each job as a {site.lrm.driver} job of the "
+                'manager\'s user (lrm.mode = "direct"), which cannot be another account: use mode = "pilot" '
+                "(docs/security.md)"
+            )
+    # local sites and batch-system pilots run as the manager's user; so does sbatch without root
+    own = [s.name for s in env.sites if s.provider is None]
+    if own and os.geteuid() != 0:
+        raise ValueError(
+            f"environment file: users: the pilots or jobs of site {own[0]} run as the manager's user ({own_name()}), "
+            "which cannot switch to the accounts of [users]: start the manager as root "
+            "(docs/security.md, 'Running jobs as their users')"
+        )
 
 
 def check_batch_commands(env: Environment) -> None:

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from isthmus.agent.pilot import task_outputs
 from isthmus.live.bag_tasks import progress
+from isthmus.backends.jobfiles import read_regular
 from isthmus.live.manager import Manager
 from isthmus.model.states import TaskState
 from isthmus.server.auth import Auth, Principal
@@ -142,17 +143,14 @@ def bags_router(manager: Manager, auth: Auth) -> APIRouter:
         offset: Annotated[int, DecimalDigits, Query(ge=0, le=INT64_MAX)] = 0,
     ) -> PlainTextResponse:
         """Output of a task's last run (empty until it ran), from byte `offset`."""
-        own_bag(job_id, p)
+        row = own_bag(job_id, p)
         t = manager.store.bag_task(job_id, task)
         if t is None:
             raise HTTPException(404, f"bag {job_id} has no task {task} (tasks are numbered from 0)")
         stdout, stderr = task_outputs(str(Path(t["output"]).parent), task)
-        path = Path(stdout if stream == "stdout" else stderr)
-        data = b""
-        if path.is_file():
-            with open(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(16 * 1024 * 1024)
+        # never blocks on a FIFO; with [users], only a file of the bag's account is answered
+        data = read_regular(stdout if stream == "stdout" else stderr, offset, manager.intake.output_owner(row["user"]))
+        data = data or b""
         return PlainTextResponse(data.decode("utf-8", "replace"), headers={"X-Offset": str(offset + len(data))})
 
     return router

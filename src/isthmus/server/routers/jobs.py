@@ -173,7 +173,7 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
             for i, spec in enumerate(specs):
                 manager.check_size(int(spec["size"]))
                 manager.check_vm(user, spec)
-                manager.intake.check_outputs(spec, manager.intake.next_job_id + i)
+                manager.intake.check_outputs(spec, manager.intake.next_job_id + i, user)
             return [manager.submit(user, spec) for spec in specs]
 
         ids = await submit_once(manager, user, key, "jobs/batch", specs, submit_all)
@@ -251,7 +251,14 @@ def jobs_router(manager: Manager, federation: LiveFederation | None, auth: Auth)
         starting = r == row["run"] and row["state"] == JobState.STARTING
         try:  # a user's file that could not be opened: the spool has the reason
             data = read_run_output(
-                row["spec"], job_id, row["spool"], r, stream=stream, offset=offset, starting=starting
+                row["spec"],
+                job_id,
+                row["spool"],
+                r,
+                stream=stream,
+                offset=offset,
+                starting=starting,
+                owner=manager.intake.output_owner(row["user"]),
             )
         except OutputUnreadable as exc:
             raise HTTPException(exc.status, str(exc)) from None
