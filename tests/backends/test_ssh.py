@@ -1,6 +1,6 @@
 """The SSH runner: quoting, error mapping, one master reused, a dead master restarted, options.
 
-A fake ``ssh`` program (a Python script) stands in for OpenSSH: with ``-M -N`` it is a master that
+A fake ``ssh`` program (a Python script) stands in for OpenSSH: with ``-o ControlMaster=yes`` it is a master that
 binds the control socket and records itself; otherwise it runs the remote command with ``sh -c``
 if the control socket answers, and fails as ssh does (exit 255) if not. What it prints on a
 failed login comes from a file beside it, so a test chooses ssh's answer.
@@ -39,7 +39,7 @@ path = opts["ControlPath"]
 with open(os.path.join(here, "calls"), "a") as f:
     f.write(repr(args) + "\n")
     f.write("ENV " + repr(sorted(os.environ)) + "\n")
-if "-M" in args:
+if "ControlMaster=yes" in args:
     fail = os.path.join(here, "fail")
     if os.path.exists(fail):
         sys.stderr.write(open(fail).read())
@@ -125,6 +125,7 @@ def test_the_manager_environment_and_user_config_stay_home(fake: Path, monkeypat
         assert opt in calls
     assert "'-F', 'none'" in calls and "'-i', '/keys/id'" in calls
     assert "ProxyCommand=false" in calls  # a command never opens a connection of its own
+    assert "'-M'" not in calls  # -M with ControlMaster=yes would make the master ask before each session
 
 
 def test_a_dead_master_is_started_again_before_the_next_command(fake: Path) -> None:

@@ -2,10 +2,11 @@
 
 A Slurm or Grid Engine site may name a login host (``ssh = "user@host"``): every LRM command
 then runs there through OpenSSH's connection multiplexing. The runner starts one master
-connection (``ssh -M -N``, a child of the manager) and runs each command as a session over its
-control socket, so a poll costs a session, not a TCP connection and a key exchange. A master that
-has died (killed, network dropped) is started again before the next command; a command caught
-in the middle gets a `RemoteUnreachableError` and is not repeated (an `sbatch` may have run).
+connection (``ssh -o ControlMaster=yes`` holding an idle remote ``sleep``, a child of the
+manager) and runs each command as a session over its control socket, so a poll costs a
+session, not a TCP connection and a key exchange. A master that has died (killed, network
+dropped) is started again before the next command; a command caught in the middle gets a
+`RemoteUnreachableError` and is not repeated (an `sbatch` may have run).
 
 Safety: the host key is checked strictly against the configured known-hosts file (the runner
 refuses to start without one; fill it with ``ssh-keyscan -p PORT HOST > FILE`` and compare the
@@ -13,7 +14,8 @@ fingerprints with the cluster's published ones). Commands never fall back to a c
 their own. The ssh client runs with a minimal environment (no agent socket, none of the
 manager's variables) and ignores the user's ssh configuration; the remote command is
 ``env K=V ... argv`` quoted with `shlex.join`, where the variables are the site's ``remote_env``
-and the backend's own (e.g. ``SLURM_CONF``), never the manager's.
+and the backend's own (e.g. ``SLURM_CONF``), never the manager's. A remote command that itself
+exits with 255 is taken for ssh's own failure (Slurm's and Grid Engine's commands do not).
 """
 
 from __future__ import annotations
@@ -243,10 +245,13 @@ class SshRunner:
             "-o",
             "ControlMaster=yes",
             "-o",
-            "ControlPersist=no",
-            "-M",
-            "-N",
+            "ControlPersist=no",  # (not -M as well: -M on top of ControlMaster=yes means "ask")
+            "-T",
             self.destination,
+            # a master started with -N refuses multiplexed sessions: it holds an idle remote
+            # command instead, ended by sshd when the connection goes
+            "--",
+            "exec sleep 2147483647",
         ]
         log = tempfile.TemporaryFile(dir=self._dir)  # noqa: SIM115 (the master's stderr for its lifetime)
         proc = subprocess.Popen(
