@@ -226,3 +226,36 @@ def test_remote_command_is_one_quoted_line() -> None:
     line = r.remote_command(["sbatch", "--comment=isthmus:m:k 1"], {"X": "$HOME"})
     assert shlex.split(line) == ["env", "SLURM_CONF=/a b", "X=$HOME", "sbatch", "--comment=isthmus:m:k 1"]
     assert "'X=$HOME'" in line
+
+
+def test_an_environment_file_names_a_login_host_and_the_server_needs_only_ssh_here(
+    fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from isthmus.config import ConfigError, environment_from_text
+    from isthmus.server.main import check_batch_commands
+
+    site = """
+name = "e"
+[[sites]]
+name = "far"
+nodes = 2
+cores_per_node = 2
+[sites.lrm]
+driver = "%s"
+mode = "direct"
+ssh = "alice@login.example.org"
+ssh_port = 2222
+known_hosts = "/etc/isthmus/known_hosts"
+remote_env = { SLURM_CONF = "/opt/slurm/etc/slurm.conf" }
+"""
+    env = environment_from_text(site % "slurm", "toml")
+    options = env.sites[0].lrm.driver_options  # type: ignore[union-attr]
+    assert isinstance(options, SlurmOptions) and options.ssh_port == 2222
+    assert options.remote_env == {"SLURM_CONF": "/opt/slurm/etc/slurm.conf"}
+    monkeypatch.setenv("PATH", str(fake))  # ssh here, no sbatch: the LRM's commands are on the login host
+    check_batch_commands(env)
+    monkeypatch.setenv("PATH", str(fake / "ctl"))
+    with pytest.raises(ValueError, match="ssh is not on PATH"):
+        check_batch_commands(env)
+    with pytest.raises(ConfigError, match="known_hosts"):
+        environment_from_text((site % "gridengine").replace('known_hosts = "/etc/isthmus/known_hosts"\n', ""), "toml")
