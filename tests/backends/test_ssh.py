@@ -259,3 +259,16 @@ remote_env = { SLURM_CONF = "/opt/slurm/etc/slurm.conf" }
         check_batch_commands(env)
     with pytest.raises(ConfigError, match="known_hosts"):
         environment_from_text((site % "gridengine").replace('known_hosts = "/etc/isthmus/known_hosts"\n', ""), "toml")
+
+
+def test_threads_share_one_master(fake: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    r = runner(fake)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            outs = list(pool.map(lambda i: r.run(["echo", str(i)], timeout=10).stdout, range(8)))
+        assert outs == [f"{i}\n" for i in range(8)]
+        assert r.masters_started == 1 and len(masters(fake)) == 1
+    finally:
+        r.close()

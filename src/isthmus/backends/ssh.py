@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -163,6 +164,7 @@ class SshRunner:
     _log: object = field(default=None, init=False, repr=False)
     _dir: str | None = field(default=None, init=False, repr=False)
     masters_started: int = field(default=0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     # ------------------------------------------------------------------------ the master
 
@@ -308,8 +310,9 @@ class SshRunner:
         errors of `run_command`."""
         if not argv:
             raise CommandError("empty command")
-        if not self.master_alive():
-            self._start_master()
+        with self._lock:  # two threads finding the master down start one, not two
+            if not self.master_alive():
+                self._start_master()
         ssh = [
             self.ssh_program,
             *self.ssh_options(),
