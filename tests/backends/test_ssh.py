@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from isthmus.backends.gridengine import GridEngineOptions
+from isthmus.backends.gridengine import GridEngineBatch, GridEngineOptions
 from isthmus.backends.runner import (
     LOCAL,
     CommandFailedError,
@@ -194,6 +194,12 @@ def test_slurm_maps_ssh_failures_to_site_errors(fake: Path) -> None:
     (fake / "fail").write_text("ssh: connect to host login port 22: Connection refused\n")
     with pytest.raises(TransientError, match="Connection refused"):
         batch.capacity()
+    ge = GridEngineBatch("g1", "m1", runner=runner(fake))
+    with pytest.raises(TransientError, match="Connection refused"):
+        ge.capacity()
+    (fake / "fail").write_text("Host key verification failed.\n")
+    with pytest.raises(AuthenticationError, match="host key"):
+        ge.capacity()
 
 
 def test_options_validate_the_login_host() -> None:
