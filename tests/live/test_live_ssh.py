@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,23 +37,22 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def login_host() -> Iterator[dict[str, str]]:
     """The login host of scripts/start_sshd.sh (its env file as a dict), torn down afterwards."""
-    out = subprocess.run(
-        ["bash", str(SCRIPTS / "start_sshd.sh")],
-        env={**os.environ, "FORWARD_SLURM": SLURM_CONF},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    run = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    run = tempfile.mkdtemp(prefix="isthmus-sshd.")  # known here, so a setup failing halfway is undone too
     try:
+        out = subprocess.run(
+            ["bash", str(SCRIPTS / "start_sshd.sh")],
+            env={**os.environ, "FORWARD_SLURM": SLURM_CONF, "SSHD_RUNDIR": run},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert out.returncode == 0, out.stderr
         env = dict(line.split("=", 1) for line in Path(run, "env").read_text().splitlines() if "=" in line)
         env["RUN"] = run
         yield env
     finally:
-        if run:
-            subprocess.run(["bash", str(SCRIPTS / "stop_sshd.sh"), run], timeout=60, check=False)
+        subprocess.run(["bash", str(SCRIPTS / "stop_sshd.sh"), run], timeout=60, check=False)
 
 
 def accepted(host: dict[str, str]) -> int:
