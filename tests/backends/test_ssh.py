@@ -114,11 +114,14 @@ def test_one_master_serves_many_commands_and_arguments_arrive_unchanged(fake: Pa
 def test_the_manager_environment_and_user_config_stay_home(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ISTHMUS_SECRET_TOKEN", "s3cret")
     monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/agent")
-    r = runner(fake, key="/keys/id")
+    r = SshRunner("alice@login", known_hosts=str(fake / "known_hosts"), ssh_program=str(fake / "ssh"), key="/keys/id")
     try:
         r.run(["true"], timeout=10)
+        own = Path(r.control_path).parent
+        assert own.is_dir() and own.stat().st_mode & 0o777 == 0o700
     finally:
         r.close()
+    assert not own.exists()  # the socket's private directory goes with the master
     calls = (fake / "calls").read_text()
     assert "s3cret" not in calls and "ISTHMUS_SECRET_TOKEN" not in calls and "SSH_AUTH_SOCK" not in calls
     for opt in ("StrictHostKeyChecking=yes", f"UserKnownHostsFile={fake / 'known_hosts'}", "IdentityAgent=none"):

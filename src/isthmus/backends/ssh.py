@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -136,7 +136,7 @@ def _last(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def _stop(proc: subprocess.Popen[bytes], log: object) -> None:
+def _stop(proc: subprocess.Popen[bytes], log: object, own_dir: str | None = None) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -146,6 +146,8 @@ def _stop(proc: subprocess.Popen[bytes], log: object) -> None:
             proc.wait()
     if hasattr(log, "close"):
         log.close()
+    if own_dir is not None:
+        shutil.rmtree(own_dir, ignore_errors=True)
 
 
 @dataclass
@@ -162,6 +164,7 @@ class SshRunner:
     control_dir: str | None = None
     _master: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _log: object = field(default=None, init=False, repr=False)
+    _finalizer: Callable[[], object] | None = field(default=None, init=False, repr=False)
     _dir: str | None = field(default=None, init=False, repr=False)
     masters_started: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -272,17 +275,23 @@ class SshRunner:
             log.seek(0)
             stderr = log.read().decode("utf-8", "replace")
             log.close()
+            if self.control_dir is None and self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
             result = CommandResult(tuple(argv), proc.returncode, "", stderr, 0.0)
             raise classify_ssh_failure(stderr, f"ssh {self.destination} port {self.port}", result)
         self._master, self._log = proc, log
         self.masters_started += 1
-        self._finalizer = weakref.finalize(self, _stop, proc, log)
+        own = self._dir if self.control_dir is None else None  # a directory this runner made goes with it
+        self._finalizer = weakref.finalize(self, _stop, proc, log, own)
 
     def close(self) -> None:
         """Stop the master connection (the next command starts a new one)."""
-        finalizer = getattr(self, "_finalizer", None)
-        if finalizer is not None:
-            finalizer()
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+            if self.control_dir is None:
+                self._dir = None
         self._master = None
 
     # ------------------------------------------------------------------------ commands
