@@ -60,6 +60,13 @@ def accepted(host: dict[str, str]) -> int:
     return Path(host["RUN"], "sshd.log").read_text().count("Accepted publickey")
 
 
+def remote_idlers(host: dict[str, str]) -> int:
+    """How many master connections' idle commands run as the test account on the login host."""
+    argv = ["pgrep", "-c", "-u", host["SSH_USER"], "-x", "cat"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return int(out.stdout.strip() or 0)
+
+
 def test_slurm_job_behind_ssh_survives_a_killed_master(
     login_host: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -117,6 +124,11 @@ def test_slurm_job_behind_ssh_survives_a_killed_master(
         for _ in range(5):
             assert job_id in batch.find()
         assert accepted(login_host) == 2
+        # the first master's idle remote command ended with its connection: one is left
+        deadline = time.monotonic() + 10
+        while remote_idlers(login_host) != 1:
+            assert time.monotonic() < deadline, f"{remote_idlers(login_host)} idle master commands on the login host"
+            time.sleep(0.2)
     finally:
         runner.close()
 

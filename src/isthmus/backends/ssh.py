@@ -2,7 +2,7 @@
 
 A Slurm or Grid Engine site may name a login host (``ssh = "user@host"``): every LRM command
 then runs there through OpenSSH's connection multiplexing. The runner starts one master
-connection (``ssh -o ControlMaster=yes`` holding an idle remote ``sleep``, a child of the
+connection (``ssh -o ControlMaster=yes`` holding an idle remote ``cat``, a child of the
 manager) and runs each command as a session over its control socket, so a poll costs a
 session, not a TCP connection and a key exchange. A master that has died (killed, network
 dropped) is started again before the next command; a command caught in the middle gets a
@@ -137,6 +137,8 @@ def _last(text: str) -> str:
 
 
 def _stop(proc: subprocess.Popen[bytes], log: object, own_dir: str | None = None) -> None:
+    if proc.stdin is not None:
+        proc.stdin.close()
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -254,14 +256,16 @@ class SshRunner:
             "-T",
             self.destination,
             # a master started with -N refuses multiplexed sessions: it holds an idle remote
-            # command instead, ended by sshd when the connection goes
+            # command instead, reading a pipe the runner keeps open; it ends when that pipe
+            # closes: the connection dropped (nothing is left behind on the login host) or the
+            # manager gone (and the master with it)
             "--",
-            "exec sleep 2147483647",
+            "exec cat >/dev/null",
         ]
         log = tempfile.TemporaryFile(dir=self._dir)  # noqa: SIM115 (the master's stderr for its lifetime)
         proc = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=log,
             env=self._environment(),
