@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from isthmus.backends.api import Capacity, RemoteState, RunRequest
 from isthmus.backends.errors import (
@@ -36,12 +36,17 @@ from isthmus.backends.errors import (
     TransientError,
 )
 from isthmus.backends.runner import (
+    LOCAL,
     CommandError,
     CommandFailedError,
     CommandNotFoundError,
     CommandTimeoutError,
-    run_command,
+    RemoteAccessError,
+    RemoteAuthError,
+    RemoteHostKeyError,
+    Runner,
 )
+from isthmus.backends.ssh import LoginHostOptions
 from isthmus.model.states import JobState, translate
 
 #: qstat job states in the core's vocabulary ("d": being deleted, "E": error, "h": hold,
@@ -73,7 +78,7 @@ _FAILED_TIMEOUT = "37"
 _OPTION = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
-class GridEngineOptions(BaseModel):
+class GridEngineOptions(LoginHostOptions):
     """The options of a Grid Engine site's ``lrm`` table beside the keys every batch system shares."""
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
@@ -98,6 +103,7 @@ class GridEngineBatch:
     parallel_environment: str = "smp"
     extra_options: tuple[str, ...] = ()
     timeout: float = 30.0
+    runner: Runner = LOCAL
     _missing_since: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
@@ -110,6 +116,7 @@ class GridEngineBatch:
             parallel_environment=options.parallel_environment or "smp",
             extra_options=tuple(options.options),
             timeout=options.command_timeout,
+            runner=options.runner(),
         )
 
     # --------------------------------------------------------------------------- commands
@@ -117,7 +124,11 @@ class GridEngineBatch:
     def _run(self, argv: Sequence[str], *, input_text: str | None = None, check: bool = True) -> str:
         """Run a Grid Engine command; its stdout, or the SiteError its failure means."""
         try:
-            return run_command(argv, timeout=self.timeout, input_text=input_text, check=check).stdout
+            return self.runner.run(argv, timeout=self.timeout, input_text=input_text, check=check).stdout
+        except (RemoteAuthError, RemoteHostKeyError) as exc:
+            raise AuthenticationError(str(exc), site=self.name) from None
+        except RemoteAccessError as exc:
+            raise TransientError(str(exc), site=self.name) from None
         except CommandNotFoundError as exc:
             raise InvalidRequestError(
                 f"{exc}: install Grid Engine's client commands (Debian: apt-get install gridengine-client)",
@@ -241,7 +252,7 @@ class GridEngineBatch:
     def _accounting(self, pid: str) -> RemoteState | None:
         """An ended job from `qacct -j` (None when it has no record, yet or at all)."""
         try:
-            text = run_command(["qacct", "-j", pid], timeout=self.timeout, check=False).stdout
+            text = self.runner.run(["qacct", "-j", pid], timeout=self.timeout, check=False).stdout
         except CommandError:
             return None
         fields: dict[str, str] = {}

@@ -3,6 +3,10 @@
 Each command runs with a timeout, no standard input and a clean locale; a failure comes back as
 a typed error carrying the command, return code, stdout and stderr, so that a backend can turn
 it into a `SiteError` with the system's own message. Backends never call `subprocess` directly.
+
+A backend holds a `Runner`: `LOCAL` runs commands on the manager's host; an SSH runner
+(`isthmus.backends.ssh.SshRunner`) runs them on a cluster's login host over one kept connection,
+and reports its own failures (the connection, not the command) as `RemoteAccessError`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,60 @@ class CommandTimeoutError(CommandError):
 
 class CommandFailedError(CommandError):
     """The command exited with a non-zero status."""
+
+
+class RemoteAccessError(CommandError):
+    """The command could not reach the host it must run on (the SSH connection failed): the
+    command itself did not run, or its outcome is unknown."""
+
+
+class RemoteUnreachableError(RemoteAccessError):
+    """The login host does not answer (refused, unreachable, timed out, connection dropped): may go away."""
+
+
+class RemoteAuthError(RemoteAccessError):
+    """The login host refused the key: an operator must fix the account or key."""
+
+
+class RemoteHostKeyError(RemoteAccessError):
+    """The login host's key is not the one in the known-hosts file (or that file is missing)."""
+
+
+class Runner(Protocol):
+    """Where a backend's commands run: on this host, or on a cluster's login host."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        input_text: str | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        """Run `argv` with `env` added to the environment; the errors of `run_command`."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalRunner:
+    """Runs commands on the manager's own host with `run_command`."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        input_text: str | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        """Run `argv` here (see `run_command`)."""
+        return run_command(argv, timeout=timeout, env=env, input_text=input_text, check=check)
+
+
+LOCAL = LocalRunner()
+"""The runner of sites whose batch system's commands are on the manager's host."""
 
 
 def _text(data: bytes | str | None) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from isthmus.agent.jobenv import default_environment
 from isthmus.backends.api import Capacity, RemoteState, RunRequest
@@ -34,12 +34,17 @@ from isthmus.backends.errors import (
     TransientError,
 )
 from isthmus.backends.runner import (
+    LOCAL,
     CommandError,
     CommandFailedError,
     CommandNotFoundError,
     CommandTimeoutError,
-    run_command,
+    RemoteAccessError,
+    RemoteAuthError,
+    RemoteHostKeyError,
+    Runner,
 )
+from isthmus.backends.ssh import LoginHostOptions
 from isthmus.model.states import JobState, translate
 
 log = logging.getLogger("isthmus.backends.slurm")
@@ -90,7 +95,7 @@ def _field(line: str, key: str) -> str:
 _OPTION = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
-class SlurmOptions(BaseModel):
+class SlurmOptions(LoginHostOptions):
     """The options of a Slurm site's ``lrm`` table beside the keys every batch system shares."""
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
@@ -119,6 +124,7 @@ class SlurmBatch:
     extra_options: tuple[str, ...] = ()
     slurm_conf: str | None = None
     timeout: float = 30.0
+    runner: Runner = LOCAL
     _env: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +143,7 @@ class SlurmBatch:
             extra_options=tuple(options.options),
             slurm_conf=options.config,
             timeout=options.command_timeout,
+            runner=options.runner(),
         )
 
     # --------------------------------------------------------------------------- commands
@@ -144,7 +151,11 @@ class SlurmBatch:
     def _run(self, argv: Sequence[str], *, input_text: str | None = None, check: bool = True) -> str:
         """Run a Slurm command; its stdout, or the SiteError its failure means."""
         try:
-            return run_command(argv, timeout=self.timeout, env=self._env, input_text=input_text, check=check).stdout
+            return self.runner.run(argv, timeout=self.timeout, env=self._env, input_text=input_text, check=check).stdout
+        except (RemoteAuthError, RemoteHostKeyError) as exc:
+            raise AuthenticationError(str(exc), site=self.name) from None
+        except RemoteAccessError as exc:
+            raise TransientError(str(exc), site=self.name) from None
         except CommandNotFoundError as exc:
             raise InvalidRequestError(
                 f"{exc}: install Slurm's client commands (Debian: apt-get install slurm-client)", site=self.name
@@ -253,7 +264,7 @@ class SlurmBatch:
     def _accounting(self, provider_ids: Sequence[str]) -> dict[str, RemoteState]:
         """Ended jobs from `sacct` (absent when accounting is off or it does not know them)."""
         try:
-            text = run_command(
+            text = self.runner.run(
                 ["sacct", "-X", "-n", "-P", "-j", ",".join(provider_ids), "-o", "JobID,State,ExitCode,Comment"],
                 timeout=self.timeout,
                 env=self._env,

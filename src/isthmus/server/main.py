@@ -330,6 +330,8 @@ def check_batch_commands(env: Environment) -> None:
         driver = registry.get("batch", site.lrm.driver)
         commands = driver.commands
         hint = f"Debian: apt-get install {driver.package}" if driver.package else "see the driver's documentation"
+        if getattr(site.lrm.driver_options, "ssh", None):  # its commands run on the login host
+            commands, hint = ("ssh",), "Debian: apt-get install openssh-client"
         missing = [c for c in commands if shutil.which(c) is None]
         if missing:
             raise ValueError(
