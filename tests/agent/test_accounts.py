@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from isthmus.backends.jobfiles import OutputPathError, check_outputs
 
 from isthmus.agent.accounts import Account, AccountError, check_account, check_users, write_problem
+from isthmus.backends.jobfiles import OutputPathError, check_outputs
 from isthmus.config import ConfigError, environment_from_text
 
 BASE = 'name = "x"\n[[sites]]\nname = "a"\nnodes = 1\n'

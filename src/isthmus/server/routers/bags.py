@@ -12,8 +12,8 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from isthmus.agent.pilot import task_outputs
-from isthmus.live.bag_tasks import progress
 from isthmus.backends.jobfiles import read_regular
+from isthmus.live.bag_tasks import progress
 from isthmus.live.manager import Manager
 from isthmus.model.states import TaskState
 from isthmus.server.auth import Auth, Principal
