@@ -18,10 +18,14 @@ import pytest
 
 import isthmus.decisions
 import isthmus.engine
-from helpers import clusters, job
+from helpers import cloud_env, clusters, job
 from isthmus.decisions import decision_kind, kinds, unregister
+from isthmus.decisions.grow import GrowBag
+from isthmus.decisions.hold_release import HoldBagRelease
 from isthmus.decisions.ops import B, C, E, KindOps, S
+from isthmus.decisions.start import StartJob
 from isthmus.model.events import EventKind
+from isthmus.model.job import Job, JobKind, PriorityClass, VmRequirements
 from isthmus.model.states import JobState
 from isthmus.model.status import ACCEPTED, Refused, StatusCode
 from isthmus.sim.harness import Harness
@@ -151,3 +155,20 @@ def test_no_module_of_the_engine_package_imports_the_engine_class_at_run_time() 
             if isinstance(node, ast.Import) and any(a.name == "isthmus.engine.engine" for a in node.names):
                 offenders.append(str(path.relative_to(root)))
     assert offenders == []
+
+
+def test_kinds_tell_a_cluster_from_a_cloud_through_the_engine() -> None:
+    """The kinds name no backend class: `cloud_at` answers which site is a cloud. Growth that
+    avoids VMs is invalid on a cluster; a bag-release hold is for a cluster, not a cloud; a job
+    asking for a VM does not start on a cluster."""
+    eng = Harness(cloud_env(4, 2), "fcfs", "none").engine
+    eng.submit(Job(10, 0.0, 1, 100.0, kind=JobKind.MALLEABLE, tasks=4, priority=PriorityClass.SUPER_LOW))
+    eng.submit(job(1, 0, 2, 10))
+    eng.submit(Job(2, 0.0, 1, 10.0, vm=VmRequirements(cores=1)))
+    grow = eng.apply(GrowBag(10, 0, 1, avoid=(0,)), "tester")
+    assert grow.code is StatusCode.INVALID and "has no VMs to avoid" in grow.reason
+    hold = eng.apply(HoldBagRelease(1, 1), "tester")
+    assert hold.code is StatusCode.NOT_ALLOWED and "not a cluster that holds bags" in hold.reason
+    start = eng.apply(StartJob(2, 0), "tester")
+    assert start.code is StatusCode.NOT_ALLOWED and "is a cluster" in start.reason
+    assert eng.apply(GrowBag(10, 0, 1), "tester") is ACCEPTED

@@ -19,9 +19,9 @@ Adding a kind is one new module here, with nothing else to edit:
   engine objects it passes back: `def validate(self, ops: KindOps[E, B, S, C], d: MyDecision)`);
 - `register(MyKind())` at the end (or the class decorator `@decision_kind`).
 
-A policy that emits it imports the dataclass from that module. The modules of this package are
-imported with `pkgutil` the first time the engine asks for the kinds (`kinds`), so a kind no
-policy imported is registered all the same; a kind may also be registered from anywhere else
+A policy that emits it imports the dataclass from that module. The modules of this package
+(`ops` aside) are imported with `pkgutil` the first time the engine asks for the kinds (`kinds`),
+so a kind no policy imported is registered all the same; a kind may also be registered from anywhere else
 before its decisions are applied (a test's throwaway kind, a plugin). Policies return any
 decision object (the open `Decision` protocol): one without a kind is refused as INVALID.
 """
@@ -65,6 +65,10 @@ class DecisionKind(Protocol):
         ...
 
 
+#: the one module of the package that is not a kind: the protocols kinds are typed against, which
+#: kinds import for type checking only (its generic protocols take tens of milliseconds to build)
+_PROTOCOLS = "ops"
+
 _KINDS: dict[type, DecisionKind] = {}
 #: whether the modules of this package were imported (a list: set once, no `global`)
 _found: list[bool] = []
@@ -98,5 +102,6 @@ def kinds() -> dict[type, DecisionKind]:
     if not _found:
         _found.append(True)
         for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
+            if module.name != _PROTOCOLS:
+                importlib.import_module(f"{__name__}.{module.name}")
     return _KINDS

@@ -3,8 +3,8 @@
 Cloud Scheduler (cloud-scheduler-uvic.txt §3.3), configured for graceful shutdown, keeps
 pending jobs off the over-allocated VMs: "the next VM of the over-allocated type to finish its
 job can be safely shutdown without affecting running jobs". An idle VM is released at once;
-a busy one is marked retiring (no job starts on it; `CloudBackend.vm_accepts`) and released,
-with billing stopping, the moment its last run ends, whatever ended it.
+a busy one is marked retiring (no job starts on it: `isthmus.engine.backend.CloudBackend.vm_accepts`)
+and released, with billing stopping, the moment its last run ends, whatever ended it.
 """
 
 from __future__ import annotations
