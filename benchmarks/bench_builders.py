@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from isthmus.decisions.start import StartJob, start_job
 from isthmus.model import jobtable
-from isthmus.model.decisions import StartJob, start_job
 from isthmus.model.events import EventLog
 from isthmus.model.job import Job, rigid_job
 from isthmus.workloads.workload import load_workload

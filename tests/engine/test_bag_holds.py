@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 
 from helpers import clusters, job
+from isthmus.decisions.grow import GrowBag
+from isthmus.decisions.start import StartJob
 from isthmus.engine.bags import BagSettings
 from isthmus.engine.clock import PRIO_SUBMIT, SimClock
 from isthmus.engine.engine import Engine
-from isthmus.model.decisions import GrowBag, StartJob
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass

@@ -11,9 +11,9 @@ import dataclasses
 import pytest
 
 from helpers import cloud_env, job
+from isthmus.decisions.lease import LeaseVms
 from isthmus.engine.budgets import Ledger, ledger_snapshot, merge_charged, restore_vm_users
 from isthmus.model.budget import BudgetCap
-from isthmus.model.decisions import LeaseVms
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind, KillCause
 from isthmus.model.status import StatusCode

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from helpers import clusters, job
+from isthmus.decisions.start import StartJob
 from isthmus.engine.state import JobState
-from isthmus.model.decisions import StartJob
 from isthmus.model.events import EventKind, KillCause
 from isthmus.model.status import StatusCode
 from isthmus.sim.harness import Harness

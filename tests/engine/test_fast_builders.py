@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from isthmus.model.decisions import StartJob, start_job
+from isthmus.decisions.start import StartJob, start_job
 from isthmus.model.job import Job, VmRequirements, rigid_job
 
 maybe_float = st.none() | st.floats(0, 1e9)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import random
 
 from helpers import cloud_env, clusters, job
+from isthmus.decisions.grow import GrowBag
+from isthmus.decisions.kill import KillJob
+from isthmus.decisions.shrink import ShrinkBag
+from isthmus.decisions.start import StartJob
 from isthmus.engine.bags import BagSettings
-from isthmus.model.decisions import GrowBag, KillJob, ShrinkBag, StartJob
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass

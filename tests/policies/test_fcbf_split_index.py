@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import clusters, job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.model import PolicyChoice
-from isthmus.model.decisions import Decision, start_job
 from isthmus.model.job import Job
 from isthmus.policies.allocation.common import first_fit, free_processors
 from isthmus.policies.allocation.fcbf_split import FcbfSplit

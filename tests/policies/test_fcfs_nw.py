@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import job
+from isthmus.decisions.start import StartJob
+from isthmus.decisions.wake import WakeUp
 from isthmus.metrics.run import compute_run_metrics
 from isthmus.model import Environment, Job, Site, SiteKind
-from isthmus.model.decisions import StartJob, WakeUp
 from isthmus.model.events import EventKind
 from isthmus.model.status import StatusCode
 from isthmus.sim.harness import Harness

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import clusters, job
+from isthmus.decisions.start import StartJob
 from isthmus.engine.columns import QueueColumns
-from isthmus.model.decisions import StartJob
 from isthmus.model.environment import PolicyChoice
 from isthmus.policies.allocation.common import first_fit
 from isthmus.policies.allocation.hsdf import estimated_slowdown

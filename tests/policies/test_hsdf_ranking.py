@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 
 from invariants import capacity_never_exceeded, environments, workloads
+from isthmus.decisions import Decision
 from isthmus.model import PolicyChoice
-from isthmus.model.decisions import Decision
 from isthmus.model.events import EventKind
 from isthmus.policies import registry
 from isthmus.policies.allocation.common import SingleSetPolicy, any_free, list_schedule

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from helpers import clusters, job
-from isthmus.model.decisions import AbortJob, StartJob, WakeUp
+from isthmus.decisions.abort import AbortJob
+from isthmus.decisions.start import StartJob
+from isthmus.decisions.wake import WakeUp
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, PriorityClass

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import isthmus.engine.queues as queues_module
 from helpers import clusters, job
-from isthmus.model.decisions import StartJob
+from isthmus.decisions.start import StartJob
 from isthmus.model.environment import PolicyChoice
 from isthmus.sim.harness import Harness
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from helpers import job
+from isthmus.decisions.forward import ForwardJob
+from isthmus.decisions.hold import HoldJob
 from isthmus.model import Environment, PolicyChoice, Site
-from isthmus.model.decisions import ForwardJob, HoldJob
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole
 from isthmus.model.status import StatusCode

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from helpers import cloud_env, job, start_of
+from isthmus.decisions.lease import LeaseVms
+from isthmus.decisions.start import StartJob
 from isthmus.engine.backend import CloudBackend
 from isthmus.model import Environment, Job, Site, SiteKind, VmRequirements
-from isthmus.model.decisions import LeaseVms, StartJob
 from isthmus.model.events import EventKind
 from isthmus.model.status import StatusCode
 from isthmus.model.vmtypes import InstanceType, VmImage, cheapest_type, site_misfit

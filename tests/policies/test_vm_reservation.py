@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 from test_dissertation_properties import workloads
 
 from helpers import job
+from isthmus.decisions.release import ReleaseVms
+from isthmus.decisions.reserve import ReserveVms
+from isthmus.decisions.start import StartJob
 from isthmus.engine.backend import CloudBackend
 from isthmus.model import Environment, Site, SiteKind
-from isthmus.model.decisions import ReleaseVms, ReserveVms, StartJob
 from isthmus.model.events import EventKind
 from isthmus.model.status import StatusCode
 from isthmus.sim.harness import Harness

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from isthmus.decisions.kill import KillJob
+from isthmus.decisions.lease import LeaseVms
+from isthmus.decisions.release import ReleaseVms
+from isthmus.decisions.retire import RetireVms
 from isthmus.metrics.run import compute_run_metrics
 from isthmus.model import Environment, Job, Site, SiteKind
-from isthmus.model.decisions import KillJob, LeaseVms, ReleaseVms, RetireVms
 from isthmus.model.environment import PolicyChoice
 from isthmus.model.events import EventKind, EventLog
 from isthmus.policies.build import build_policies

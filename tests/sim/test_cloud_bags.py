@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from test_vm_properties import checked_launches, typed_environment, vm_workload
 
 from helpers import job
+from isthmus.decisions.grow import GrowBag
+from isthmus.decisions.reserve import ReserveVms
 from isthmus.engine.backend import CloudBackend
 from isthmus.engine.bags import BagSettings
 from isthmus.metrics.run import compute_run_metrics
 from isthmus.model.budget import BudgetCap
-from isthmus.model.decisions import GrowBag, ReserveVms
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job, JobKind, PriorityClass

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from helpers import cloud_env, clusters, job
-from isthmus.model.decisions import LeaseVms, ReleaseVms, StartJob, WakeUp
+from isthmus.decisions.lease import LeaseVms
+from isthmus.decisions.release import ReleaseVms
+from isthmus.decisions.start import StartJob
+from isthmus.decisions.wake import WakeUp
 from isthmus.model.events import EventKind
 from isthmus.model.status import StatusCode
 from isthmus.sim.harness import Harness

@@ -6,5 +6,6 @@ Its parts reach it through the protocols of ops.py: queues.py (queues, indexes, 
 runs.py (run ends, kills, cancels), forwarding.py (jobs crossing to and from peers),
 billing.py (budget, billing boundaries), recovery.py (what a restart re-enters), answers.py
 (why a job waits), bags.py (bags of tasks), budgets.py (budget caps), view.py (what policies
-read) and kinds/ (one module per kind of decision: its validation and application).
+read). The decisions it applies, each beside its validation and application, are
+`isthmus.decisions` (a package below the policies and the engine).
 """

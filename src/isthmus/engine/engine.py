@@ -13,7 +13,7 @@ A round in which nothing changed would decide nothing new, so skipping it does n
 the schedule; this is the contract policies keep (time-dependent policies ask for WakeUp).
 
 This module keeps rounds, the clock events' switch and the application of decisions (dispatched
-on the decision's class to a kind, `isthmus.engine.kinds`). The rest lives in parts of its own,
+on the decision's class to a kind, `isthmus.decisions`). The rest lives in parts of its own,
 each reaching the engine through a narrow protocol of `isthmus.engine.ops` that the engine
 implements: `queues` (queues, their lazy indexes, admission), `runs` (run ends, kills, cancels),
 `forwarding` (jobs crossing this manager between peers), `billing` (budget, billing boundaries,
@@ -28,11 +28,12 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
+from isthmus.decisions import kinds
 from isthmus.engine import answers, recovery, runs
 from isthmus.engine.backend import CloudBackend, SiteBackend
 from isthmus.engine.bags import BagBook
 from isthmus.engine.billing import Billing
-from isthmus.engine.budgets import Ledger, guard_takeovers
+from isthmus.engine.budgets import CapState, Ledger, guard_takeovers, lease_users
 from isthmus.engine.clock import (
     EV_BILLING,
     EV_END,
@@ -43,12 +44,12 @@ from isthmus.engine.clock import (
     EV_VM_READY,
     EV_WAKE,
     EV_WINDOW_END,
+    PRIO_LIMIT,
     PRIO_ROUND,
     Schedule,
     SimClock,
 )
 from isthmus.engine.forwarding import Forwarding
-from isthmus.engine.kinds import kinds
 from isthmus.engine.peering import Federation
 from isthmus.engine.queues import QueueBook, admit
 from isthmus.engine.state import JobEntry
@@ -277,6 +278,31 @@ class Engine:
         if backend is None:
             raise Refused(StatusCode.INVALID, f"site {self.backends[index].name} is not a cloud")
         return backend
+
+    def cloud_at(self, index: int) -> CloudBackend | None:
+        """The cloud backend at existing site index `index`, None for a cluster."""
+        return self._clouds[index]
+
+    def schedule_limit(self, entry: JobEntry, at: float) -> None:
+        """End the current run of `entry` at `at` for its runtime limit (requeued in the next stage)."""
+        self.schedule(at, PRIO_LIMIT, EV_LIMIT, entry.job.id, entry.run)
+
+    def schedule_walltime(self, entry: JobEntry, started: float) -> None:
+        """End the current run of `entry` at its job's requested runtime after `started`
+        (`isthmus.engine.runs.schedule_walltime`)."""
+        runs.schedule_walltime(self, entry, started)
+
+    def charge_start(self, job_id: int, site: int) -> None:
+        """Job `job_id` started now on VMs of cloud `site`: book it with the budget caps
+        (`isthmus.engine.budgets.Ledger.started`) and follow the billing boundaries that now
+        have a user to charge."""
+        for vm_id, at in self.ledger.started(self, job_id, site):
+            self.billing.schedule(at, site, vm_id)
+
+    def lease_users(self, site: int, count: int, price: float, cores: int) -> tuple[list[str], CapState | None]:
+        """The users `count` VMs leased now on cloud `site` are for, and the cap that refused the
+        rest (`isthmus.engine.budgets.lease_users`)."""
+        return lease_users(self, site, count, price, cores)
 
     # ----------------------------------------------------------------------------- rounds
 

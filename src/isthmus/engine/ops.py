@@ -5,8 +5,8 @@ the modules that use them imports the engine class. Each protocol lists exactly 
 touch, so that what a part may change is read here rather than from the engine's code:
 
 - `WalltimeOps`: a run's walltime (`isthmus.engine.runs.schedule_walltime`);
-- `EngineOps`: the decision kinds (`isthmus.engine.kinds`) and the budgets' functions they
-  call (`isthmus.engine.budgets`);
+- `EngineOps`: the decision kinds' operations (`isthmus.decisions.ops.KindOps`) with the
+  engine's own types, and what the budgets' functions use (`isthmus.engine.budgets`);
 - `AdmitOps`: admission of an arriving job (`isthmus.engine.queues.admit`);
 - `PeerOps`: what a federation reads of its engine (`isthmus.engine.peering`);
 - `ForwardOps`: the federation's moves (`isthmus.engine.forwarding`);
@@ -25,13 +25,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from isthmus.decisions.ops import KindOps
+
 if TYPE_CHECKING:
     from collections import deque
 
     from isthmus.engine.backend import CloudBackend, SiteBackend
-    from isthmus.engine.bags import BagBook
+    from isthmus.engine.bags import Bag, BagBook, Slot  # noqa: F401 (Bag, Slot: named in a string base below)
     from isthmus.engine.billing import Billing
-    from isthmus.engine.budgets import Ledger
+    from isthmus.engine.budgets import CapState, Ledger
     from isthmus.engine.clock import Schedule, SimClock
     from isthmus.engine.forwarding import Forwarding
     from isthmus.engine.peering import Federation
@@ -147,10 +149,11 @@ class RunOps(CoreOps, Protocol):
         ...
 
 
-class EngineOps(CoreOps, Protocol):
-    """What the decision kinds use to validate and apply a decision (and the budgets' ledger
-    functions they call); the parts they act through (`forwarding`, `billing`, `bags`,
-    `queue_book`) reach the engine through protocols of their own."""
+class EngineOps(CoreOps, KindOps["JobEntry", "Bag", "Slot", "CapState"], Protocol):
+    """The operations the engine offers the decision kinds (`isthmus.decisions.ops.KindOps`),
+    with the engine's own types (mypy checks here that they satisfy the kinds' protocols), and
+    what the budgets' functions use; the parts the kinds act through (`forwarding`, `billing`,
+    `bags`, `queue_book`) reach the engine through protocols of their own."""
 
     #: this manager's name among its peers
     name: str
@@ -189,6 +192,26 @@ class EngineOps(CoreOps, Protocol):
 
     def request_round(self, t: float) -> None:
         """Make sure a round runs at `t`."""
+        ...
+
+    def cloud_at(self, index: int) -> CloudBackend | None:
+        """The cloud backend at existing site index `index`, None for a cluster."""
+        ...
+
+    def schedule_limit(self, entry: JobEntry, at: float) -> None:
+        """End the current run of `entry` at `at` for its runtime limit."""
+        ...
+
+    def schedule_walltime(self, entry: JobEntry, started: float) -> None:
+        """End the current run of `entry` at its job's requested runtime after `started`."""
+        ...
+
+    def charge_start(self, job_id: int, site: int) -> None:
+        """Job `job_id` started now on VMs of cloud `site`: book it with the budget caps."""
+        ...
+
+    def lease_users(self, site: int, count: int, price: float, cores: int) -> tuple[list[str], CapState | None]:
+        """The users `count` VMs leased now on cloud `site` are for, and the cap that refused the rest."""
         ...
 
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from isthmus.decisions.start import StartJob, StartKind
 from isthmus.engine.clock import EV_LIMIT, PRIO_LIMIT
-from isthmus.engine.kinds.start import StartKind
 from isthmus.engine.queues import admit
 from isthmus.engine.runs import schedule_walltime
 from isthmus.engine.state import JobEntry
-from isthmus.model.decisions import StartJob
 from isthmus.model.job import Job
 from isthmus.model.states import JobState
 from isthmus.model.status import ACCEPTED, Refused, Status

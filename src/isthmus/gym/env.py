@@ -38,6 +38,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
+from isthmus.decisions.start import start_job
 from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import PRIO_SUBMIT, SimClock
 from isthmus.engine.engine import Engine
@@ -52,7 +53,6 @@ from isthmus.gym.features import (
 )
 from isthmus.gym.seat import NAME as SEAT
 from isthmus.gym.seat import Seat, seated
-from isthmus.model.decisions import start_job
 from isthmus.model.environment import Environment
 from isthmus.model.events import EventKind
 from isthmus.model.job import Job

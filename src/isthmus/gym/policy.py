@@ -15,9 +15,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.gym.agent import LinearAgent
 from isthmus.gym.features import observe, wait_allowed
-from isthmus.model.decisions import Decision, start_job
 from isthmus.model.environment import Environment
 from isthmus.policies.allocation.common import all_sites
 from isthmus.policies.api import AllocationDefaults, View

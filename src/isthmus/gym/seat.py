@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision
+from isthmus.decisions import Decision
 from isthmus.model.environment import Environment
 from isthmus.policies import registry
 from isthmus.policies.allocation.common import all_sites

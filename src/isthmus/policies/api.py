@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 from pydantic.main import BaseModel as _BaseModel  # noqa: F401  (mypyc: the defining module is imported before the class is built)
 
-from isthmus.model.decisions import Decision
+from isthmus.decisions import Decision
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData

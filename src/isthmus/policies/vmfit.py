@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from isthmus.model.decisions import LeaseVms
+from isthmus.decisions.lease import LeaseVms
 from isthmus.model.job import Job
 from isthmus.model.vmtypes import InstanceType, VmImage, cheapest_type, site_misfit, type_misfit, vms_needed
 from isthmus.policies.api import CloudInfo, VmInfo

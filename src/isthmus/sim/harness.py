@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from isthmus.decisions import Decision
+from isthmus.decisions.grow import GrowBag
+from isthmus.decisions.start import StartJob
 from isthmus.engine.backend import CloudBackend
 from isthmus.engine.build import PolicyChoices, build_engine
 from isthmus.engine.clock import SimClock
 from isthmus.engine.engine import Engine
 from isthmus.engine.peering import PeerState
 from isthmus.engine.state import JobEntry
-from isthmus.model.decisions import Decision, GrowBag, StartJob
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.job import Job
 from isthmus.model.peers import PeerRole, ResourceData, SiteSummary

@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 from mypy_extensions import mypyc_attr
 from pydantic import BaseModel
 
-from isthmus.model.decisions import Decision, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.policies.api import AllocationDefaults, JobInfo, NoParams, RuntimeKey, View, runtime_order

@@ -8,7 +8,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, first_fit_held, free_processors, take
 from isthmus.policies.api import JobInfo, RuntimeKey, SortedRuntimes, View
 from isthmus.policies.prediction.wait import earliest_fit_on

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision
+from isthmus.decisions import Decision
 from isthmus.policies.allocation.common import SingleSetPolicy, any_free, first_fit_in_order
 from isthmus.policies.api import View
 

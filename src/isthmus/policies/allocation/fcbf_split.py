@@ -8,7 +8,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.model.environment import Environment
 from isthmus.policies.allocation.common import all_sites, first_fit, free_processors, queue_fitting
 from isthmus.policies.api import AllocationDefaults, View

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.policies.allocation.common import Placer, SingleSetPolicy, first_fit, free_processors, take
 from isthmus.policies.api import View
 

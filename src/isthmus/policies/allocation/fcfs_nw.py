@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, StartJob, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import StartJob, start_job
 from isthmus.policies.allocation.common import SingleSetPolicy, first_fit, free_processors
 from isthmus.policies.api import View
 

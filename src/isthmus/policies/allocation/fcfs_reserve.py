@@ -6,7 +6,9 @@ import math
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, ReserveVms, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.reserve import ReserveVms
+from isthmus.decisions.start import start_job
 from isthmus.policies.allocation.common import SingleSetPolicy
 from isthmus.policies.api import View
 

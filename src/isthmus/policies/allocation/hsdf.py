@@ -9,7 +9,8 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
-from isthmus.model.decisions import Decision, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.model.environment import Environment
 from isthmus.policies.allocation.common import (
     all_sites,

@@ -7,7 +7,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from isthmus.model.decisions import AbortJob, Decision, WakeUp, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.abort import AbortJob
+from isthmus.decisions.start import start_job
+from isthmus.decisions.wake import WakeUp
 from isthmus.model.environment import Environment
 from isthmus.model.job import PriorityClass
 from isthmus.policies.allocation.common import all_sites

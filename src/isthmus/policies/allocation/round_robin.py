@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.policies.allocation.common import SingleSetPolicy, free_processors, queue_fitting
 from isthmus.policies.api import NoParams, View
 

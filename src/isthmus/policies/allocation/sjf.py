@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision
+from isthmus.decisions import Decision
 from isthmus.model.environment import Environment
 from isthmus.policies.allocation.common import (
     SingleSetPolicy,

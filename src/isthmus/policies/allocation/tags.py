@@ -9,7 +9,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from isthmus.model.decisions import Decision, start_job
+from isthmus.decisions import Decision
+from isthmus.decisions.start import start_job
 from isthmus.model.environment import Environment
 from isthmus.model.job import Job
 from isthmus.policies.allocation.common import first_fit_in_order, free_processors

@@ -18,7 +18,10 @@ from typing import ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from isthmus.model.decisions import Decision, GrowBag, HoldBagRelease, ShrinkBag
+from isthmus.decisions import Decision
+from isthmus.decisions.grow import GrowBag
+from isthmus.decisions.hold_release import HoldBagRelease
+from isthmus.decisions.shrink import ShrinkBag
 from isthmus.model.job import Job
 from isthmus.policies.api import BagInfo, CloudInfo, SlotInfo, View
 from isthmus.policies.prediction.wait import earliest_fit_on

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from isthmus.model.decisions import Decision
+from isthmus.decisions import Decision
 from isthmus.policies.api import BagInfo, View
 from isthmus.policies.fairshare.common import EquiPartitionBase, SiteRoom, take_evenly
 

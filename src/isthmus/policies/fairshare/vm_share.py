@@ -18,7 +18,10 @@ from typing import ClassVar, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, KillJob, ReleaseVms, RetireVms
+from isthmus.decisions import Decision
+from isthmus.decisions.kill import KillJob
+from isthmus.decisions.release import ReleaseVms
+from isthmus.decisions.retire import RetireVms
 from isthmus.policies.api import CloudInfo, IdleReleaseRule, JobInfo, View, VmInfo, capability
 from isthmus.policies.provisioning.common import usable_clouds
 from isthmus.policies.vmfit import LeasePlan, PaperVms, lease_plan

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision
+from isthmus.decisions import Decision
 from isthmus.model.job import Job
 from isthmus.policies.api import View
 from isthmus.policies.provisioning.common import CompletionObserver

@@ -13,7 +13,10 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
+from isthmus.decisions import Decision
+from isthmus.decisions.lease import LeaseVms
+from isthmus.decisions.release import ReleaseVms
+from isthmus.decisions.wake import WakeUp
 from isthmus.policies.api import CloudInfo, JobInfo, View
 from isthmus.policies.vmfit import LeasePlan, PaperVms, lease_plan
 

@@ -10,7 +10,7 @@ JobPool"; Appendix I: the job names the VM it needs).
 
 from __future__ import annotations
 
-from isthmus.model.decisions import Decision
+from isthmus.decisions import Decision
 from isthmus.policies.api import CloudInfo, View
 from isthmus.policies.provisioning.common import place_vm_by_vm
 from isthmus.policies.vmfit import LeasePlan

@@ -8,7 +8,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, WakeUp
+from isthmus.decisions import Decision
+from isthmus.decisions.wake import WakeUp
 from isthmus.policies.api import CloudInfo, View
 from isthmus.policies.provisioning.common import Allowance, Demand, idle_release, queue_demand, usable_clouds
 from isthmus.policies.provisioning.od_s import idle_seconds

@@ -8,7 +8,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, LeaseVms, ReleaseVms, WakeUp
+from isthmus.decisions import Decision
+from isthmus.decisions.lease import LeaseVms
+from isthmus.decisions.release import ReleaseVms
+from isthmus.decisions.wake import WakeUp
 from isthmus.policies.api import CloudInfo, View
 from isthmus.policies.provisioning.common import demand_free
 from isthmus.policies.provisioning.matching import matching_demand

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, LeaseVms
+from isthmus.decisions import Decision
+from isthmus.decisions.lease import LeaseVms
 from isthmus.policies.api import NoParams, View
 
 

@@ -10,7 +10,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, WakeUp
+from isthmus.decisions import Decision
+from isthmus.decisions.wake import WakeUp
 from isthmus.policies.api import CloudInfo, JobInfo, View
 from isthmus.policies.provisioning.common import (
     Allowance,

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision, ForwardJob
+from isthmus.decisions import Decision
+from isthmus.decisions.forward import ForwardJob
 from isthmus.model.peers import ResourceData
 from isthmus.policies.api import JobInfo, NoParams, View
 

@@ -7,7 +7,9 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from isthmus.model.decisions import Decision, ForwardJob, HoldJob
+from isthmus.decisions import Decision
+from isthmus.decisions.forward import ForwardJob
+from isthmus.decisions.hold import HoldJob
 from isthmus.policies.api import View
 from isthmus.policies.selection.common import LOCAL
 from isthmus.policies.selection.ibm_filters import FILTERS, Resource

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from isthmus.model.decisions import Decision
+from isthmus.decisions import Decision
 from isthmus.policies.api import NoParams, View
 from isthmus.policies.selection.common import LOCAL, eligible, round_candidates, route
 

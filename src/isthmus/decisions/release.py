@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import CloudBackend
-from isthmus.engine.kinds import register
-from isthmus.model.decisions import ReleaseVms
+from isthmus.decisions import register
 from isthmus.model.events import EventKind
 from isthmus.model.states import VmState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import B, C, Cloud, E, KindOps, S
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseVms:
+    """Release the VMs `vm_ids` of cloud site `site` (each must be idle)."""
+
+    site: int
+    vm_ids: tuple[int, ...]
+    by: str = ""
 
 
 class ReleaseKind:
@@ -21,7 +29,7 @@ class ReleaseKind:
 
     decision = ReleaseVms
 
-    def validate(self, ops: EngineOps, d: ReleaseVms) -> tuple[CloudBackend, tuple[int, ...]]:
+    def validate(self, ops: KindOps[E, B, S, C], d: ReleaseVms) -> tuple[Cloud[E], tuple[int, ...]]:
         """The cloud's backend and the distinct VM ids, or Refused."""
         backend = ops.cloud_backend(d.site)
         ids = tuple(dict.fromkeys(d.vm_ids))
@@ -42,7 +50,7 @@ class ReleaseKind:
             )
         return backend, ids
 
-    def apply(self, ops: EngineOps, d: ReleaseVms, ctx: tuple[CloudBackend, tuple[int, ...]]) -> None:
+    def apply(self, ops: KindOps[E, B, S, C], d: ReleaseVms, ctx: tuple[Cloud[E], tuple[int, ...]]) -> None:
         """Release the VMs now. A cloud that was at its maximum has room to lease again: with
         jobs waiting, a round follows (the provisioning policy planned this round's leases with
         the cloud full; without that round a job needing a VM of another image could wait for

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isthmus.engine.kinds import register
-from isthmus.model.decisions import HoldJob
+from isthmus.decisions import register
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import AnyOps
+
+
+@dataclass(frozen=True, slots=True)
+class HoldJob:
+    """Explain why a queued job was not started this round (a policy's answer to "why?")."""
+
+    job_id: int
+    reason: str
+    by: str = ""
 
 
 class HoldKind:
@@ -17,11 +26,11 @@ class HoldKind:
 
     decision = HoldJob
 
-    def validate(self, ops: EngineOps, d: HoldJob) -> None:
+    def validate(self, ops: AnyOps, d: HoldJob) -> None:
         """Record the policy's reason as the job's status (code HELD)."""
         raise Refused(StatusCode.HELD, d.reason)
 
-    def apply(self, ops: EngineOps, d: HoldJob, ctx: None) -> None:
+    def apply(self, ops: AnyOps, d: HoldJob, ctx: None) -> None:
         """Never reached: a hold changes nothing."""
 
 

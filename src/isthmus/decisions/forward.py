@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isthmus.engine.kinds import register
-from isthmus.engine.peering import PeerState
-from isthmus.engine.state import JobEntry
-from isthmus.model.decisions import ForwardJob
+from isthmus.decisions import register
 from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import B, C, E, KindOps, Peer, S
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardJob:
+    """Send queued job `job_id` to peer manager `peer` (an index into the view's `peers`).
+
+    Villegas dissertation §4.2.1: a job "is forwarded between MSs using the same submitJob()
+    interface"; the job leaves this manager's queue, keeps its id at its origin and carries the
+    chain of managers it visited. The engine refuses it when the peer is down, is not a
+    provider to this manager, was already visited by the job, or the job is not queued.
+    """
+
+    job_id: int
+    peer: int
+    by: str = ""
 
 
 class ForwardKind:
@@ -23,7 +36,7 @@ class ForwardKind:
 
     decision = ForwardJob
 
-    def validate(self, ops: EngineOps, d: ForwardJob) -> tuple[JobEntry, PeerState]:
+    def validate(self, ops: KindOps[E, B, S, C], d: ForwardJob) -> tuple[E, Peer]:
         """The job's entry and the peer, or Refused."""
         fed = ops.federation
         if fed is None:
@@ -51,7 +64,7 @@ class ForwardKind:
             )
         return entry, peer
 
-    def apply(self, ops: EngineOps, d: ForwardJob, ctx: tuple[JobEntry, PeerState]) -> None:
+    def apply(self, ops: KindOps[E, B, S, C], d: ForwardJob, ctx: tuple[E, Peer]) -> None:
         """Send the job; it leaves this manager's queue (FORWARD in the log)."""
         entry, _ = ctx
         ops.forwarding.forward(entry, d.peer, d.by or ops.deciding)

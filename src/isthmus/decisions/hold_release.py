@@ -3,17 +3,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import CloudBackend
-from isthmus.engine.kinds import register
-from isthmus.engine.state import JobEntry
-from isthmus.model.decisions import HoldBagRelease
+from isthmus.decisions import register
 from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import B, C, E, KindOps, S
+
+
+@dataclass(frozen=True, slots=True)
+class HoldBagRelease:
+    """Hold for waiting rigid job `job_id` the processors of cluster site `site` that bags are
+    giving back for no waiting job (each as it comes free) and, up to its size, free ones held
+    for no job (KOALA-CS thesis §3.1: a bag never delays a rigid job by more than the preemption
+    time). A fair-share policy counts them for the job, so bags give back nothing for it and no
+    shrink names it; without the hold another job could take them as they come free."""
+
+    job_id: int
+    site: int
+    by: str = ""
 
 
 class HoldReleaseKind:
@@ -24,7 +35,7 @@ class HoldReleaseKind:
 
     decision = HoldBagRelease
 
-    def validate(self, ops: EngineOps, d: HoldBagRelease) -> JobEntry:
+    def validate(self, ops: KindOps[E, B, S, C], d: HoldBagRelease) -> E:
         """The job's entry, or Refused."""
         entry = ops.entries.get(d.job_id)
         if entry is None:
@@ -34,7 +45,7 @@ class HoldReleaseKind:
         if not 0 <= d.site < len(ops.backends):
             raise Refused(StatusCode.UNKNOWN_TARGET, f"site index {d.site} does not exist")
         backend = ops.backends[d.site]
-        if not backend.holds_bags or isinstance(backend, CloudBackend):
+        if not backend.holds_bags or ops.cloud_at(d.site) is not None:
             raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} is not a cluster that holds bags of tasks")
         if d.site not in ops.stage_sites[entry.stage]:
             raise Refused(StatusCode.NOT_ALLOWED, f"site {backend.name} is not among the sites of queue {entry.stage}")
@@ -45,7 +56,7 @@ class HoldReleaseKind:
             raise Refused(StatusCode.NO_CAPACITY, f"site {backend.name} has no processor being given back for no job")
         return entry
 
-    def apply(self, ops: EngineOps, d: HoldBagRelease, ctx: JobEntry) -> None:
+    def apply(self, ops: KindOps[E, B, S, C], d: HoldBagRelease, ctx: E) -> None:
         """Hold them (HOLD as each free one joins the hold)."""
         ops.bags.hold_release(d.site, d.job_id, d.by or ops.deciding)
 

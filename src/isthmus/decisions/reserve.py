@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import CloudBackend
-from isthmus.engine.kinds import register
-from isthmus.engine.state import JobEntry
-from isthmus.model.decisions import ReserveVms
+from isthmus.decisions import register
 from isthmus.model.events import EventKind
 from isthmus.model.states import JobState
 from isthmus.model.status import Refused, Status, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import B, C, Cloud, E, KindOps, S
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveVms:
+    """Hold `count` idle VMs of cloud site `site` for queued job `job_id` (0 drops its hold).
+
+    Villegas dissertation §7.3.1: "partially available resources need to be marked until there
+    are enough to fulfill the number of required processors by a job, so that they are not
+    released due to being idle". The engine keeps the VMs already held for the job and adds
+    idle VMs held for no one (longest idle first) up to `count`, or as many as there are; a
+    count below what is held gives back the most recently reserved ones. A reserved VM runs
+    no other job and no release of it is accepted; the reservation ends when the job starts
+    (on its reserved VMs first) or leaves the queue. A count lets a policy reserve in the
+    round it starts other jobs, before it knows which VMs those take.
+    """
+
+    job_id: int
+    site: int
+    count: int
+    by: str = ""
 
 
 class ReserveKind:
@@ -22,7 +40,7 @@ class ReserveKind:
 
     decision = ReserveVms
 
-    def validate(self, ops: EngineOps, d: ReserveVms) -> tuple[JobEntry, CloudBackend]:
+    def validate(self, ops: KindOps[E, B, S, C], d: ReserveVms) -> tuple[E, Cloud[E]]:
         """The job's entry and the cloud's backend, or Refused."""
         entry = ops.entries.get(d.job_id)
         if entry is None or entry.state is not JobState.QUEUED:
@@ -36,7 +54,7 @@ class ReserveKind:
             )
         return entry, backend
 
-    def apply(self, ops: EngineOps, d: ReserveVms, ctx: tuple[JobEntry, CloudBackend]) -> None:
+    def apply(self, ops: KindOps[E, B, S, C], d: ReserveVms, ctx: tuple[E, Cloud[E]]) -> None:
         """Change the job's hold on the site; log each VM added (RESERVE, value 1) or given back
         (value 0) and make the hold the job's answer to "why" while it holds any."""
         entry, backend = ctx

@@ -3,30 +3,41 @@ cluster's, or free cores of a cloud's ready VMs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isthmus.engine.backend import CloudBackend
-from isthmus.engine.bags import Bag
-from isthmus.engine.kinds import register
-from isthmus.model.decisions import GrowBag, ShrinkBag
+from isthmus.decisions import register
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import B, C, E, KindOps, S
 
 
-def bag_of(ops: EngineOps, d: GrowBag | ShrinkBag) -> Bag:
-    """The active bag a grow or shrink names, or Refused (NOT_MALLEABLE for a rigid job,
+@dataclass(frozen=True, slots=True)
+class GrowBag:
+    """Give bag of tasks `job_id` `count` more free processors of site `site` (a cluster's, or
+    free cores of a cloud's ready VMs, none of the VMs `avoid`: a rigid job starts on them this
+    round); each pulls one task of the bag at a time (KOALA-CS thesis §3.5.2, job growth)."""
+
+    job_id: int
+    site: int
+    count: int
+    by: str = ""
+    avoid: tuple[int, ...] = ()
+
+
+def bag_of(ops: KindOps[E, B, S, C], job_id: int) -> B:
+    """The active bag `job_id` a grow or shrink names, or Refused (NOT_MALLEABLE for a rigid job,
     UNKNOWN_TARGET for no job, WRONG_STATE for a bag whose tasks are all done)."""
-    bag = ops.bags.get(d.job_id)
+    bag = ops.bags.get(job_id)
     if bag is None:
-        if d.job_id in ops.entries:
+        if job_id in ops.entries:
             raise Refused(
-                StatusCode.NOT_MALLEABLE, f"job {d.job_id} is a rigid job: only a bag of tasks grows and shrinks"
+                StatusCode.NOT_MALLEABLE, f"job {job_id} is a rigid job: only a bag of tasks grows and shrinks"
             )
-        raise Refused(StatusCode.UNKNOWN_TARGET, f"bag {d.job_id} does not exist")
+        raise Refused(StatusCode.UNKNOWN_TARGET, f"bag {job_id} does not exist")
     if bag.finished:
-        raise Refused(StatusCode.WRONG_STATE, f"bag {d.job_id} has completed all its tasks")
+        raise Refused(StatusCode.WRONG_STATE, f"bag {job_id} has completed all its tasks")
     return bag
 
 
@@ -38,9 +49,9 @@ class GrowKind:
 
     decision = GrowBag
 
-    def validate(self, ops: EngineOps, d: GrowBag) -> Bag:
+    def validate(self, ops: KindOps[E, B, S, C], d: GrowBag) -> B:
         """The bag, or Refused."""
-        bag = bag_of(ops, d)
+        bag = bag_of(ops, d.job_id)
         if d.count < 1:
             raise Refused(StatusCode.INVALID, f"a bag grows by at least 1 processor, not {d.count}")
         if not 0 <= d.site < len(ops.backends):
@@ -55,13 +66,13 @@ class GrowKind:
                 StatusCode.OVER_LIMIT,
                 f"bag {d.job_id} has {bag.unclaimed} tasks waiting for a processor; it cannot use {d.count} more",
             )
-        if d.avoid and not isinstance(backend, CloudBackend):
+        if d.avoid and ops.cloud_at(d.site) is None:
             raise Refused(StatusCode.INVALID, f"site {backend.name} has no VMs to avoid")
         room = backend.bag_room(bag.job, d.avoid)
         if d.count > room:
             held = (
                 f", {backend.reserved_cores} of them held for waiting jobs"
-                if backend.reserved_cores and not isinstance(backend, CloudBackend)
+                if backend.reserved_cores and ops.cloud_at(d.site) is None
                 else ""
             )
             raise Refused(
@@ -69,7 +80,7 @@ class GrowKind:
             )
         return bag
 
-    def apply(self, ops: EngineOps, d: GrowBag, ctx: Bag) -> None:
+    def apply(self, ops: KindOps[E, B, S, C], d: GrowBag, ctx: B) -> None:
         """Take the processors; each starts pulling tasks."""
         ops.bags.grow(ctx, d.site, d.count, d.by or ops.deciding, d.avoid)
 

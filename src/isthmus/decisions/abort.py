@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isthmus.engine.kinds import register
-from isthmus.engine.state import JobEntry
-from isthmus.model.decisions import AbortJob
+from isthmus.decisions import register
 from isthmus.model.states import JobState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import B, C, E, KindOps, S
+
+
+@dataclass(frozen=True, slots=True)
+class AbortJob:
+    """Abort queued job `job_id`: it leaves the queue unrun, as cancelled, with `reason` (KOALA's
+    abort after too many placement tries, KOALA-CS thesis §2.2.3)."""
+
+    job_id: int
+    reason: str
+    by: str = ""
 
 
 class AbortKind:
@@ -19,14 +28,14 @@ class AbortKind:
 
     decision = AbortJob
 
-    def validate(self, ops: EngineOps, d: AbortJob) -> JobEntry:
+    def validate(self, ops: KindOps[E, B, S, C], d: AbortJob) -> E:
         """The queued job's entry, or Refused."""
         entry = ops.entries.get(d.job_id)
         if entry is None or entry.state is not JobState.QUEUED:
             raise Refused(StatusCode.WRONG_STATE, f"job {d.job_id} is not queued")
         return entry
 
-    def apply(self, ops: EngineOps, d: AbortJob, ctx: JobEntry) -> None:
+    def apply(self, ops: KindOps[E, B, S, C], d: AbortJob, ctx: E) -> None:
         """The job leaves its queue as cancelled (a CANCEL event); its reason names the policy."""
         ops.cancel(d.job_id)
         ops.log.reasons[d.job_id] = f"aborted by {d.by or ops.deciding}: {d.reason}"

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
-from isthmus.engine.backend import CloudBackend
-from isthmus.engine.budgets import CapState, lease_users
-from isthmus.engine.kinds import register
-from isthmus.model.decisions import LeaseVms
+from isthmus.decisions import register
 from isthmus.model.events import EventKind
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import B, C, Cloud, E, KindOps, S
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseVms:
+    """Lease `count` more VMs on cloud site `site`.
+
+    `vm_type` names one of the site's instance types and `image` one of its images (None: the
+    site's first, its default); with `user` the VMs serve that user alone (they run only that
+    user's jobs: Cloud Scheduler's per-user VMs, cloud-scheduler-uvic.txt §3.3).
+    """
+
+    site: int
+    count: int
+    by: str = ""
+    vm_type: str | None = None
+    image: str | None = None
+    user: str | None = None
 
 
 _VM_LEASE = int(EventKind.VM_LEASE)
@@ -20,7 +35,7 @@ _VM_USER = int(EventKind.VM_USER)
 
 #: what validation hands apply: the backend, the type and image indices, the user each VM is
 #: leased for (for the budgets) and the per-user cap that refused the rest (fewer users than asked)
-_Ctx = tuple[CloudBackend, int, int, list[str], CapState | None]
+_Ctx: TypeAlias = "tuple[Cloud[E], int, int, list[str], C | None]"
 
 
 class LeaseKind:
@@ -28,7 +43,7 @@ class LeaseKind:
 
     decision = LeaseVms
 
-    def validate(self, ops: EngineOps, d: LeaseVms) -> _Ctx:
+    def validate(self, ops: KindOps[E, B, S, C], d: LeaseVms) -> _Ctx[E, C]:
         """The cloud's backend, the type and image indices, the user each VM is charged to (fewer
         than asked when a per-user cap refuses the rest: that cap last), or Refused."""
         backend = ops.cloud_backend(d.site)
@@ -63,7 +78,7 @@ class LeaseKind:
                     cap.refused_leases += d.count
                     raise Refused(StatusCode.OVER_BUDGET, _over(ops, d, backend.name, price, cap))
                 return backend, vm_type, image, [d.user] * d.count, None
-            users, cap = lease_users(ops, d.site, d.count, price, backend.site.types[vm_type].cores)
+            users, cap = ops.lease_users(d.site, d.count, price, backend.site.types[vm_type].cores)
             if not users and cap is not None:
                 cap.refused_leases += d.count
                 raise Refused(StatusCode.OVER_BUDGET, _over(ops, d, backend.name, price, cap))
@@ -74,7 +89,7 @@ class LeaseKind:
             raise Refused(StatusCode.OVER_BUDGET, _over(ops, d, backend.name, price, cap))
         return backend, vm_type, image, [d.user or ""] * d.count, None
 
-    def apply(self, ops: EngineOps, d: LeaseVms, ctx: _Ctx) -> None:
+    def apply(self, ops: KindOps[E, B, S, C], d: LeaseVms, ctx: _Ctx[E, C]) -> None:
         """Lease the VMs (for their users), pay their first billing increment, schedule the next
         boundary; the VMs a per-user cap refused are recorded as a refused lease.
 
@@ -109,7 +124,7 @@ class LeaseKind:
             ops.refuse(rest, Refused(StatusCode.OVER_BUDGET, _over(ops, rest, backend.name, price, cap)), d.by)
 
 
-def _over(ops: EngineOps, d: LeaseVms, site: str, price: float, cap: CapState) -> str:
+def _over(ops: KindOps[E, B, S, C], d: LeaseVms, site: str, price: float, cap: C) -> str:
     """The reason a lease is over budget `cap`."""
     now = ops.clock.now
     period = f" this {cap.cap.period}" if cap.cap.period else ""
@@ -126,7 +141,7 @@ def _over(ops: EngineOps, d: LeaseVms, site: str, price: float, cap: CapState) -
     )
 
 
-def _type_and_image(backend: CloudBackend, d: LeaseVms) -> tuple[int, int]:
+def _type_and_image(backend: Cloud[E], d: LeaseVms) -> tuple[int, int]:
     """Indices of the instance type and image `d` names (the site's default ones when it names
     none); Refused (UNKNOWN_TARGET) naming what the site offers when it names one it does not."""
     site = backend.site

@@ -3,23 +3,34 @@
 Cloud Scheduler (cloud-scheduler-uvic.txt §3.3), configured for graceful shutdown, keeps
 pending jobs off the over-allocated VMs: "the next VM of the over-allocated type to finish its
 job can be safely shutdown without affecting running jobs". An idle VM is released at once;
-a busy one is marked retiring (no job starts on it; `CloudBackend.vm_accepts`) and released,
-with billing stopping, the moment its last run ends, whatever ended it.
+a busy one is marked retiring (no job starts on it: `isthmus.engine.backend.CloudBackend.vm_accepts`)
+and released, with billing stopping, the moment its last run ends, whatever ended it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from isthmus.engine.backend import CloudBackend
-from isthmus.engine.kinds import register
-from isthmus.model.decisions import RetireVms
+from isthmus.decisions import register
 from isthmus.model.events import EventKind
 from isthmus.model.states import VmState
 from isthmus.model.status import Refused, StatusCode
 
 if TYPE_CHECKING:
-    from isthmus.engine.ops import EngineOps
+    from isthmus.decisions.ops import AnyOps, B, C, Cloud, E, KindOps, S
+
+
+@dataclass(frozen=True, slots=True)
+class RetireVms:
+    """Retire the ready VMs `vm_ids` of cloud site `site`: each takes no new job and is released
+    when its runs end (at once when idle). Cloud Scheduler's graceful rebalancing
+    (cloud-scheduler-uvic.txt §3.3): "the next VM of the over-allocated type to finish its job
+    can be safely shutdown without affecting running jobs"."""
+
+    site: int
+    vm_ids: tuple[int, ...]
+    by: str = ""
 
 
 class RetireKind:
@@ -28,7 +39,7 @@ class RetireKind:
 
     decision = RetireVms
 
-    def validate(self, ops: EngineOps, d: RetireVms) -> tuple[CloudBackend, tuple[int, ...]]:
+    def validate(self, ops: KindOps[E, B, S, C], d: RetireVms) -> tuple[Cloud[E], tuple[int, ...]]:
         """The cloud's backend and the distinct VM ids, or Refused."""
         backend = ops.cloud_backend(d.site)
         ids = tuple(dict.fromkeys(d.vm_ids))
@@ -52,7 +63,7 @@ class RetireKind:
             )
         return backend, ids
 
-    def apply(self, ops: EngineOps, d: RetireVms, ctx: tuple[CloudBackend, tuple[int, ...]]) -> None:
+    def apply(self, ops: KindOps[E, B, S, C], d: RetireVms, ctx: tuple[Cloud[E], tuple[int, ...]]) -> None:
         """Mark the VMs retiring (VM_RETIRE); release the idle ones now, the others when their
         runs end (VM_RELEASE by the retiring policy)."""
         backend, ids = ctx
@@ -76,7 +87,7 @@ class RetireKind:
 class RetiredRelease:
     """Releases a retiring VM of one cloud when its last run ends (the backend's `retired_hook`)."""
 
-    def __init__(self, ops: EngineOps, backend: CloudBackend) -> None:
+    def __init__(self, ops: AnyOps, backend: Cloud[Any]) -> None:
         self.ops = ops
         self.backend = backend
         #: the policy that retired each VM not yet released
