@@ -44,7 +44,7 @@ def test_metrics_follow_the_workload(live: LiveServer) -> None:
     assert m[("isthmus_jobs", (("state", "cancelled"),))] == 1
     assert m[("isthmus_jobs", (("state", "queued"),))] == 0
     assert m[("isthmus_vm_leases_total", (("site", "cloud"),))] >= 1
-    assert m[("isthmus_spend_dollars", ())] == 0.0  # the test cloud is free
+    assert m[("isthmus_spend_dollars_total", ())] == 0.0  # the test cloud is free
     assert m[("isthmus_rounds_total", ())] >= 2
     assert m[("isthmus_round_duration_seconds_count", ())] == m[("isthmus_rounds_total", ())]
     submitted = (("method", "POST"), ("route", "/jobs"), ("status", "201"))
