@@ -29,6 +29,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from starlette.routing import BaseRoute, Match
 
 from isthmus.model.site import SiteKind
 from isthmus.model.states import TERMINAL_NAMES, JobState, TaskState
@@ -184,6 +185,17 @@ class Metrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
+def _plain_route(scope: dict[str, Any]) -> str:
+    """The template of the app's plain Starlette route (the API documentation pages, the
+    dashboard's mount) that `scope` matches, or "unmatched": FastAPI names only its API routes
+    in the scope."""
+    for route in getattr(scope.get("app"), "routes", ()):
+        path = getattr(route, "path", None)
+        if isinstance(route, BaseRoute) and path and route.matches(scope)[0] is Match.FULL:
+            return str(path)
+    return "unmatched"
+
+
 class LatencyMiddleware:
     """ASGI middleware timing each HTTP request into `Metrics.api_seconds` by route template;
     a request to a route of `WAITING_ROUTES` is counted in `Metrics.api_waiting` instead."""
@@ -199,6 +211,7 @@ class LatencyMiddleware:
             return
         began = time.perf_counter()
         status = [500]
+        asked = dict(scope)  # as it came: routing rewrites the scope (a mount's root path)
 
         async def send_status(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -208,8 +221,7 @@ class LatencyMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = getattr(scope.get("route"), "path", None) or _plain_route(asked)
             method = scope["method"] if scope["method"] in METHODS else "other"
             if template in WAITING_ROUTES:
                 self.metrics.api_waiting.labels(method, template, str(status[0])).inc()
