@@ -1,11 +1,16 @@
 """`GET /metrics`: the live manager in the Prometheus text format (prometheus-client).
 
-Gauges are read at scrape time from the engine (the same state the policies see) and from the
-database (job counts by state, VM leases and releases), so a scrape costs two grouped queries
-and no bookkeeping on the hot path; the round duration and the API latency are histograms fed
-as rounds and requests happen. Each app has its own registry (several managers in one process
-do not mix). Labels are bounded: site names from the environment, job states, refusal codes,
-and the API's route templates (never a raw path, which a client could vary at will).
+Gauges (current levels) and counters (monotonic totals, exposed with `_total`) are read at
+scrape time from the engine (the same state the policies see) and from the database (job
+counts by state, VM leases and releases), so a scrape costs two grouped queries and no
+bookkeeping on the hot path; the round duration and the API latency are histograms in seconds
+fed as rounds and requests happen; the process's own CPU, memory, file descriptors and start
+time come from prometheus-client's process collector. Each app has its own registry (several
+managers in one process do not mix). Labels are bounded: site names from the environment, job
+states, refusal codes, and the API's route templates (never a raw path, which a client could
+vary at will). Routes that wait by design (the pilots' long poll) are kept out of the latency
+histogram: they are counted apart, so that their seconds of waiting do not hide the latency of
+the requests that answer at once.
 """
 
 from __future__ import annotations
@@ -14,9 +19,17 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from starlette.routing import BaseRoute, Match
 
 from isthmus.model.site import SiteKind
 from isthmus.model.states import TERMINAL_NAMES, JobState, TaskState
@@ -28,6 +41,9 @@ ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 API_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 JOB_STATES = (JobState.QUEUED.value, JobState.RUNNING.value, *sorted(TERMINAL_NAMES))
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# route templates whose requests wait by design (a pilot's long poll holds up to `wait` seconds):
+# matched by the template the router resolved, so no URL a client makes up lands here
+WAITING_ROUTES = frozenset({"/pilot/poll"})
 
 
 class ManagerCollector(Collector):
@@ -44,6 +60,14 @@ class ManagerCollector(Collector):
         for state in sorted(set(JOB_STATES) | set(counts)):
             jobs.add_metric([state], counts.get(state, 0))
         yield jobs
+        # the database keeps every job and a terminal state is final: both only grow
+        yield CounterMetricFamily(
+            "isthmus_jobs_submitted", "Jobs submitted (bags included) so far", value=sum(counts.values())
+        )
+        finished = CounterMetricFamily("isthmus_jobs_finished", "Jobs that reached a terminal state", labels=["state"])
+        for state in sorted(TERMINAL_NAMES):
+            finished.add_metric([state], counts.get(state, 0))
+        yield finished
 
         queued = GaugeMetricFamily(
             "isthmus_queue_length", "Jobs waiting in each queue (a queue serves a set of sites)", labels=["queue"]
@@ -78,12 +102,15 @@ class ManagerCollector(Collector):
                 releases.add_metric([b.name], released)
         yield from (leases, releases)
 
-        yield GaugeMetricFamily(
-            "isthmus_spend_dollars", "Charged cost of every cloud lease so far ($)", value=engine.spent
+        # every started billing increment is charged once and never refunded: a counter
+        yield CounterMetricFamily(
+            "isthmus_spend_dollars", "Charged cost of every cloud lease so far", value=engine.spent, unit="dollars"
         )
         if engine.budget is not None:
             left = engine.budget - engine.spent
-            yield GaugeMetricFamily("isthmus_budget_left_dollars", "Budget cap minus the charged cost ($)", value=left)
+            yield GaugeMetricFamily(
+                "isthmus_budget_left_dollars", "Budget cap minus the charged cost", value=left, unit="dollars"
+            )
         refused = CounterMetricFamily(
             "isthmus_decisions_refused", "Policy decisions the engine refused, by status code", labels=["code"]
         )
@@ -125,11 +152,13 @@ class ManagerCollector(Collector):
 
 
 class Metrics:
-    """The registry behind `/metrics`: the collector and the two histograms."""
+    """The registry behind `/metrics`: the manager's and the process's collectors, the two
+    histograms and the count of waiting requests."""
 
     def __init__(self, manager: Manager) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ManagerCollector(manager))
+        ProcessCollector(registry=self.registry)
         self.round_seconds = Histogram(
             "isthmus_round_duration_seconds",
             "Wall time of a scheduling round (every deciding policy)",
@@ -143,6 +172,12 @@ class Metrics:
             buckets=API_BUCKETS,
             registry=self.registry,
         )
+        self.api_waiting = Counter(
+            "isthmus_api_waiting_requests",
+            "API requests to routes that wait by design (the pilots' long poll), kept out of the latency histogram",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
         manager.engine.round_observer = self.round_seconds.observe
 
     def render(self) -> tuple[bytes, str]:
@@ -150,8 +185,20 @@ class Metrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
+def _plain_route(scope: dict[str, Any]) -> str:
+    """The template of the app's plain Starlette route (the API documentation pages, the
+    dashboard's mount) that `scope` matches, or "unmatched": FastAPI names only its API routes
+    in the scope."""
+    for route in getattr(scope.get("app"), "routes", ()):
+        path = getattr(route, "path", None)
+        if isinstance(route, BaseRoute) and path and route.matches(scope)[0] is Match.FULL:
+            return str(path)
+    return "unmatched"
+
+
 class LatencyMiddleware:
-    """ASGI middleware timing each HTTP request into `Metrics.api_seconds` by route template."""
+    """ASGI middleware timing each HTTP request into `Metrics.api_seconds` by route template;
+    a request to a route of `WAITING_ROUTES` is counted in `Metrics.api_waiting` instead."""
 
     def __init__(self, app: Any, metrics: Metrics) -> None:
         self.app = app
@@ -164,6 +211,7 @@ class LatencyMiddleware:
             return
         began = time.perf_counter()
         status = [500]
+        asked = dict(scope)  # as it came: routing rewrites the scope (a mount's root path)
 
         async def send_status(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -173,7 +221,9 @@ class LatencyMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = getattr(scope.get("route"), "path", None) or _plain_route(asked)
             method = scope["method"] if scope["method"] in METHODS else "other"
-            self.metrics.api_seconds.labels(method, template, str(status[0])).observe(time.perf_counter() - began)
+            if template in WAITING_ROUTES:
+                self.metrics.api_waiting.labels(method, template, str(status[0])).inc()
+            else:
+                self.metrics.api_seconds.labels(method, template, str(status[0])).observe(time.perf_counter() - began)
