@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from clikit import FakeClient
 from typer.testing import CliRunner
 
 from isthmus.backends.jobfiles import ScriptError, directive_options, expand, fill, parse_directives
@@ -52,32 +53,6 @@ def test_no_limit(text: str) -> None:
 def test_anything_else_is_refused_naming_the_forms(text: str) -> None:
     with pytest.raises(ValueError, match=r"expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS"):
         parse_time_limit(text)
-
-
-class FakeClient:
-    """Records the submission instead of sending it (the live tests run the real client)."""
-
-    specs: ClassVar[list[dict[str, Any]]] = []
-
-    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
-        pass
-
-    def __enter__(self) -> FakeClient:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        pass
-
-    def submit(self, **spec: Any) -> int:
-        FakeClient.specs.append(spec)
-        return 7
-
-
-@pytest.fixture
-def submitted(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    FakeClient.specs = []
-    monkeypatch.setattr(live_common, "Client", FakeClient)
-    return FakeClient.specs
 
 
 @pytest.mark.parametrize("value", ["-5", "", "1.5", "1-2-3"])

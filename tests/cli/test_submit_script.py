@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -22,32 +22,6 @@ from isthmus.cli.main import app
 
 runner = CliRunner()
 OPTIONS = directive_options(live_common.parse_time_limit, live_common.PRIORITIES)
-
-
-class FakeClient:
-    """Stands in for the API client: records the submission (the live tests run the real one)."""
-
-    specs: ClassVar[list[dict[str, Any]]] = []
-
-    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
-        pass
-
-    def __enter__(self) -> FakeClient:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        pass
-
-    def submit(self, **spec: Any) -> int:
-        FakeClient.specs.append(spec)
-        return 41
-
-
-@pytest.fixture
-def submitted(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    FakeClient.specs = []
-    monkeypatch.setattr(live_common, "Client", FakeClient)
-    return FakeClient.specs
 
 
 SCRIPT = """#!/bin/sh

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -25,25 +25,6 @@ SCRIPT = """#!/bin/sh
 #ISTHMUS --vm-storage 20.5 --vm-network private --vm-image ami-1 --vm-cores 4
 echo hi
 """
-
-
-class FakeClient:
-    """Records the submission instead of sending it (the live tests run the real client)."""
-
-    specs: ClassVar[list[dict[str, Any]]] = []
-
-    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
-        pass
-
-    def __enter__(self) -> FakeClient:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        pass
-
-    def submit(self, **spec: Any) -> int:
-        FakeClient.specs.append(spec)
-        return 7
 
 
 def test_vm_directives_are_the_requests_vm_object() -> None:
@@ -73,14 +54,14 @@ def test_a_bad_vm_directive_names_file_and_line(line: str, message: str) -> None
     assert str(info.value) == message
 
 
-def test_submit_sends_directives_and_options_override_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    FakeClient.specs = []
-    monkeypatch.setattr(live_common, "Client", FakeClient)
+def test_submit_sends_directives_and_options_override_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, submitted: list[dict[str, Any]]
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "job.sh").write_text(SCRIPT)
     result = runner.invoke(app, ["submit", "--vm-memory", "4096", "--vm-network", "public", "job.sh"])
     assert result.exit_code == 0, result.output
-    (spec,) = FakeClient.specs
+    (spec,) = submitted
     assert spec["vm"] == {
         "vm_type": "big",
         "memory_mb": 4096,
