@@ -75,8 +75,15 @@ def test_cancel_capacity_and_local_jobs(slurm: SlurmBatch) -> None:
     assert (cap.total, cap.usable, cap.free) == (8, 8, 2)
     local = SlurmBatch("slurm-test", "a-local-user", slurm_conf=slurm.slurm_conf)  # not this manager's
     (waiting,) = local.submit([RunRequest("local", ("true",), 4)])
-    assert slurm.capacity().waiting_local == 4  # another user's pending job counts against isthmus
-    assert slurm.cancel([hold, waiting]) == {hold: None, waiting: None}
+    # `sbatch -N 2 -n 2`: 2 processors over 2 nodes (one node has 2 idle: it cannot start)
+    (wide,) = local.submit([RunRequest("wide", ("true",), 2, nodes=2)])
+    cap = slurm.capacity()
+    assert cap.waiting_local == 6  # other users' pending jobs count against isthmus
+    # (Slurm spreads the 4 processors of the first over 2 of its 2-processor nodes too)
+    assert sorted((j.nodes, j.cpus) for j in cap.waiting_jobs) == [(2, 2), (2, 4)], cap.waiting_jobs
+    assert [j.nodes_needed(2) for j in cap.waiting_jobs] == [2, 2]
+    assert cap.node_memory > 0  # sinfo's memory of the nodes
+    assert slurm.cancel([hold, waiting, wide]) == {hold: None, waiting: None, wide: None}
     st = _wait(slurm, [hold], lambda s: s[hold].state.terminal)
     assert st[hold].state is JobState.CANCELLED
 
