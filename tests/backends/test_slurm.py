@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from isthmus.backends.api import RunRequest
+from isthmus.backends.api import RunRequest, WaitingJob
 from isthmus.backends.errors import InvalidRequestError, SiteTimeoutError
+from isthmus.backends.runner import CommandResult
 from isthmus.backends.slurm import SLURM_STATES, SlurmBatch, expand_nodelist
 from isthmus.model.states import JobState, translate
 
@@ -103,3 +105,45 @@ def test_a_controller_that_does_not_answer_is_a_timeout(tmp_path: Path) -> None:
         pytest.skip("Slurm's client commands are not installed (scripts/start_slurm.sh installs them)")
     with pytest.raises((SiteTimeoutError, InvalidRequestError)):
         batch.capacity()
+
+
+class CannedRunner:
+    """Answers sinfo and squeue with canned output (the commands are not run)."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.argvs: list[tuple[str, ...]] = []
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        input_text: str | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        self.argvs.append(tuple(argv))
+        return CommandResult(tuple(argv), 0, self.answers[argv[0]], "", 0.0)
+
+
+def test_capacity_lists_other_users_pending_jobs_with_their_nodes_processors_and_memory() -> None:
+    runner = CannedRunner(
+        {
+            "sinfo": "n1|2|idle|0/2/0/2|4000\nn2|2|alloc|2/0/0/2|2000\nn3|2|down*|0/0/2/2|1000\n",
+            "squeue": (
+                "2|2|0|(null)\n"  # sbatch -N 2 -n 2
+                "1|3|1G|(null)\n"  # -n 3 --mem=1G
+                "1|2|100Mc|(null)\n"  # -n 2 --mem-per-cpu=100M: 200 MiB on its node
+                "4|8|0|isthmus:m1:j7r1\n"  # this manager's (any of its sites): not a local user's
+                "1|2|0|isthmus:m2:j1r1\n"  # another manager's: a local user's, as any other
+            ),
+        }
+    )
+    cap = SlurmBatch("s", "m1", partition="p", runner=runner).capacity()
+    assert (cap.total, cap.usable, cap.free, cap.node_memory) == (6, 4, 2, 2000)  # n3 down: not its memory
+    assert cap.waiting_jobs == (WaitingJob(2, 2), WaitingJob(1, 3, 1024), WaitingJob(1, 2, 200), WaitingJob(1, 2))
+    assert cap.waiting_local == 9
+    assert [j.nodes_needed(2, cap.node_memory) for j in cap.waiting_jobs] == [2, 2, 1, 1]
+    squeue = next(a for a in runner.argvs if a[0] == "squeue")
+    assert "-p" in squeue and "PENDING" in squeue
