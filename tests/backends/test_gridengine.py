@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from isthmus.backends.api import RemoteState, RunRequest
+from isthmus.backends.api import RemoteState, RunRequest, WaitingJob
 from isthmus.backends.errors import InvalidRequestError
 from isthmus.backends.gridengine import GRID_ENGINE_STATES, GridEngineBatch
 from isthmus.model.states import JobState, translate
@@ -116,7 +116,8 @@ def test_other_users_pending_jobs_count_against_the_free_slots(ge: GridEngineBat
     (pid,) = local.submit([RunRequest("local", ("true",), 2, cwd=str(tmp_path))])
     assert isinstance(pid, str)
     try:
-        assert ge.capacity().waiting_local == 2
+        cap = ge.capacity()
+        assert cap.waiting_local == 2 and cap.waiting_jobs == (WaitingJob(1, 2),)  # slots on one host at least
         assert local.status([pid])[pid].state is JobState.QUEUED  # hqw
     finally:
         local.cancel([pid])

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from isthmus.backends.api import RunRequest
+from isthmus.backends.api import RunRequest, WaitingJob
 from isthmus.backends.errors import InvalidRequestError, SiteTimeoutError
+from isthmus.backends.runner import CommandResult
 from isthmus.backends.slurm import SLURM_STATES, SlurmBatch, expand_nodelist
 from isthmus.model.states import JobState, translate
 
@@ -75,8 +77,15 @@ def test_cancel_capacity_and_local_jobs(slurm: SlurmBatch) -> None:
     assert (cap.total, cap.usable, cap.free) == (8, 8, 2)
     local = SlurmBatch("slurm-test", "a-local-user", slurm_conf=slurm.slurm_conf)  # not this manager's
     (waiting,) = local.submit([RunRequest("local", ("true",), 4)])
-    assert slurm.capacity().waiting_local == 4  # another user's pending job counts against isthmus
-    assert slurm.cancel([hold, waiting]) == {hold: None, waiting: None}
+    # `sbatch -N 2 -n 2`: 2 processors over 2 nodes (one node has 2 idle: it cannot start)
+    (wide,) = local.submit([RunRequest("wide", ("true",), 2, nodes=2)])
+    cap = slurm.capacity()
+    assert cap.waiting_local == 6  # other users' pending jobs count against isthmus
+    # (Slurm spreads the 4 processors of the first over 2 of its 2-processor nodes too)
+    assert sorted((j.nodes, j.cpus) for j in cap.waiting_jobs) == [(2, 2), (2, 4)], cap.waiting_jobs
+    assert [j.nodes_needed(2) for j in cap.waiting_jobs] == [2, 2]
+    assert cap.node_memory > 0  # sinfo's memory of the nodes
+    assert slurm.cancel([hold, waiting, wide]) == {hold: None, waiting: None, wide: None}
     st = _wait(slurm, [hold], lambda s: s[hold].state.terminal)
     assert st[hold].state is JobState.CANCELLED
 
@@ -96,3 +105,45 @@ def test_a_controller_that_does_not_answer_is_a_timeout(tmp_path: Path) -> None:
         pytest.skip("Slurm's client commands are not installed (scripts/start_slurm.sh installs them)")
     with pytest.raises((SiteTimeoutError, InvalidRequestError)):
         batch.capacity()
+
+
+class CannedRunner:
+    """Answers sinfo and squeue with canned output (the commands are not run)."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.argvs: list[tuple[str, ...]] = []
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        input_text: str | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        self.argvs.append(tuple(argv))
+        return CommandResult(tuple(argv), 0, self.answers[argv[0]], "", 0.0)
+
+
+def test_capacity_lists_other_users_pending_jobs_with_their_nodes_processors_and_memory() -> None:
+    runner = CannedRunner(
+        {
+            "sinfo": "n1|2|idle|0/2/0/2|4000\nn2|2|alloc|2/0/0/2|2000\nn3|2|down*|0/0/2/2|1000\n",
+            "squeue": (
+                "2|2|0|(null)\n"  # sbatch -N 2 -n 2
+                "1|3|1G|(null)\n"  # -n 3 --mem=1G
+                "1|2|100Mc|(null)\n"  # -n 2 --mem-per-cpu=100M: 200 MiB on its node
+                "4|8|0|isthmus:m1:j7r1\n"  # this manager's (any of its sites): not a local user's
+                "1|2|0|isthmus:m2:j1r1\n"  # another manager's: a local user's, as any other
+            ),
+        }
+    )
+    cap = SlurmBatch("s", "m1", partition="p", runner=runner).capacity()
+    assert (cap.total, cap.usable, cap.free, cap.node_memory) == (6, 4, 2, 2000)  # n3 down: not its memory
+    assert cap.waiting_jobs == (WaitingJob(2, 2), WaitingJob(1, 3, 1024), WaitingJob(1, 2, 200), WaitingJob(1, 2))
+    assert cap.waiting_local == 9
+    assert [j.nodes_needed(2, cap.node_memory) for j in cap.waiting_jobs] == [2, 2, 1, 1]
+    squeue = next(a for a in runner.argvs if a[0] == "squeue")
+    assert "-p" in squeue and "PENDING" in squeue

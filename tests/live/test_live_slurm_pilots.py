@@ -400,3 +400,88 @@ def test_elastic_pilots_grow_with_a_burst_and_shrink_when_idle(tmp_path: Path, t
         assert c.request("GET", "/sites")[0]["pilots"].get("registered") == 1
     finally:
         live.stop()
+
+
+def test_a_local_multi_node_job_gets_whole_nodes_from_the_pilots_within_their_yield_time(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    live = LiveServer(_env(tmp_path, slurm_conf), tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    local = ""
+    try:
+        c = live.client()
+        _registered(c, 8)
+        assert len(_pilot_jobs(slurm_conf)) == 4
+        # a local user's `sbatch -N 2 -n 2`: 2 processors, but 2 whole nodes of the 4 the pilots hold
+        out = subprocess.run(
+            ["sbatch", "--parsable", "-N", "2", "-n", "2", "--output=/dev/null", "--wrap", "sleep 1"],
+            env={**os.environ, "SLURM_CONF": slurm_conf},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        local = out.stdout.strip().split(";")[0]
+        # the yield: a poll (0.3 s), the idle pilots' exit, their jobs cancelled 5 s later at most
+        wait_for(lambda: _slurm_state(slurm_conf, local) in ("RUNNING", "COMPLETED", ""), 15, what="local job ran")
+        site = c.request("GET", "/sites")[0]
+        assert site["lrm"]["waiting_nodes"] in (0, 2), site["lrm"]
+        wait_for(lambda: _slurm_state(slurm_conf, local) in ("COMPLETED", ""), 30, what="local job done")
+        _registered(c, 8)  # the local job gone, all positions are held again
+    finally:
+        if local:
+            subprocess.run(["scancel", local], env={**os.environ, "SLURM_CONF": slurm_conf}, check=False)
+        live.stop()
+
+
+TWO_SITES = """
+name = "slurm-two-sites"
+round_interval = "event"
+[[sites]]
+name = "pilots"
+nodes = 2
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+config = "{conf}"
+poll_interval = 0.3
+[[sites]]
+name = "direct"
+nodes = 4
+cores_per_node = 2
+[sites.lrm]
+driver = "slurm"
+mode = "direct"
+config = "{conf}"
+poll_interval = 0.3
+[policies]
+allocation = "ff"
+provisioning = "none"
+"""
+
+
+def test_a_pilot_site_and_a_direct_site_on_one_partition_both_run_jobs(
+    tmp_path: Path, tag: str, slurm_conf: str
+) -> None:
+    env = tmp_path / "env.toml"
+    env.write_text(TWO_SITES.format(conf=slurm_conf))
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    try:
+        c = live.client()
+        _registered(c, 4)
+        # first fit: two jobs fill the pilots, the next ones go to the direct site's free nodes
+        jobs = [c.submit(command="sleep", args=["4"], size=2) for _ in range(4)]
+        sites = {}
+        for job in jobs:
+            j = wait_state(c, job, TERMINAL, timeout=60)
+            assert j["state"] == "completed", j["history"]
+            sites[job] = j["site"]
+        assert set(sites.values()) == {"pilots", "direct"}, sites
+        # neither site counted the other's Slurm jobs (this manager's) as local users' work
+        for site in c.request("GET", "/sites"):
+            assert site["lrm"]["waiting_local"] == 0, site
+        # more jobs than both hold: those waiting in Slurm for the direct site do not make the pilots yield
+        more = [c.submit(command="sleep", args=["2"], size=2) for _ in range(6)]
+        for job in more:
+            assert wait_state(c, job, TERMINAL, timeout=90)["state"] == "completed"
+        assert len(_pilot_jobs(slurm_conf)) == 2
+    finally:
+        live.stop()

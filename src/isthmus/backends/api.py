@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -70,15 +71,38 @@ class RemoteState:
 
 
 @dataclass(frozen=True)
+class WaitingJob:
+    """What one pending local job (not submitted by this manager) asks for: its nodes (the
+    minimum the system will give it), its processors in all, and its memory per node in MiB
+    (0: not said, or the system cannot tell)."""
+
+    nodes: int
+    cpus: int
+    memory_per_node: int = 0
+
+    def nodes_needed(self, cores_per_node: int, memory_per_node: int = 0) -> int:
+        """Whole nodes of `cores_per_node` processors (and `memory_per_node` MiB, 0: unknown)
+        this job needs: its node count, at least its processors' worth, and at least one node
+        per node's worth of its memory."""
+        need = max(1, self.nodes, math.ceil(self.cpus / max(1, cores_per_node)))
+        if memory_per_node > 0 and self.memory_per_node > memory_per_node:
+            return 0  # no node of the site can ever hold it: freeing nodes would not start it
+        return need
+
+
+@dataclass(frozen=True)
 class Capacity:
     """A site's processors now: total, usable (not down or drained) and free, plus the
-    processors local jobs (not submitted by this manager) wait for."""
+    processors local jobs (not submitted by this manager) wait for and those jobs one by one."""
 
     total: int
     usable: int
     free: int
     waiting_local: int = 0
     reason: str = ""
+    waiting_jobs: tuple[WaitingJob, ...] = ()
+    #: the memory of the smallest usable node in MiB (0: unknown)
+    node_memory: int = 0
 
 
 class BatchSystem(Protocol):

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from isthmus.backends.api import Capacity, Instance, LeaseRequest, RemoteState, RunRequest
+from isthmus.backends.api import Capacity, Instance, LeaseRequest, RemoteState, RunRequest, WaitingJob
 from isthmus.backends.errors import CapacityError, SiteError
 from isthmus.backends.libcloud_provider import MANAGER_TAG, VM_TAG
 from isthmus.model.states import JobState
@@ -66,6 +66,8 @@ class FakeBatchSystem:
         self.busy_local = 0
         #: processors local users' jobs wait for
         self.waiting_local = 0
+        #: those jobs one by one (what `capacity` lists; `waiting_local` is then their processors)
+        self.waiting_jobs: tuple[WaitingJob, ...] = ()
         #: every call fails with this error while it is set (the system does not answer)
         self.unavailable: SiteError | None = None
         self.jobs: dict[str, FakeJob] = {}
@@ -125,7 +127,8 @@ class FakeBatchSystem:
             usable = total - self.down
             busy = sum(j.request.size for j in self.jobs.values() if j.state is JobState.RUNNING)
             free = max(0, usable - busy - self.busy_local)
-            return Capacity(total, usable, free, self.waiting_local)
+            waiting = sum(j.cpus for j in self.waiting_jobs) if self.waiting_jobs else self.waiting_local
+            return Capacity(total, usable, free, waiting, waiting_jobs=self.waiting_jobs)
 
     def find(self) -> dict[str, RemoteState]:
         """Every job of the connected manager it holds, ended ones included."""

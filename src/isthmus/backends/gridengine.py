@@ -26,7 +26,7 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from isthmus.backends.api import Capacity, RemoteState, RunRequest
+from isthmus.backends.api import Capacity, RemoteState, RunRequest, WaitingJob
 from isthmus.backends.errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -314,11 +314,17 @@ class GridEngineBatch:
                 continue
             usable += slots
             free += max(0, slots - _int(q.findtext("slots_used")) - _int(q.findtext("slots_resv")))
-        waiting = 0
-        for j in self._listing().iter("job_list"):
-            if j.get("state") == "pending" and not self._key_of(j.findtext("JB_name", "")):
-                waiting += _int(j.findtext("slots")) or 1
-        return Capacity(total, usable, free, waiting, reason="; ".join(down))
+        # qstat -xml lists a pending job's slots, not how its parallel environment spreads them
+        # nor its memory (h_vmem is only in `qstat -r`/`-j`): each job is reported as its slots
+        # on at least one host, memory unknown
+        jobs = [
+            WaitingJob(1, _int(j.findtext("slots")) or 1)
+            for j in self._listing().iter("job_list")
+            if j.get("state") == "pending" and not self._key_of(j.findtext("JB_name", ""))
+        ]
+        return Capacity(
+            total, usable, free, sum(j.cpus for j in jobs), reason="; ".join(down), waiting_jobs=tuple(jobs)
+        )
 
     def find(self) -> dict[str, RemoteState]:
         """Every job Grid Engine holds that this manager submitted, by job id (with its key)."""

@@ -20,8 +20,13 @@ in one batch per `poll_interval`:
   then lost and requeued, never silently cut);
 - local users first (KOALA-CS §3.2.1): each poll also reads what jobs this manager did not submit
   wait for in the LRM; positions are held only up to `nodes` less what `keep_free` and those
-  waiting processors need (whole positions, rounded up), idle pilots beyond that are ended and
-  pilot jobs still queued in the LRM cancelled, so that a local job waits for isthmus at most
+  waiting jobs need: `keep_free` plus their processors in whole positions, and at least the sum,
+  job by job, of what each asks: its node count, at least its processors divided by
+  `cores_per_node` (rounded up), so a `sbatch -N 2 -n 2` job gets two positions, not one (a job
+  asking more memory a node than the LRM's nodes have gets none: no freed node would start it).
+  Jobs of any site of this manager (their comment names it) are not local users': a direct
+  site on the same partition does not make the pilots yield. Idle pilots beyond that are ended
+  and pilot jobs still queued in the LRM cancelled, so that a local job waits for isthmus at most
   about a poll interval while isthmus's runs are never killed for it; pilots that run only bags'
   tasks are vacated for them (the bags' launchers there are preempted, the fair-share policy
   grows no bag on them, and they end once free), so bags on the site shrink within a poll
@@ -101,6 +106,8 @@ class PilotJobs(WorkerThread, LocalCluster):
         self._filling_after: float = 0.0  # no new pilot job before this (after a refusal)
         #: processors local users' jobs (not this manager's) wait for in the LRM, at the last poll
         self.waiting_local = 0
+        #: positions (whole nodes) those jobs need, at the last poll
+        self.waiting_nodes = 0
         self.idle_since: dict[str, float] = {}  # node key -> since when its pilot runs nothing
 
     # ------------------------------------------------------------------------ plumbing
@@ -179,9 +186,17 @@ class PilotJobs(WorkerThread, LocalCluster):
 
     def positions_allowed(self) -> int:
         """How many positions isthmus may hold now: `nodes` less the positions that `keep_free`
-        and the processors local users' jobs wait for need (KOALA-CS §3.2.1: local jobs first)."""
-        keep = self.lrm.keep_free + self.waiting_local
-        return max(0, self.site.nodes - math.ceil(keep / self.site.cores_per_node))
+        and local users' waiting jobs need (KOALA-CS §3.2.1: local jobs first)."""
+        cores = self.site.cores_per_node
+        keep = max(math.ceil((self.lrm.keep_free + self.waiting_local) / cores), self.waiting_nodes)
+        return max(0, self.site.nodes - keep)
+
+    def nodes_for(self, capacity: Capacity) -> int:
+        """The positions local users' waiting jobs need: per job, its nodes or its processors in
+        whole positions, whichever is more (a system that lists no job: its processors, rounded up)."""
+        if not capacity.waiting_jobs:
+            return math.ceil(capacity.waiting_local / self.site.cores_per_node)
+        return sum(j.nodes_needed(self.site.cores_per_node, capacity.node_memory) for j in capacity.waiting_jobs)
 
     def positions_wanted(self) -> int:
         """Positions to hold now: all that are allowed ("fixed"), or ("elastic") as many as the
@@ -418,6 +433,7 @@ class PilotJobs(WorkerThread, LocalCluster):
             self.unavailable = ""
             capacity, states = result
             self.waiting_local = capacity.waiting_local
+            self.waiting_nodes = self.nodes_for(capacity)
             now = time.time()
             for key, pid in ids.items():
                 if self.job_of.get(key) != pid:
@@ -516,6 +532,7 @@ class PilotJobs(WorkerThread, LocalCluster):
             "mode": self.lrm.mode,
             "keep_free": self.lrm.keep_free,
             "waiting_local": self.waiting_local,
+            "waiting_nodes": self.waiting_nodes,
         }
         d["pilots"] = self.pilot_counts()
         return d

@@ -4,8 +4,10 @@ Every job this manager submits carries `--comment=isthmus:<manager id>:<key>`, s
 recognizes it after a restart (and nothing else is ever cancelled). Status is one
 `scontrol show job -o` call per poll for all jobs (Slurm keeps ended jobs for its `MinJobAge`,
 300 s by default); a job Slurm has forgotten is looked up with `sacct` when accounting is on,
-else reported absent (lost). Capacity is one `sinfo` call; waiting jobs of other users come
-from one `squeue` call. Native states are translated by `SLURM_STATES`.
+else reported absent (lost). Capacity is one `sinfo` call (processors and memory per node);
+waiting jobs of other users come from one `squeue` call, each with its nodes, processors and
+memory per node (jobs whose comment names this manager, of any of its sites, are not others').
+Native states are translated by `SLURM_STATES`.
 
 `SLURM_CONF` may name the cluster's configuration (a private test Slurm, or a cluster whose
 configuration is not in /etc/slurm); it is passed to every command.
@@ -24,7 +26,7 @@ from typing import Annotated
 from pydantic import ConfigDict, Field, StringConstraints
 
 from isthmus.agent.jobenv import default_environment
-from isthmus.backends.api import Capacity, RemoteState, RunRequest
+from isthmus.backends.api import Capacity, RemoteState, RunRequest, WaitingJob
 from isthmus.backends.errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -303,15 +305,16 @@ class SlurmBatch:
     def capacity(self) -> Capacity:
         """Processors of the partition: total, on usable nodes, idle; and what other users'
         pending jobs ask for."""
-        argv = ["sinfo", "-h", "-N", "-o", "%N|%c|%t|%C"]
+        argv = ["sinfo", "-h", "-N", "-o", "%N|%c|%t|%C|%m"]
         if self.partition:
             argv += ["-p", self.partition]
         total = usable = free = 0
         down: list[str] = []
         seen: set[str] = set()
+        memories: list[int] = []
         for line in self._run(argv).splitlines():
             parts = line.strip().split("|")
-            if len(parts) != 4 or parts[0] in seen:
+            if len(parts) not in (4, 5) or parts[0] in seen:
                 continue
             seen.add(parts[0])
             cpus = int(parts[1]) if parts[1].isdigit() else 0
@@ -321,29 +324,54 @@ class SlurmBatch:
                 down.append(f"{parts[0]} {state}")
                 continue
             usable += cpus
+            if len(parts) == 5 and parts[4].strip().isdigit():
+                memories.append(int(parts[4]))
             alloc_idle = parts[3].split("/")
             free += int(alloc_idle[1]) if len(alloc_idle) == 4 and alloc_idle[1].isdigit() else 0
         if not seen and self.partition:
             raise InvalidRequestError(f"partition {self.partition!r} has no node (sinfo lists none)", site=self.name)
-        waiting = self._waiting_local()
-        return Capacity(total, usable, free, waiting, reason="; ".join(down))
+        jobs = self._waiting_local()
+        return Capacity(
+            total,
+            usable,
+            free,
+            sum(j.cpus for j in jobs),
+            reason="; ".join(down),
+            waiting_jobs=tuple(jobs),
+            node_memory=min(memories, default=0),
+        )
 
-    def _waiting_local(self) -> int:
-        """Processors asked for by pending jobs this manager did not submit."""
-        argv = ["squeue", "-h", "-t", "PENDING", "-o", "%C|%k"]
+    def _waiting_local(self) -> list[WaitingJob]:
+        """What each pending job this manager did not submit (of none of its sites: their comment)
+        asks for: nodes (`%D`), processors (`%C`) and memory (`%m`, per node; per-CPU memory
+        times the processors per node)."""
+        argv = ["squeue", "-h", "-t", "PENDING", "-o", "%D|%C|%m|%k"]
         if self.partition:
             argv += ["-p", self.partition]
         mine = f"isthmus:{self.manager_id}:"
-        n = 0
+        jobs: list[WaitingJob] = []
         for line in self._run(argv, check=False).splitlines():
-            cpus, _, comment = line.partition("|")
-            if not comment.startswith(mine) and cpus.strip().isdigit():
-                n += int(cpus)
-        return n
+            parts = line.split("|", 3)
+            if len(parts) != 4 or parts[3].startswith(mine) or not parts[1].strip().isdigit():
+                continue
+            nodes = int(parts[0]) if parts[0].strip().isdigit() else 1
+            cpus = int(parts[1])
+            jobs.append(WaitingJob(max(1, nodes), cpus, _memory_per_node(parts[2].strip(), cpus, max(1, nodes))))
+        return jobs
 
     def find(self) -> dict[str, RemoteState]:
         """Every job Slurm holds that this manager submitted, by job id (with its key)."""
         return {pid: st for pid, st in self._jobs().items() if st.key}
+
+
+def _memory_per_node(text: str, cpus: int, nodes: int) -> int:
+    """MiB per node from squeue's `%m` (`4000M`, `2G`, or per CPU with a `c` suffix); 0 if none."""
+    m = re.fullmatch(r"(\d+)([KMGT]?)(c?)", text)
+    if not m or not int(m.group(1)):
+        return 0
+    scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2)]
+    mib = math.ceil(int(m.group(1)) * scale)
+    return mib * math.ceil(cpus / nodes) if m.group(3) else mib
 
 
 def _exit_code(code: str, signal: str) -> int | None:

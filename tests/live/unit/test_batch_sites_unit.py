@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rig import Rig, spec
 
+from isthmus.backends.api import WaitingJob
 from isthmus.backends.batch_site import BatchCluster
 from isthmus.backends.errors import InvalidRequestError, SiteTimeoutError
 from isthmus.backends.fake import FakeBatchSystem
@@ -193,3 +194,85 @@ def test_pilot_jobs_hold_the_nodes_and_runs_go_to_their_pilots(tmp_path: Path) -
         assert len([j for j in fake.jobs.values() if not j.state.terminal]) == 2
 
     run(tmp_path, "pilot", body)
+
+
+# ----------------------------------------------------------------- yielding to local users
+
+
+def test_a_waiting_job_needs_its_nodes_or_its_processors_in_whole_nodes() -> None:
+    # nodes of 2 processors (and 4000 MiB): hand-computed
+    assert WaitingJob(nodes=2, cpus=2).nodes_needed(2) == 2  # sbatch -N 2 -n 2: two nodes, not one
+    assert WaitingJob(nodes=1, cpus=3).nodes_needed(2) == 2  # -n 3 on one node at least: two by processors
+    assert WaitingJob(nodes=1, cpus=1).nodes_needed(2) == 1
+    assert WaitingJob(nodes=3, cpus=8).nodes_needed(2) == 4
+    assert WaitingJob(nodes=1, cpus=1, memory_per_node=3000).nodes_needed(2, 4000) == 1
+    # more memory a node than any node has: no number of freed nodes starts it
+    assert WaitingJob(nodes=1, cpus=1, memory_per_node=8000).nodes_needed(2, 4000) == 0
+
+
+def test_pilots_yield_to_local_jobs_by_the_nodes_they_ask(tmp_path: Path) -> None:
+    fake = FakeBatchSystem(nodes=4, cores_per_node=2)
+    rig = Rig(tmp_path, ENV.format(mode="pilot").replace("nodes = 2", "nodes = 4"), on(fake))
+
+    async def main() -> None:
+        rig.begin()
+        await rig.settle()
+        rig.step()
+        await turn(rig)
+        site = rig.backends[0]
+        assert isinstance(site, PilotJobs)
+        for job in list(fake.jobs.values()):
+            fake.run(job.provider_id)
+        await turn(rig, 5.0)
+        for key in sorted(rig.hub.nodes):
+            rig.hub.register(key, {"pid": 0, "host": key})
+        await turn(rig)
+        assert site.online == 8 and len(site.nodes()) == 4
+        # a local `sbatch -N 2 -n 2`: 2 processors, but 2 whole nodes (not ceil(2 / 2) = 1)
+        fake.waiting_jobs = (WaitingJob(nodes=2, cpus=2),)
+        await turn(rig, 5.0)
+        assert (site.waiting_local, site.waiting_nodes, site.positions_allowed()) == (2, 2, 2)
+        assert len(site.nodes()) == 2  # two idle pilots ended at once
+        # and a 3-processor job on top: ceil(3 / 2) = 2 more nodes, 2 + 2 = 4
+        fake.waiting_jobs = (WaitingJob(nodes=2, cpus=2), WaitingJob(nodes=1, cpus=3))
+        await turn(rig, 5.0)
+        assert (site.waiting_nodes, site.positions_allowed(), len(site.nodes())) == (4, 0, 0)
+        # the local jobs gone, the positions are held again
+        fake.waiting_jobs = ()
+        await turn(rig, 5.0)
+        assert site.positions_allowed() == 4 and len(site.nodes()) == 4
+
+    try:
+        asyncio.run(main())
+    finally:
+        rig.close()
+
+
+def test_a_system_that_lists_no_job_yields_by_processors_and_keep_free_adds_to_them(tmp_path: Path) -> None:
+    fake = FakeBatchSystem(nodes=4, cores_per_node=2)
+    env = ENV.format(mode="pilot").replace("nodes = 2", "nodes = 4") + ""
+    env = env.replace("poll_interval = 5", "poll_interval = 5\nkeep_free = 1")
+    rig = Rig(tmp_path, env, on(fake))
+
+    async def main() -> None:
+        rig.begin()
+        await rig.settle()
+        rig.step()
+        await turn(rig)
+        site = rig.backends[0]
+        assert isinstance(site, PilotJobs)
+        assert site.positions_allowed() == 3  # keep_free = 1: ceil(1 / 2) = 1 position
+        fake.waiting_local = 3  # processors only: ceil((1 + 3) / 2) = 2 positions
+        await turn(rig, 5.0)
+        assert (site.waiting_nodes, site.positions_allowed()) == (2, 2)
+        fake.waiting_local, fake.waiting_jobs = 0, (WaitingJob(nodes=2, cpus=2),)
+        await turn(rig, 5.0)  # max(ceil((1 + 2) / 2), 2) = 2
+        assert site.positions_allowed() == 2
+        fake.waiting_jobs = (WaitingJob(nodes=3, cpus=3),)
+        await turn(rig, 5.0)  # max(ceil((1 + 3) / 2), 3) = 3
+        assert site.positions_allowed() == 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        rig.close()
