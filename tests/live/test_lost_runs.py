@@ -44,7 +44,7 @@ def test_the_tasks_of_the_lost_pilot_are_killed_and_no_others(tmp_path: Path) ->
     kept = [other_node, other_manager, other_bag]
     try:
         time.sleep(0.2)  # the shells have started their children
-        assert kill_lost_tasks([(7, mine), (7, mine)], "0/n0") >= 2  # the shell and its sleep
+        assert kill_lost_tasks([(7, mine), (7, mine)], "0/n0") >= 1  # its group goes with the first found
         deadline = time.time() + 5
         while not _gone(lost) and time.time() < deadline:
             time.sleep(0.02)
