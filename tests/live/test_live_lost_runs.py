@@ -6,6 +6,9 @@
   pilots (with a test Slurm). Each job's
   body appends a line to a ledger when it starts and when it ends: every job's body ends exactly
   once (no run completes beside its rerun), and no run is left alive.
+* Likewise for a bag's tasks: a task of a lane of a pilot SIGKILLed just before its manager is,
+  or while its manager runs, is killed (with its process group) before it goes back to its bag's
+  queue: every task's body ends exactly once and no task process is left.
 * A run that ends while its pilot and its manager are dead recorded its exit status: after the
   restart that end counts, and its body does not run again.
 * A job that SIGKILLs its own pilot takes down every pilot it is given: after `max_lost_runs`
@@ -37,6 +40,18 @@ cores_per_node = 3
 [policies]
 allocation = "ff"
 provisioning = "none"
+"""
+
+BAGS = """
+name = "lost-bags"
+round_interval = "event"
+[[sites]]
+name = "c1"
+nodes = 1
+cores_per_node = 3
+[policies]
+allocation = "fcfs"
+fairshare = "sep"
 """
 
 
@@ -170,6 +185,53 @@ def test_runs_of_a_pilot_dead_with_its_manager_execute_once(
             assert ends[job["id"]] == [f"end {job['run']}"]
             assert any(h["state"] == "killed" and "lost" in h["detail"] for h in job["history"]), job["history"]
         assert alive == []
+    finally:
+        server.stop()
+
+
+def _task_body(ledger: Path) -> str:
+    """A task that lasts 60 s while the file ``hold`` exists in `ledger` (an orphan outlives its
+    rerun), else 1 s."""
+    mark = f"{ledger}/$ISTHMUS_JOB_ID.$ISTHMUS_TASK"
+    wait = f"if [ -e {ledger}/hold ]; then sleep 60; else sleep 1; fi"
+    return f"echo start >> {mark}; {wait}; echo end >> {mark}"
+
+
+def _ends(ledger: Path, bag: int, n: int) -> list[int]:
+    return [(ledger / f"{bag}.{t}").read_text().split("\n").count("end") for t in range(n)]
+
+
+def test_tasks_of_a_lost_pilot_are_killed_before_they_run_again(tmp_path: Path, tag: str) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    server = _server(tmp_path, tag, BAGS)
+    try:
+        # the pilot dies 0-50 ms before its manager: the restarted manager kills its tasks
+        hold = ledger / "hold"
+        hold.touch()
+        with server.client() as c:
+            first = c.submit_bag(tasks=[_task_body(ledger)] * 4)
+            wait_for(lambda: len(list(ledger.glob(f"{first}.*"))) >= 2, timeout=30, what="2 tasks started")
+        pilots = agents(tag)
+        assert len(pilots) == 1
+        os.kill(pilots[0], signal.SIGKILL)
+        time.sleep(random.Random(tag).uniform(0.0, 0.05))
+        server.kill(signal.SIGKILL)
+        hold.unlink()
+        server.start()
+        with server.client() as c:
+            assert wait_state(c, first, ("completed", "failed"), timeout=90)["state"] == "completed"
+            assert _job_processes(tag) == []  # an orphaned first run would still be sleeping
+            assert _ends(ledger, first, 4) == [1] * 4
+            # the pilot dies while its manager runs: its tasks are killed too
+            hold.touch()
+            second = c.submit_bag(tasks=[_task_body(ledger)] * 4)
+            wait_for(lambda: len(list(ledger.glob(f"{second}.*"))) >= 2, timeout=30, what="2 tasks started")
+            os.kill(agents(tag)[0], signal.SIGKILL)
+            hold.unlink()
+            assert wait_state(c, second, ("completed", "failed"), timeout=90)["state"] == "completed"
+            assert _job_processes(tag) == []
+            assert _ends(ledger, second, 4) == [1] * 4
     finally:
         server.stop()
 

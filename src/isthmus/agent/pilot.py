@@ -733,6 +733,17 @@ class Pilot:
             self._reaper.watch(proc.pid, running)
             return
 
+    def _task_env(self, lane: Lane, task: int) -> dict[str, str]:
+        """The variables naming a task to its process; its manager finds the process by them once
+        this pilot is gone (isthmus.live.lost_runs.kill_lost_tasks): ISTHMUS_BAG_DIR is a path in
+        that manager's spool, which no other manager's tasks carry."""
+        return {
+            "ISTHMUS_JOB_ID": str(lane.bag),
+            "ISTHMUS_TASK": str(task),
+            "ISTHMUS_PILOT_NODE": self.cfg.node,
+            "ISTHMUS_BAG_DIR": str(lane.spec["out_dir"]),
+        }
+
     def _lane_launch(self, lane: Lane, item: dict[str, Any]) -> subprocess.Popen[bytes]:
         task = int(item["task"])
         out_dir = lane.spec["out_dir"]
@@ -749,7 +760,7 @@ class Pilot:
                 cwd="/",
                 env=job_environment(
                     lane.spec["env"],
-                    {"ISTHMUS_JOB_ID": str(lane.bag), "ISTHMUS_TASK": str(task), "ISTHMUS_PILOT_NODE": self.cfg.node},
+                    self._task_env(lane, task),
                     {**self._base_env, "HOME": account.home, "USER": account.name, "LOGNAME": account.name},
                 ),
                 stdin=subprocess.DEVNULL,
@@ -764,7 +775,7 @@ class Pilot:
         os.makedirs(out_dir, exist_ok=True)
         env = job_environment(
             lane.spec["env"],
-            {"ISTHMUS_JOB_ID": str(lane.bag), "ISTHMUS_TASK": str(task), "ISTHMUS_PILOT_NODE": self.cfg.node},
+            self._task_env(lane, task),
             self._base_env,
         )
         with open_output(stdout, append=False) as out, open_output(stderr, append=False) as err:

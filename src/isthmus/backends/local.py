@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -310,10 +310,15 @@ def kill_marked_runs(marks: Sequence[tuple[int, int, str]]) -> int:
     their own sessions) whatever its pid, even one its pilot never reported. Two passes: a
     process forked during the first is caught by the second.
     """
-    wanted = {
-        (f"ISTHMUS_JOB_ID={job}".encode(), f"ISTHMUS_RUN={run}".encode(), f"ISTHMUS_NODEFILE={nodefile}".encode())
-        for job, run, nodefile in marks
-    }
+    return kill_marked(
+        (f"ISTHMUS_JOB_ID={job}", f"ISTHMUS_RUN={run}", f"ISTHMUS_NODEFILE={nodefile}") for job, run, nodefile in marks
+    )
+
+
+def kill_marked(marks: Iterable[Sequence[str]]) -> int:
+    """SIGKILL every process on this machine whose environment carries all the ``NAME=value``
+    entries of one of `marks`, with its process group (see `kill_marked_runs`); how many were found."""
+    wanted = {tuple(m.encode() for m in mark) for mark in marks}
     if not wanted:
         return 0
     own = os.getpgrp()

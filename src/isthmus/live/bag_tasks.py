@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from isthmus.backends.local import LocalCluster, vm_node_key
 from isthmus.backends.local import Slot as PilotSlot
 from isthmus.engine.bags import Bag, Slot
+from isthmus.live.lost_runs import kill_lost_tasks
 from isthmus.store import tables as db
 
 if TYPE_CHECKING:
@@ -173,6 +174,20 @@ class BagRunner:
             self.runtimes[(lane[0], task)] = float(r["runtime"])
         if not self.ctx.engine.bags.task_ended(lane[0], lane[1], task, int(r.get("exit_code", -1))):
             self.runtimes.pop((lane[0], task), None)  # not counted: no row to write it to
+
+    def pilot_lost(self, node: Node, why: str) -> None:
+        """The pilot of `node` is gone: the tasks it started (on its lanes, or recorded running on it
+        before a manager restart) are killed, then its lanes failed (`launchers_failed`); an end
+        it ran before the restart no longer counts, the task is run again."""
+        recovered = [k for k, where in self.recovered.items() if where == node.key]
+        bags = [b for (b, _), where in self.lanes.items() if where[0] == node.key] + [b for b, _ in recovered]
+        if bags:
+            killed = kill_lost_tasks([(b, out_dir(str(self.ctx.spool), b)) for b in bags], node.key)
+            if killed:
+                log.warning("%d task processes of the lost pilot of %s killed", killed, node.key)
+        for k in recovered:
+            del self.recovered[k]
+        self.launchers_failed(node, why)
 
     def launchers_failed(self, node: Node, why: str) -> None:
         """Every lane on `node` failed (its pilot was lost, or registered without them): their

@@ -8,6 +8,11 @@ before reporting it), so that its rerun never runs beside it. A run on another m
 of a batch system on a remote node) is ended by its batch system when the pilot's job is
 cancelled.
 
+A bag's tasks are found the same way: a task of a lane carries the bag, the pilot node it runs on
+and the bag's output directory (a path in this manager's spool) in its environment, so that the
+tasks a dead pilot left behind are killed (`kill_lost_tasks`) before they go back to their bag's
+queue, whether the pilot died while the manager ran or while it was down.
+
 A job whose runs keep being lost is taken for one that takes its pilot down (a poison pill): its
 `max_lost_runs`-th lost run fails it, with the reason, instead of requeueing it, so that it does
 not take down pilot after pilot. Lost runs are counted from the job's stored history, so the
@@ -17,11 +22,12 @@ count survives manager restarts.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 from sqlalchemy import func, select
 
-from isthmus.backends.local import kill_marked_runs, kill_run
+from isthmus.backends.local import kill_marked, kill_marked_runs, kill_run
 from isthmus.store import tables as db
 
 log = logging.getLogger("isthmus.live")
@@ -43,6 +49,16 @@ def kill_lost_run(spool: Path, job: int, run: int, pid: int = 0) -> int:
     """SIGKILL the processes of a lost run (see the module docstring); how many were found."""
     killed = 1 if pid and kill_run(pid, job, run) else 0
     return killed + kill_marked_runs([(job, run, nodefile(spool, job, run))])
+
+
+def kill_lost_tasks(bags: Iterable[tuple[int, str]], node: str) -> int:
+    """SIGKILL, with their process groups, the processes of the tasks that the pilot of `node`
+    started for `bags` ((bag, its output directory) pairs: isthmus.live.bag_tasks.out_dir), found
+    by their environment (see the module docstring); how many were found."""
+    return kill_marked(
+        (f"ISTHMUS_JOB_ID={bag}", f"ISTHMUS_PILOT_NODE={node}", f"ISTHMUS_BAG_DIR={bag_dir}")
+        for bag, bag_dir in sorted(set(bags))
+    )
 
 
 def lost_before(store: db.Store, job: int) -> int:

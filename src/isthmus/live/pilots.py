@@ -617,7 +617,7 @@ class PilotHub:
             return True
         log.warning("pilot of %s lost: %s", node.key, why)
         self.terminate(node.pid, node.proc)
-        self.ctx.bags.launchers_failed(node, f"pilot lost ({why})")
+        self.ctx.bags.pilot_lost(node, f"pilot lost ({why})")
         for a in [a for a in self.assign.values() if a.launcher == node.key]:
             # "killed" means killed: the run's processes do not outlive their pilot here, so
             # that its rerun never runs beside it (they are in their own process group)

@@ -1,14 +1,15 @@
 """Recovery: rebuild the live manager's engine from the database after a (possibly unclean) stop.
 
-Bags of tasks come back from their task rows: tasks that reported (done, or failed for good)
-stay so; the others wait in the bag's queue again. A pilot that re-registers may still report
-ends of tasks it ran while the manager was down: those count (`BagRunner.recovered`), so no task
-that reported is run again. Queued jobs go back into their queues with their recorded submit times and run counts; runs
-recorded as starting or running are re-attached where they ran (each backend is told where
-through `expect_reattach`) and wait for their pilot to re-register, else they are lost (killed
-with cause LOST and requeued, a recorded restart). Leased VMs are restored with their lease
-times, so billing continues. The clock is never rewound: every event recovery causes is stamped
-with the wall time at which it happens.
+Bags of tasks come back from their task rows: tasks that reported (done, or failed for good) stay
+so; the others wait in the bag's queue again. A pilot that re-registers may still report ends of
+tasks it ran while the manager was down: those count (`BagRunner.recovered`), so no task that
+reported is run again; the tasks recorded running on a pilot that died while the manager was down
+are killed (isthmus.live.lost_runs.kill_lost_tasks), and its ends no longer count. Queued jobs go
+back into their queues with their recorded submit times and run counts; runs recorded as starting or
+running are re-attached where they ran (each backend is told where through `expect_reattach`) and
+wait for their pilot to re-register, else they are lost (killed with cause LOST and requeued, a
+recorded restart). Leased VMs are restored with their lease times, so billing continues. The clock
+is never rewound: every event recovery causes is stamped with the wall time at which it happens.
 """
 
 from __future__ import annotations
@@ -143,9 +144,11 @@ def recover(ctx: LiveContext) -> None:
             vm = backend.vms[node.vm]
             ctx.later(vm.leased_at + backend.site.boot_time - now, hub.boot_vm, key)
         else:
-            # its running jobs (if any) are lost
+            # its running jobs and bag tasks (if any) are lost: killed before they run again
+            why = f"pilot of {key} gone while the manager was down"
             for a in [a for a in hub.assign.values() if a.launcher == key]:
-                hub.lose(a, f"pilot of {key} gone while the manager was down")
+                hub.lose(a, why)
+            ctx.bags.pilot_lost(node, why)
             hub.spawn(node)
     hub.sweep_pools()  # of VMs gone while the manager was down
     engine.request_round(now)  # a round at once (keeps clouds at their minimum)
