@@ -65,6 +65,9 @@ request sent just before a crash may still be under way at the provider)."""
 RETRY_RELEASE = 30.0
 """Seconds before a termination the provider refused is tried again."""
 
+RELEASE_WAIT = 120.0
+"""Seconds a releasing stop waits for the provider to show every instance terminated."""
+
 
 def user_data(
     agent_command: str,
@@ -290,6 +293,50 @@ class ProviderCloud(WorkerThread, LocalCloud):
         if vm is not None and vm.state is VmState.RELEASING:
             with self.ctx.external():
                 self.ctx.engine.handle(EV_VM_GONE, self.index, vm_id)
+
+    # ------------------------------------------------------------------------ release
+
+    def release_all(self, timeout: float = RELEASE_WAIT, poll: float = 1.0) -> list[str]:
+        """At a releasing stop (blocking, after `close`): terminate every instance of this site
+        tagged with the manager's id, then list again until the provider shows none of them
+        alive (an instance a lease still under way adds is terminated too). Returns the
+        instances terminated; the ones still alive after `timeout` are logged, and the next
+        start's reconciliation terminates them. The VMs stay recorded: the next start finds
+        their instances gone and fails them (their runs were requeued or ended already)."""
+        if self.provider is None:
+            return []
+        prefix = f"{self.index}/vm"
+        deadline = time.time() + timeout
+        asked: set[str] = set()
+        alive: list[str] = []
+        while True:
+            try:
+                listed = self.cloud.instances()
+            except SiteError as exc:
+                log.warning("site %s: cannot list its instances to release them: %s", self.name, exc)
+                listed = None
+            if listed is not None:
+                alive = [
+                    i.provider_id
+                    for i in listed
+                    if i.state != "terminated" and i.tags.get("isthmus-vm", "").startswith(prefix)
+                ]
+                if not alive:
+                    break
+                fresh = [pid for pid in alive if pid not in asked]
+                if fresh:
+                    for pid, err in self.cloud.release(fresh).items():
+                        if err is None:
+                            asked.add(pid)
+                        else:
+                            log.warning("site %s: could not terminate %s: %s", self.name, pid, err)
+            if time.time() >= deadline:
+                log.error("site %s: instance(s) still alive after the release: %s", self.name, alive)
+                break
+            time.sleep(poll)
+        if asked:
+            log.warning("site %s: released %d instance(s) at the stop: %s", self.name, len(asked), sorted(asked))
+        return sorted(asked)
 
     # ------------------------------------------------------------------- reconciliation
 

@@ -65,6 +65,7 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                     boot_timeout=float(p.boot_timeout),
                     agent_command=p.agent_command,
                     driver_options=p.driver_options,
+                    release_on_stop=p.release_on_stop,
                 )
             if s.instance_types:
                 kwargs["instance_types"] = tuple(
@@ -221,6 +222,8 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                     "boot_timeout": _number(p.boot_timeout),
                     "agent_command": p.agent_command,
                 }
+                if p.release_on_stop:
+                    item["provider"]["release_on_stop"] = True
         else:
             item["nodes"] = s.nodes
             item["cores_per_node"] = s.cores_per_node

@@ -286,6 +286,12 @@ class ProviderSpec(Spec):
     )
     driver_options: Any = Field(None, description="The driver's own options (its options model), set by validation.")
 
+    release_on_stop: bool = Field(
+        False,
+        description="Every stop of the manager terminates this site's VMs once their running jobs have ended "
+        "or been requeued (as `isthmus stop --release`).",
+    )
+
     @model_validator(mode="wrap")
     @classmethod
     def _driver_keys(cls, data: Any, handler: Any) -> Any:

@@ -28,7 +28,8 @@ class ProviderSettings:
     boots `image` as `instance_type` (the site's `cores_per_node` and `price_per_hour` describe
     that type). `boot_timeout` is how long a leased VM's pilot may take to register before the VM
     is an error VM (terminated; the provisioning policy leases a replacement). `agent_command`
-    starts the pilot on the image.
+    starts the pilot on the image. `release_on_stop`: every stop of the manager terminates the
+    site's VMs once their running jobs have ended or been requeued (`isthmus stop --release`).
     """
 
     driver: str
@@ -37,3 +38,4 @@ class ProviderSettings:
     boot_timeout: float = 300.0
     agent_command: str = "python3 -m isthmus.agent"
     driver_options: Any = None
+    release_on_stop: bool = False
