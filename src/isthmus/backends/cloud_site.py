@@ -78,21 +78,36 @@ def user_data(
     token: str,
     ca_pem: str | None = None,
     insecure_http: bool = False,
+    lease_patience: float | None = None,
 ) -> str:
     """The VM's boot script: start the pilot for node `key`, its token on stdin (not in its
     command line or environment); `ca_pem`, the CA certificate it verifies the manager against,
-    is written to a file of its own first."""
+    is written to a file of its own first.
+
+    With `lease_patience` (the dead-man switch) the pilot gives its manager that many seconds
+    to answer (instead of `pilot_timeout`), and once it has ended, for whatever reason, the VM
+    powers itself off with ``shutdown -h now``; leased with instance-initiated shutdown
+    behaviour "terminate", the instance is then terminated and billing ends even when its
+    manager never comes back."""
     ca = "ca=$(mktemp) || exit 1\ncat > \"$ca\" <<'ISTHMUS_CA'\n" + ca_pem.strip() + "\nISTHMUS_CA\n" if ca_pem else ""
     tls = (' --ca-file "$ca"' if ca_pem else "") + (" --insecure-http" if insecure_http else "")
-    return (
+    timeout = pilot_timeout if lease_patience is None else lease_patience
+    script = (
         "#!/bin/sh\n"
         f"# isthmus pilot of VM {key}\n"
         f"{ca}"
-        f"exec {agent_command} --url {url} --node {key} --slots {slots} --timeout {pilot_timeout:g}{tls} "
-        "--token-stdin <<'ISTHMUS_TOKEN'\n"
+        f"{'exec ' if lease_patience is None else ''}{agent_command} --url {url} --node {key} --slots {slots} "
+        f"--timeout {timeout:g}{tls} --token-stdin <<'ISTHMUS_TOKEN'\n"
         f"{token}\n"
         "ISTHMUS_TOKEN\n"
     )
+    if lease_patience is not None:
+        script += (
+            f"# dead-man switch: the pilot has ended (its manager unheard of for {lease_patience:g} s, or told\n"
+            "# to exit): nothing runs on this VM any more, so it powers off (and is terminated)\n"
+            "shutdown -h now\n"
+        )
+    return script
 
 
 class ProviderCloud(WorkerThread, LocalCloud):
@@ -179,6 +194,7 @@ class ProviderCloud(WorkerThread, LocalCloud):
             token,
             ca_pem,
             cfg.insecure_http,
+            self.settings.lease_patience,
         )
         size, image = self.size_and_image(node.vm)
         request = LeaseRequest(node.key, size, image, user_data=script)

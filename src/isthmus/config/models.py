@@ -291,6 +291,13 @@ class ProviderSpec(Spec):
         description="Every stop of the manager terminates this site's VMs once their running jobs have ended "
         "or been requeued (as `isthmus stop --release`).",
     )
+    lease_patience: float | None = Field(
+        None,
+        gt=0,
+        description="Dead-man switch: a VM whose pilot has not reached the manager for this many seconds "
+        "powers itself off and is terminated (default: off; the pilot then exits after the server's "
+        "--pilot-timeout and the VM stays leased).",
+    )
 
     @model_validator(mode="wrap")
     @classmethod

@@ -30,6 +30,8 @@ class ProviderSettings:
     is an error VM (terminated; the provisioning policy leases a replacement). `agent_command`
     starts the pilot on the image. `release_on_stop`: every stop of the manager terminates the
     site's VMs once their running jobs have ended or been requeued (`isthmus stop --release`).
+    `lease_patience`: a VM whose pilot has not reached its manager for that many seconds powers
+    itself off and is terminated (the dead-man switch of `cloud_site.user_data`); None: off.
     """
 
     driver: str
@@ -39,3 +41,4 @@ class ProviderSettings:
     agent_command: str = "python3 -m isthmus.agent"
     driver_options: Any = None
     release_on_stop: bool = False
+    lease_patience: float | None = None
