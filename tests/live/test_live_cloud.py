@@ -259,6 +259,7 @@ def test_a_vm_whose_manager_is_killed_terminates_itself_after_its_lease_patience
             for job in jobs:
                 wait_state(c, job, ("running",), timeout=60)
             (vm,) = _alive(player)
+            assert {"Key": "isthmus-lease-patience", "Value": "3"} in vm["Tags"], vm["Tags"]
             live.kill(signal.SIGKILL)  # no stop, no release: only the VM itself can end its lease
             time.sleep(1.5)
             assert _alive(player), "the VM must outlive a silence shorter than its patience"

@@ -65,6 +65,9 @@ request sent just before a crash may still be under way at the provider)."""
 RETRY_RELEASE = 30.0
 """Seconds before a termination the provider refused is tried again."""
 
+PATIENCE_TAG = "isthmus-lease-patience"
+"""The tag of a VM whose boot script has the dead-man switch: its patience in seconds."""
+
 RELEASE_WAIT = 120.0
 """Seconds a releasing stop waits for the provider to show every instance terminated."""
 
@@ -197,7 +200,9 @@ class ProviderCloud(WorkerThread, LocalCloud):
             self.settings.lease_patience,
         )
         size, image = self.size_and_image(node.vm)
-        request = LeaseRequest(node.key, size, image, user_data=script)
+        patience = self.settings.lease_patience
+        tags = {PATIENCE_TAG: f"{patience:g}"} if patience is not None else {}
+        request = LeaseRequest(node.key, size, image, tags=tags, user_data=script)
         node.state = PilotState.QUEUED
         node.deadline = math.inf
         vm_id = node.vm
