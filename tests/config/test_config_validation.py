@@ -606,3 +606,11 @@ def test_a_cloud_provider_loads_and_dumps_back_equal_without_secrets(tmp_path: P
     again = tmp_path / f"again.{fmt}"
     again.write_text(text)
     assert load_file(again) == env
+    assert not p.release_on_stop and "release_on_stop" not in text
+    doc["sites"][1]["provider"] |= {"release_on_stop": True, "lease_patience": 90}
+    path.write_text(dumps_toml(doc) if fmt == "toml" else yaml.safe_dump(doc))
+    released = load_file(path)
+    rp = released.sites[1].provider
+    assert rp is not None and rp.release_on_stop and rp.lease_patience == 90.0
+    again.write_text(dump_environment(released, fmt))  # type: ignore[arg-type]
+    assert load_file(again) == released

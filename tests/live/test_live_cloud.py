@@ -219,3 +219,54 @@ def test_the_vm_player_boots_instances_beyond_the_first_page(endpoint: str, tmp_
         for _ in range(105):
             ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, UserData="sleep 30")
         wait_until(lambda: len(player.procs) == 105, 60, "105 VMs playing")
+
+
+def test_stop_release_terminates_every_vm_after_its_jobs_end(tmp_path: Path, tag: str, endpoint: str) -> None:
+    # VMs are never idle long enough to be released: only the stop releases them
+    env = _env(tmp_path, endpoint)
+    env.write_text(env.read_text().replace("idle_release_time = 3", "idle_release_time = 600"))
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    with VmPlayer(endpoint, tmp_path / "vms", tag) as player:
+        try:
+            c = live.client()
+            done = tmp_path / "done"
+            jobs = [c.submit(command="sh", args=["-c", f"sleep 8; echo $ISTHMUS_SITE >> {done}"]) for _ in range(2)]
+            for job in jobs:
+                wait_state(c, job, ("running",), timeout=60)
+            assert len(_alive(player)) == 1
+            answer = c.stop("drain", release=True)
+            assert answer["mode"] == "drain" and answer["running"] == 2, answer
+            assert live.proc is not None
+            assert live.proc.wait(timeout=60) == 0
+            # the drain let both jobs end (one of them on the VM) before the VM was terminated
+            assert sorted(done.read_text().split()) == ["ec2", "local"]
+            assert player.instances() and not _alive(player), player.instances()
+        finally:
+            live.stop()
+
+
+def test_a_vm_whose_manager_is_killed_terminates_itself_after_its_lease_patience(
+    tmp_path: Path, tag: str, endpoint: str
+) -> None:
+    env = _env(tmp_path, endpoint)
+    text = env.read_text().replace("idle_release_time = 3", "idle_release_time = 600")
+    env.write_text(text.replace("[sites.provider]\n", "[sites.provider]\nlease_patience = 3\n"))
+    live = LiveServer(env, tmp_path / "state", f"sqlite:///{tmp_path / 'db'}", tag).start()
+    with VmPlayer(endpoint, tmp_path / "vms", tag) as player:
+        try:
+            c = live.client()
+            jobs = [c.submit(command="sleep", args=["60"]) for _ in range(2)]
+            for job in jobs:
+                wait_state(c, job, ("running",), timeout=60)
+            (vm,) = _alive(player)
+            assert {"Key": "isthmus-lease-patience", "Value": "3"} in vm["Tags"], vm["Tags"]
+            live.kill(signal.SIGKILL)  # no stop, no release: only the VM itself can end its lease
+            time.sleep(1.5)
+            assert _alive(player), "the VM must outlive a silence shorter than its patience"
+            wait_until(lambda: not _alive(player), timeout=30, what="the VM terminated itself")
+            assert next(i for i in player.instances() if i["InstanceId"] == vm["InstanceId"])["State"]["Name"] in (
+                "terminated",
+                "shutting-down",
+            )
+        finally:
+            live.stop()

@@ -65,6 +65,12 @@ request sent just before a crash may still be under way at the provider)."""
 RETRY_RELEASE = 30.0
 """Seconds before a termination the provider refused is tried again."""
 
+PATIENCE_TAG = "isthmus-lease-patience"
+"""The tag of a VM whose boot script has the dead-man switch: its patience in seconds."""
+
+RELEASE_WAIT = 120.0
+"""Seconds a releasing stop waits for the provider to show every instance terminated."""
+
 
 def user_data(
     agent_command: str,
@@ -75,21 +81,36 @@ def user_data(
     token: str,
     ca_pem: str | None = None,
     insecure_http: bool = False,
+    lease_patience: float | None = None,
 ) -> str:
     """The VM's boot script: start the pilot for node `key`, its token on stdin (not in its
     command line or environment); `ca_pem`, the CA certificate it verifies the manager against,
-    is written to a file of its own first."""
+    is written to a file of its own first.
+
+    With `lease_patience` (the dead-man switch) the pilot gives its manager that many seconds
+    to answer (instead of `pilot_timeout`), and once it has ended, for whatever reason, the VM
+    powers itself off with ``shutdown -h now``; leased with instance-initiated shutdown
+    behaviour "terminate", the instance is then terminated and billing ends even when its
+    manager never comes back."""
     ca = "ca=$(mktemp) || exit 1\ncat > \"$ca\" <<'ISTHMUS_CA'\n" + ca_pem.strip() + "\nISTHMUS_CA\n" if ca_pem else ""
     tls = (' --ca-file "$ca"' if ca_pem else "") + (" --insecure-http" if insecure_http else "")
-    return (
+    timeout = pilot_timeout if lease_patience is None else lease_patience
+    script = (
         "#!/bin/sh\n"
         f"# isthmus pilot of VM {key}\n"
         f"{ca}"
-        f"exec {agent_command} --url {url} --node {key} --slots {slots} --timeout {pilot_timeout:g}{tls} "
-        "--token-stdin <<'ISTHMUS_TOKEN'\n"
+        f"{'exec ' if lease_patience is None else ''}{agent_command} --url {url} --node {key} --slots {slots} "
+        f"--timeout {timeout:g}{tls} --token-stdin <<'ISTHMUS_TOKEN'\n"
         f"{token}\n"
         "ISTHMUS_TOKEN\n"
     )
+    if lease_patience is not None:
+        script += (
+            f"# dead-man switch: the pilot has ended (its manager unheard of for {lease_patience:g} s, or told\n"
+            "# to exit): nothing runs on this VM any more, so it powers off (and is terminated)\n"
+            "shutdown -h now\n"
+        )
+    return script
 
 
 class ProviderCloud(WorkerThread, LocalCloud):
@@ -176,9 +197,12 @@ class ProviderCloud(WorkerThread, LocalCloud):
             token,
             ca_pem,
             cfg.insecure_http,
+            self.settings.lease_patience,
         )
         size, image = self.size_and_image(node.vm)
-        request = LeaseRequest(node.key, size, image, user_data=script)
+        patience = self.settings.lease_patience
+        tags = {PATIENCE_TAG: f"{patience:g}"} if patience is not None else {}
+        request = LeaseRequest(node.key, size, image, tags=tags, user_data=script)
         node.state = PilotState.QUEUED
         node.deadline = math.inf
         vm_id = node.vm
@@ -290,6 +314,50 @@ class ProviderCloud(WorkerThread, LocalCloud):
         if vm is not None and vm.state is VmState.RELEASING:
             with self.ctx.external():
                 self.ctx.engine.handle(EV_VM_GONE, self.index, vm_id)
+
+    # ------------------------------------------------------------------------ release
+
+    def release_all(self, timeout: float = RELEASE_WAIT, poll: float = 1.0) -> list[str]:
+        """At a releasing stop (blocking, after `close`): terminate every instance of this site
+        tagged with the manager's id, then list again until the provider shows none of them
+        alive (an instance a lease still under way adds is terminated too). Returns the
+        instances terminated; the ones still alive after `timeout` are logged, and the next
+        start's reconciliation terminates them. The VMs stay recorded: the next start finds
+        their instances gone and fails them (their runs were requeued or ended already)."""
+        if self.provider is None:
+            return []
+        prefix = f"{self.index}/vm"
+        deadline = time.time() + timeout
+        asked: set[str] = set()
+        alive: list[str] = []
+        while True:
+            try:
+                listed = self.cloud.instances()
+            except SiteError as exc:
+                log.warning("site %s: cannot list its instances to release them: %s", self.name, exc)
+                listed = None
+            if listed is not None:
+                alive = [
+                    i.provider_id
+                    for i in listed
+                    if i.state != "terminated" and i.tags.get("isthmus-vm", "").startswith(prefix)
+                ]
+                if not alive:
+                    break
+                fresh = [pid for pid in alive if pid not in asked]
+                if fresh:
+                    for pid, err in self.cloud.release(fresh).items():
+                        if err is None:
+                            asked.add(pid)
+                        else:
+                            log.warning("site %s: could not terminate %s: %s", self.name, pid, err)
+            if time.time() >= deadline:
+                log.error("site %s: instance(s) still alive after the release: %s", self.name, alive)
+                break
+            time.sleep(poll)
+        if asked:
+            log.warning("site %s: released %d instance(s) at the stop: %s", self.name, len(asked), sorted(asked))
+        return sorted(asked)
 
     # ------------------------------------------------------------------- reconciliation
 

@@ -328,6 +328,8 @@ class Ec2Adapter(Adapter):
             "ex_userdata": request.user_data,
             "ex_metadata": tags,
             "ex_clienttoken": f"{marks.manager}-{marks.key}"[:64],
+            # a VM that powers itself off (the dead-man switch) is terminated, not kept stopped
+            "ex_terminate_on_shutdown": True,
         }
         if o.key_name:
             kwargs["ex_keyname"] = o.key_name

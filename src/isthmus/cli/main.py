@@ -60,6 +60,7 @@ COMMANDS: dict[str, str] = {
     "env": "env_cmd",
     "workload": "workload_cmd",
     "token": "live.tokens",
+    "cloud": "live.cloud",
     "tls": "tls_cmd",
 }
 

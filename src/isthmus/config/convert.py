@@ -65,6 +65,8 @@ def spec_to_environment(spec: EnvironmentSpec) -> Environment:
                     boot_timeout=float(p.boot_timeout),
                     agent_command=p.agent_command,
                     driver_options=p.driver_options,
+                    release_on_stop=p.release_on_stop,
+                    lease_patience=None if p.lease_patience is None else float(p.lease_patience),
                 )
             if s.instance_types:
                 kwargs["instance_types"] = tuple(
@@ -221,6 +223,10 @@ def environment_to_dict(env: Environment) -> dict[str, Any]:
                     "boot_timeout": _number(p.boot_timeout),
                     "agent_command": p.agent_command,
                 }
+                if p.release_on_stop:
+                    item["provider"]["release_on_stop"] = True
+                if p.lease_patience is not None:
+                    item["provider"]["lease_patience"] = _number(p.lease_patience)
         else:
             item["nodes"] = s.nodes
             item["cores_per_node"] = s.cores_per_node

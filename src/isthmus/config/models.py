@@ -286,6 +286,19 @@ class ProviderSpec(Spec):
     )
     driver_options: Any = Field(None, description="The driver's own options (its options model), set by validation.")
 
+    release_on_stop: bool = Field(
+        False,
+        description="Every stop of the manager terminates this site's VMs once their running jobs have ended "
+        "or been requeued (as `isthmus stop --release`).",
+    )
+    lease_patience: float | None = Field(
+        None,
+        gt=0,
+        description="Dead-man switch: a VM whose pilot has not reached the manager for this many seconds "
+        "powers itself off and is terminated (default: off; the pilot then exits after the server's "
+        "--pilot-timeout and the VM stays leased).",
+    )
+
     @model_validator(mode="wrap")
     @classmethod
     def _driver_keys(cls, data: Any, handler: Any) -> Any:

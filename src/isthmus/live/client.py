@@ -250,9 +250,10 @@ class Client:
             body["expires_in"] = expires_in
         return dict(self.request("POST", "/tokens", json=body))
 
-    def stop(self, mode: str = "detach") -> dict[str, Any]:
-        """Stop the manager: "detach", "kill" or "drain" (admin only; see `isthmus stop`)."""
-        return dict(self.request("POST", "/admin/stop", json={"mode": mode}))
+    def stop(self, mode: str = "detach", release: bool = False) -> dict[str, Any]:
+        """Stop the manager: "detach", "kill" or "drain", and with `release` terminate every VM
+        it leased (admin only; see `isthmus stop`)."""
+        return dict(self.request("POST", "/admin/stop", json={"mode": mode, "release": release}))
 
     def tokens(self) -> list[dict[str, Any]]:
         """Every user token by id, with its user and times (admin only)."""

@@ -93,6 +93,8 @@ class Manager:
         self.admin_token: str | None = None
         #: names this manager's jobs in batch systems (`isthmus:<id>:<key>`), kept in the database
         self.manager_id = ""
+        #: `isthmus stop --release`: every cloud site's VMs are terminated at this stop
+        self.release_at_stop = False
         self._driver_task: asyncio.Task[None] | None = None
         self.hub = ctx.hub = PilotHub(ctx)
         self.intake = ctx.intake = Intake(ctx)
@@ -241,7 +243,16 @@ class Manager:
         if self.federation is not None:
             await self.federation.start()
 
-    def begin_shutdown(self, mode: str | None = None) -> None:
+    def releasing_sites(self) -> list[ProviderCloud]:
+        """The cloud sites whose VMs this stop terminates: every provider cloud after
+        `isthmus stop --release`, else those whose provider sets `release_on_stop`."""
+        return [
+            b
+            for b in self.engine.backends
+            if isinstance(b, ProviderCloud) and (self.release_at_stop or b.settings.release_on_stop)
+        ]
+
+    def begin_shutdown(self, mode: str | None = None, release: bool = False) -> None:
         """Stop (a signal, or `isthmus stop`): stop scheduling, and
 
         - "detach" (the default for signals): running jobs go on; pilots are told to keep their
@@ -251,10 +262,18 @@ class Manager:
         - "drain": no new run starts and submissions are refused; bags' launchers start no new
           task; once no run and no task is left, pilots exit and the manager stops; queued jobs
           and bags' queued tasks wait for the next start.
+
+        With `release` (or a cloud site's `release_on_stop`) every VM of the releasing sites is
+        terminated at the end of the stop, once its runs ended (drain) or were killed (kill); a
+        "detach" stop then kills runs instead, since their VMs will not be there to re-attach.
         """
         mode = mode or self.config.on_stop
         if mode not in ("detach", "kill", "drain"):
             raise ValueError(f"unknown stop mode {mode!r}: expected detach, kill or drain")
+        if release and self.ctx.stop_mode not in ("detach", "kill"):
+            self.release_at_stop = True
+        if mode == "detach" and self.releasing_sites():
+            mode = "kill"
         if self.ctx.stop_mode in ("detach", "kill"):
             return  # already stopping; a later signal does not change how
         self.ctx.stop_mode = mode
@@ -311,6 +330,8 @@ class Manager:
                 # next start reconciles them)
                 await asyncio.to_thread(b.cancel_all)
             b.close()
+        for cloud in self.releasing_sites():  # after `close`: no lease or release is under way
+            await asyncio.to_thread(cloud.release_all)
         self.store.close()
 
     async def _detach_pilots(self) -> None:

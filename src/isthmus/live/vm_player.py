@@ -4,7 +4,10 @@ moto's instances execute nothing, so a cloud site pointed at it never sees a pil
 `VmPlayer` stands in for the hypervisor: once the server reports an instance running, it waits
 the boot delay, reads the instance's user data (the script isthmus gave it: start a pilot) and
 runs it as a local process in its own session; when the instance is terminated it kills that
-process group. isthmus itself only talks EC2 to the server and does not know it is a local one.
+process group. A script that powers its VM off (`shutdown -h now`) finds a `shutdown` of the
+player first on its PATH, which terminates the instance at the server: what EC2 does to an
+instance launched with instance-initiated shutdown behaviour "terminate". isthmus itself only
+talks EC2 to the server and does not know it is a local one.
 
 It needs boto3 (the `dev` extra, which also brings moto). Used by the cloud tests and by
 `scripts/koala_c_realworld.sh`; as a command::
@@ -63,6 +66,7 @@ class VmPlayer:
         refuse: set[str] | None = None,
     ) -> None:
         self.ec2 = ec2_client(endpoint, region)
+        self.endpoint, self.region = endpoint, region
         self.work = work
         self.tag = tag
         self.boot_delay = boot_delay
@@ -139,7 +143,17 @@ class VmPlayer:
         script = base64.b64decode(attr["UserData"]["Value"])
         path = self.work / f"{iid}.sh"
         path.write_bytes(script)
-        env = {**os.environ, "ISTHMUS_TAG": self.tag, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        bin_dir = self.work / f"{iid}.bin"
+        bin_dir.mkdir(exist_ok=True)
+        shutdown = bin_dir / "shutdown"
+        terminate = (
+            "from isthmus.live.vm_player import ec2_client; "
+            f"ec2_client({self.endpoint!r}, {self.region!r}).terminate_instances(InstanceIds=[{iid!r}])"
+        )
+        shutdown.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "{terminate}"\n')
+        shutdown.chmod(0o755)
+        path_var = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+        env = {**os.environ, "ISTHMUS_TAG": self.tag, "PATH": path_var}
         with open(self.work / f"{iid}.log", "ab") as log:
             self.procs[iid] = subprocess.Popen(
                 ["sh", str(path)], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True

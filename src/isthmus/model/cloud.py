@@ -28,7 +28,10 @@ class ProviderSettings:
     boots `image` as `instance_type` (the site's `cores_per_node` and `price_per_hour` describe
     that type). `boot_timeout` is how long a leased VM's pilot may take to register before the VM
     is an error VM (terminated; the provisioning policy leases a replacement). `agent_command`
-    starts the pilot on the image.
+    starts the pilot on the image. `release_on_stop`: every stop of the manager terminates the
+    site's VMs once their running jobs have ended or been requeued (`isthmus stop --release`).
+    `lease_patience`: a VM whose pilot has not reached its manager for that many seconds powers
+    itself off and is terminated (the dead-man switch of `cloud_site.user_data`); None: off.
     """
 
     driver: str
@@ -37,3 +40,5 @@ class ProviderSettings:
     boot_timeout: float = 300.0
     agent_command: str = "python3 -m isthmus.agent"
     driver_options: Any = None
+    release_on_stop: bool = False
+    lease_patience: float | None = None

@@ -295,6 +295,11 @@ class StopRequest(BaseModel):
 
     model_config = _STRICT
     mode: Literal["detach", "kill", "drain"] = "detach"
+    release: bool = Field(
+        False,
+        description="Terminate every VM this manager leased once its running jobs have ended or been "
+        'requeued (a "detach" stop then kills them: they are requeued at the next start).',
+    )
 
 
 class StopResponse(BaseModel):

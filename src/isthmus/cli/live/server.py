@@ -168,6 +168,12 @@ def register(app: typer.Typer) -> None:
     def stop(
         drain: bool = typer.Option(False, "--drain", help="Start nothing new; stop once running jobs have ended."),
         kill_jobs: bool = typer.Option(False, "--kill-jobs", help="Kill running jobs (requeued at the next start)."),
+        release: bool = typer.Option(
+            False,
+            "--release",
+            help="Terminate every VM this manager leased once its running jobs have ended (--drain) or were "
+            "killed (otherwise: running jobs on VMs cannot go on), and wait until the provider confirms.",
+        ),
         url: str | None = URL_OPT,
         _ca: str | None = CA_OPT,
         token: str | None = TOKEN_OPT,
@@ -178,13 +184,17 @@ def register(app: typer.Typer) -> None:
         without a manager, so that the next start finds the jobs; idle pilots exit at once. With
         --kill-jobs, and at the end of --drain, every pilot exits. A manager killed outright
         (SIGKILL, a crash) tells no pilot: each exits after --pilot-timeout without it, killing
-        its runs."""
+        its runs. With --release (or a cloud site's release_on_stop) nothing leased outlives the
+        stop: every VM is terminated once its runs have ended (--drain) or been killed."""
         if drain and kill_jobs:
             raise typer.BadParameter("choose one of --drain and --kill-jobs")
         mode = "drain" if drain else "kill" if kill_jobs else "detach"
-        res = api_call(url, token, lambda c: c.stop(mode))
+        res = api_call(url, token, lambda c: c.stop(mode, release=release))
         if mode == "drain":
             tasks = f" and {res['tasks']} bag task(s)" if res.get("tasks") else ""
             typer.echo(f"draining: {res['running']} running job(s){tasks} to finish; nothing new starts")
         else:
-            typer.echo(f"stopping ({mode}): {res['running']} running job(s) {'killed' if mode == 'kill' else 'go on'}")
+            done = res["mode"]  # a releasing stop kills runs it would have detached
+            typer.echo(f"stopping ({done}): {res['running']} running job(s) {'killed' if done == 'kill' else 'go on'}")
+        if release:
+            typer.echo("every VM this manager leased is terminated at the end of the stop")

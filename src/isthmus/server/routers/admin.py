@@ -94,9 +94,9 @@ def admin_router(manager: Manager, auth: Auth) -> APIRouter:
         """Stop the manager (admin only): see `isthmus stop`. Answers before it stops."""
         running = sum(len(b.running) for b in manager.engine.backends)
         tasks = manager.engine.bags.running_tasks
-        manager.begin_shutdown(req.mode)
+        manager.begin_shutdown(req.mode, release=req.release)
         if req.mode != "drain":
             asyncio.get_running_loop().call_later(0.2, manager.request_exit)  # after this answer
-        return StopResponse(mode=req.mode, running=running, tasks=tasks)
+        return StopResponse(mode=manager.stop_mode or req.mode, running=running, tasks=tasks)
 
     return router
