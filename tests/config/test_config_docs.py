@@ -47,10 +47,15 @@ def test_every_bundled_environment_is_documented() -> None:
 def test_the_example_of_docs_sites_is_valid() -> None:
     """docs/sites.md's environment example loads, as an operator would copy it."""
     text = (DOC.parent / "sites.md").read_text(encoding="utf-8")
-    (example,) = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    example, behind_ssh = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
     env = environment_from_text(example, "toml", file="docs/sites.md")
     lrm = env.sites[0].lrm
     assert lrm is not None and (lrm.mode, lrm.pilot_walltime, lrm.renew_before) == ("pilot", 14400.0, 1800.0)
+    # the site behind SSH: its [sites.lrm] in place of the example's
+    site = example.split("[sites.lrm]")[0] + behind_ssh + '\n[policies]\nallocation = "ff"\n'
+    lrm = environment_from_text(site, "toml", file="docs/sites.md").sites[0].lrm
+    assert lrm is not None and lrm.mode == "direct"
+    assert getattr(lrm.driver_options, "ssh", None) == "isthmus@login.cluster.example.org"
 
 
 def test_the_example_of_docs_clouds_is_valid() -> None:
