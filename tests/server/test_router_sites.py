@@ -138,6 +138,10 @@ def test_a_leased_vm_and_its_queue_are_listed(api: Api) -> None:
     assert queue["jobs"] == 1, queue
     series = api.client.get("/timeseries", params={"window": 60, "points": 3}, headers=alice).json()
     assert len(series["times"]) == 3
+    nodes = api.client.get("/nodes", headers=alice).json()
+    assert [(n["site"], n["state"], n["cpus_idle"]) for n in nodes if n["site"] == "cloud"] == [
+        ("cloud", "booting", 0)
+    ], nodes  # the booting VM's position: its pilot does not serve yet
     # the last point is the present: the VM is leased (booting) and the job still waits for it
     assert (series["leased_vms"][-1], series["queued_processors"][-1]) == (1, 2), series
     assert api.client.post(f"/jobs/{job}/cancel", headers=alice).json()["state"] == "cancelled"

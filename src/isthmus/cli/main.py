@@ -43,6 +43,7 @@ LIVE_COMMANDS = {
     "sites": "sites",
     "peers": "peers",
     "vms": "sites",
+    "nodes": "sites",
     "budget": "budgets",
     "accounting": "accounting",
     "forecast": "accounting",

@@ -9,8 +9,9 @@ construction and a restarted manager shows the history from before its restart.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,7 +19,12 @@ from isthmus.engine.engine import Engine
 from isthmus.metrics.tables import build_tables
 from isthmus.metrics.timeseries import charged_spend, compute_timeseries
 from isthmus.model.environment import Environment
+from isthmus.model.states import PilotState
 from isthmus.store.tables import Store
+
+if TYPE_CHECKING:
+    from isthmus.backends.node import Node
+    from isthmus.live.pilots import Assignment
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,3 +123,48 @@ def site_costs(store: Store, env: Environment, *, now: float) -> dict[int, float
             end - row["leased_at"], int(row.get("vm_type") or 0)
         )
     return out
+
+
+#: a pilot position's state in `node_rows`, as sinfo names a node's (an ended position is not listed)
+_NODE_STATES = {
+    PilotState.QUEUED: "queued",  # its pilot job waits in the batch system
+    PilotState.SPAWNED: "starting",
+    PilotState.AWAITING: "starting",
+    PilotState.EXITING: "draining",
+    PilotState.DOWN: "down",
+}
+
+
+def node_rows(
+    nodes: Mapping[str, Node], assign: Iterable[Assignment], lanes_on: Callable[[str], int], env: Environment
+) -> list[dict[str, Any]]:
+    """Each pilot position (a cluster node, a pilot job's node, a VM) as `sinfo -N` shows a node:
+    its site, state (idle, mixed, allocated; booting, queued, starting, draining, down while its
+    pilot is not serving), host, and processors allocated (runs' slots and bag lanes), idle and in all.
+    `assign` are the runs' assignments, `lanes_on(node)` the bag lanes a node runs."""
+    used: dict[str, int] = {}
+    for a in assign:
+        for key, _slot in a.slots:
+            used[key] = used.get(key, 0) + 1
+    rows = []
+    for key, node in sorted(nodes.items(), key=lambda kv: (kv[1].site, kv[0])):
+        busy = min(node.slots, used.get(key, 0) + lanes_on(key))
+        serving = node.state is PilotState.REGISTERED
+        if serving:
+            state = "idle" if busy == 0 else "allocated" if busy == node.slots else "mixed"
+        elif node.vm is not None and (node.booting or node.state is PilotState.DOWN):
+            state = "booting"  # a VM whose first pilot has not registered yet
+        else:
+            state = _NODE_STATES.get(node.state, node.state.value.lower())
+        rows.append(
+            {
+                "node": key,
+                "site": env.sites[node.site].name,
+                "state": state,
+                "host": node.host or None,
+                "cpus_allocated": busy,
+                "cpus_idle": node.slots - busy if serving else 0,
+                "cpus_total": node.slots,
+            }
+        )
+    return rows

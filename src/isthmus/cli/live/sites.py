@@ -1,4 +1,5 @@
-"""The pool: `sites` (capacity and status of each site) and `vms` (VM leases)."""
+"""The pool: `sites` (capacity and status of each site), `nodes` (each pilot position, as sinfo -N)
+and `vms` (VM leases)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _site_status(s: dict[str, Any]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `sites` and `vms` commands to `app`."""
+    """Add the `sites`, `nodes` and `vms` commands to `app`."""
 
     @app.command("sites")
     def sites(
@@ -54,6 +55,27 @@ def register(app: typer.Typer) -> None:
                 ]
             )
         print_table(["#", "SITE", "KIND", "ONLINE", "FREE", "JOBS", "MAXPROC", "VMS", "STATUS"], table)
+
+    @app.command("nodes")
+    def nodes(
+        url: str | None = URL_OPT,
+        _ca: str | None = CA_OPT,
+        token: str | None = TOKEN_OPT,
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Each node a pilot serves (local and pilot-job sites) and each VM, as sinfo -N: site,
+        state (idle, mixed, allocated; booting, queued, starting, draining, down), host and processors
+        allocated/idle/total (CPUS(A/I/T))."""
+        rows = api_call(url, token, lambda c: c.request("GET", "/nodes"))
+        if as_json:
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        table = [
+            [r["node"], r["site"], r["state"], r["host"] or "-",
+             f"{r['cpus_allocated']}/{r['cpus_idle']}/{r['cpus_total']}"]
+            for r in rows
+        ]  # fmt: skip
+        print_table(["NODE", "SITE", "STATE", "HOST", "CPUS(A/I/T)"], table)
 
     @app.command("vms")
     def vms(

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from isthmus.live.manager import Manager
-from isthmus.live.pool_view import pool_timeseries, queue_rows, site_costs
+from isthmus.live.pool_view import node_rows, pool_timeseries, queue_rows, site_costs
 from isthmus.server.auth import Auth, Principal
 from isthmus.server.routers.common import MAX_EPOCH, USER, errors
 
@@ -20,7 +20,7 @@ _NO_VM: dict[str, object] = {"activity": None, "retiring": False, "user": None}
 
 
 def sites_router(manager: Manager, auth: Auth) -> APIRouter:
-    """The /sites, /queues, /timeseries and /vms routes of `manager`."""
+    """The /sites, /queues, /nodes, /timeseries and /vms routes of `manager`."""
     router = APIRouter()
     User = Annotated[Principal, Depends(auth.user)]  # noqa: N806
 
@@ -46,6 +46,14 @@ def sites_router(manager: Manager, auth: Auth) -> APIRouter:
         """Each queue now (one per set of sites the allocation policy uses): its sites, runtime
         limit, waiting jobs and the processors they request, and the oldest job's wait (s)."""
         return [r.as_dict() for r in queue_rows(manager.engine, manager.env)]
+
+    @router.get("/nodes", tags=["resources"], responses=errors(**USER))
+    async def nodes(p: User) -> list[dict[str, Any]]:
+        """Each pilot position (a node of a local or pilot-job site, a VM) as `sinfo -N` shows a
+        node: site, state, host, and processors allocated, idle and in all. Sites whose jobs a
+        batch system runs itself (direct mode) have no positions here: ask that system."""
+        hub = manager.hub
+        return node_rows(hub.nodes, hub.assign.values(), manager.bags.lanes_on, manager.env)
 
     @router.get("/timeseries", tags=["resources"], responses=errors(**USER))
     async def timeseries(
