@@ -657,13 +657,20 @@ def _probe_figure(result: ExperimentResult, probes: Sequence[Mapping[str, Any]])
             continue
         starts = r[f"chunk_starts_{cs}"]
         for i, s in enumerate(starts):
-            ax.barh(i, s, color=style.PALETTE[0] if cs == "without_cs" else style.PALETTE[2])
-            ax.barh(i, 60.0, left=s, color=style.PALETTE[3])
+            wait = "wait, without CS" if cs == "without_cs" else "wait, with CS"
+            ax.barh(
+                i,
+                s,
+                color=style.PALETTE[0] if cs == "without_cs" else style.PALETTE[2],
+                label=wait if i == 0 else None,
+            )
+            ax.barh(i, 60.0, left=s, color=style.PALETTE[3], label="run" if i == 0 else None)
         ax.set_xlim(0, 110)
         ax.set_yticks(range(len(starts)))
-        ax.set_title(f"{job}, {cs.replace('_', ' ')}", fontsize=style.FONT_SIZE)
+        ax.set_title(f"{job}, {cs.replace('_', ' ').replace('cs', 'CS')}", fontsize=style.FONT_SIZE)
         ax.set_xlabel("time from submission [s]")
         ax.set_ylabel("chunk")
+        ax.legend()
     result.files["fig41_chunks"] = save(fig, result.out_dir / "fig41_chunks.png")
 
 
@@ -984,7 +991,7 @@ def _fig42(result: ExperimentResult, rows: Sequence[Mapping[str, Any]], workload
                 colors=[style.PALETTE[2], style.PALETTE[0], style.PALETTE[1]],
                 step="post",
             )
-            ax.axvline(WARMUP / 60.0, color="black", lw=0.6, ls=":")
+            ax.axvline(WARMUP / 60.0, color="black", lw=0.6, ls=":", label="end of the warm-up")
             ax.set_ylim(0, 1.05)
             ax.set_title(f"{label.upper()}, {w}", fontsize=style.FONT_SIZE)
             ax.set_ylabel("load [busy / all processors]")
