@@ -415,6 +415,7 @@ def simulate_command(
             seed,
             out=out,
             plots=plots,
+            figure_format=figure_format,
             as_json=as_json,
             max_size=max_size,
             first=jobs,
@@ -705,6 +706,7 @@ def _repeated(
     *,
     out: Path,
     plots: bool,
+    figure_format: str,
     as_json: bool,
     max_size: int | None,
     first: int | None,
@@ -717,7 +719,14 @@ def _repeated(
     """`simulate --repeat N` / `--seeds`: every policy on each drawn workload; the table, JSON and
     comparison.json give each figure's mean and 95% confidence interval (`simulate_repeat`)."""
     from isthmus.cli.provenance import environment_sites, versions, workload_statistics
-    from isthmus.cli.simulate_repeat import RepeatPlan, parse_seeds, run_repeated, workloads
+    from isthmus.cli.simulate_repeat import (
+        RepeatPlan,
+        parse_seeds,
+        plot_intervals,
+        run_repeated,
+        workload_title,
+        workloads,
+    )
     from isthmus.policies.registry import PolicyError
     from isthmus.workloads import WorkloadError
 
@@ -747,9 +756,25 @@ def _repeated(
         highlight=False,
     )
     try:
-        rows, repetitions = run_repeated(environment, drawn, choices, out, plots=plots, simulate_one=run)
+        rows, repetitions = run_repeated(
+            environment,
+            drawn,
+            choices,
+            out,
+            plots=plots,
+            simulate_one=run,
+            formats=figure_format,
+            workload=workload_title(workload),
+        )
     except (PolicyError, ValueError) as exc:
         raise fail(str(exc)) from None
+    figures = (
+        plot_intervals(
+            environment, rows, out, runs=len(chosen), formats=figure_format, workload=workload_title(workload)
+        )
+        if plots
+        else {}
+    )
     report = {
         "environment": environment.name,
         "workload_spec": workload,
@@ -764,6 +789,7 @@ def _repeated(
         "repeat": {"count": len(chosen), "seeds": list(chosen), "resampling": how, "interval": "95% Student's t"},
         "policies": rows,
         "repetitions": repetitions,
+        "plots": {kind: str(path) for kind, path in figures.items()},
     }
     write_report(out / "comparison.json", report)
     if as_json:
@@ -771,6 +797,9 @@ def _repeated(
         return
     console.print(comparison_table(rows, f"{workload} on {environment.name}: mean ± 95% CI over {len(chosen)} runs"))
     console.print("sld: mean slowdown; bsld: mean bounded slowdown (10 s); p95: 95th percentile of delay")
+    if figures:
+        names = ", ".join(p.name for p in figures.values())
+        console.print(f"Figures (mean ± 95% CI per policy) in [bold]{out}[/]: {names}")
     console.print(f"Per-repetition records, summaries and plots in [bold]{out}[/]/seed-S")
 
 

@@ -5,7 +5,8 @@ A generated workload is drawn again with each seed. A trace is resampled with ea
 bootstrap of its weekly blocks (`isthmus.workloads.resample`). The filters (`--max-size`,
 `--jobs`, `--vm`) apply to each drawn workload. Every repetition's per-job records, summaries
 (and plots, with `--plots`) go to ``OUT/seed-S/``; ``OUT/comparison.json`` holds each policy's
-intervals and every repetition's figures.
+intervals and every repetition's figures; ``OUT/repeated_<kind>.<format>`` draws each policy's
+mean with its interval as an error bar (unless `--no-plots`).
 """
 
 from __future__ import annotations
@@ -104,12 +105,16 @@ def run_repeated(
     *,
     plots: bool,
     simulate_one: Callable[[list[Job], PolicyChoice, str], Any],
+    formats: str = "png",
+    workload: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run every policy on every drawn workload; ([per-policy intervals], [per-repetition rows]).
 
     `simulate_one(jobs, choice, label)` runs one simulation (a `SimulationResult`). A policy's
     row holds, for each figure of `COMPARE_KEYS`, `isthmus.metrics.stats.interval` of its
-    values over the repetitions plus the values themselves."""
+    values over the repetitions plus the values themselves. With `plots`, each repetition's
+    figures go to its folder in `formats`, titled with `workload` (its seed named) and the
+    environment."""
     from isthmus.metrics.records import JobColumns
     from isthmus.metrics.run import COMPARE_KEYS, WrittenRun, compare_table, stream_run
     from isthmus.metrics.stats import interval
@@ -137,7 +142,8 @@ def run_repeated(
         if plots:
             from isthmus.metrics.plots import plot_all
 
-            plot_all(runs, folder)
+            name = f"{workload} (seed {seed})" if workload else f"seed {seed}"
+            plot_all(runs, folder, formats=formats, workload=name, environment=environment)
         repetitions.append({"seed": seed, "jobs": len(jobs), "folder": str(folder), "policies": compare_table(runs)})
     rows: list[dict[str, Any]] = []
     for k, label in enumerate(labels):
@@ -147,6 +153,31 @@ def run_repeated(
             row[key] = {**interval(values), "values": values}
         rows.append(row)
     return rows, repetitions
+
+
+def workload_title(spec: str) -> str:
+    """How figure titles name workload `spec`: a trace by its file name, a model by its spec."""
+    from isthmus.workloads.resolve import looks_like_path
+
+    return Path(spec).name if looks_like_path(spec) else spec
+
+
+def plot_intervals(
+    environment: Environment,
+    rows: Sequence[dict[str, Any]],
+    out: Path,
+    *,
+    runs: int,
+    formats: str,
+    workload: str,
+) -> dict[str, Path]:
+    """Write the figures of a repeated run into `out` (beside the per-seed folders): each policy's
+    mean wait, mean bounded slowdown, utilization and (with a cloud) charged cost as bars with
+    their 95% confidence intervals as error bars (`isthmus.metrics.plots.plot_repeated`);
+    returns the first format's file by kind."""
+    from isthmus.metrics.plots import plot_repeated
+
+    return plot_repeated(rows, out, runs=runs, formats=formats, workload=workload, environment=environment)
 
 
 def safe_name(label: str) -> str:

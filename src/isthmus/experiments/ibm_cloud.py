@@ -32,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from isthmus.experiments.output import figure, fmt, markdown_table, save, write_csv
 from isthmus.experiments.reduced import Reduction, cancelled_dropped, reduced_jobs
 from isthmus.experiments.result import ExperimentResult, finish, run_experiment
 from isthmus.experiments.runner import Point, Sweep, policy
+from isthmus.metrics import style
 from isthmus.workloads.conversion import RUN_CANCELLED
 
 NAME = "ibm-cloud"
@@ -265,38 +267,67 @@ def _find(rows: Sequence[Mapping[str, Any]], trace: str, config: str) -> Mapping
     return next((r for r in rows if r["trace"] == trace and r["config"] == config), None)
 
 
+ENVIRONMENT = "ibm-enterprise-cloud"
+"""The bundled environment the figures' titles name."""
+
+
 def _delay_figure(
     result: ExperimentResult, rows: Sequence[Mapping[str, Any]], traces: Sequence[str], configs: Sequence[str]
 ) -> None:
-    """Table 1 as grouped bars: delay percentiles per configuration, with the report's as dots."""
+    result.files["table1_delay"] = save(draw_delay(rows, traces, configs), result.out_dir / "table1_delay.png")
+
+
+def draw_delay(rows: Sequence[Mapping[str, Any]], traces: Sequence[str], configs: Sequence[str]) -> Figure:
+    """Table 1 as grouped bars: delay percentiles per configuration on a linear axis (the report
+    gives a table, not a figure), with the report's values as dots; a panel per trace."""
     fig, axes = figure(len(traces), 1, width=6.4, height=3.8)
+    style.title(fig, f"Table 1: delay-time percentiles per configuration — on {ENVIRONMENT}")
     width = 0.8 / max(1, len(configs))
     for col, t in enumerate(traces):
         ax = axes[0][col]
         x = np.arange(len(PERCENTILES))
         for k, c in enumerate(configs):
             r = _find(rows, t, c)
-            vals = [
-                np.nan if r is None or r.get(f"delay_p{q}") is None else max(r[f"delay_p{q}"], 0.5) for q in PERCENTILES
-            ]
+            vals = [np.nan if r is None or r.get(f"delay_p{q}") is None else r[f"delay_p{q}"] for q in PERCENTILES]
             xs = x + (k - (len(configs) - 1) / 2) * width
-            bars = ax.bar(xs, vals, width, label=f"{c} nodes")
+            colour = style.PALETTE[k % len(style.PALETTE)]
+            ax.bar(
+                xs,
+                vals,
+                width,
+                label=f"{c} nodes",
+                color=colour,
+                hatch=style.HATCHES[k % len(style.HATCHES)],
+                edgecolor="white",
+                linewidth=0.5,
+            )
             seed = SEED_DELAY.get(c) if t.startswith("CTC") else None
             if seed is not None:
-                ax.plot(xs, seed, "o", color=bars.patches[0].get_facecolor(), markeredgecolor="black", markersize=4)
+                ax.plot(xs, seed, "o", color=colour, markeredgecolor="black", markersize=4, linestyle="none")
         ax.set_xticks(x, [f"{q}th" for q in PERCENTILES])
-        ax.set_yscale("log")
-        ax.set_ylabel("delay time (s)")
-        ax.set_title(f"Table 1: delay-time percentiles, {t} (dots: the report)", fontsize=9)
-        ax.grid(True, axis="y", which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    result.files["table1_delay"] = save(fig, result.out_dir / "table1_delay.png")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("percentile of the delay time")
+        ax.set_ylabel("delay time [s]")
+        ax.set_title(f"{t} (dots: the report)", fontsize=style.FONT_SIZE)
+        ax.grid(False, axis="x")
+        ax.legend(title="configuration")
+    return fig
 
 
 def _series_figures(
     result: ExperimentResult, rows: Sequence[Mapping[str, Any]], traces: Sequence[str], window: tuple[float, float]
 ) -> None:
-    """Figs 7 (one cluster) and 8 (with a cloud): processors allocated and requested over time."""
+    for key, fig in draw_series(rows, traces, window).items():
+        result.files[key] = save(fig, result.out_dir / f"{key}.png")
+
+
+def draw_series(
+    rows: Sequence[Mapping[str, Any]], traces: Sequence[str], window: tuple[float, float]
+) -> dict[str, Figure]:
+    """Figs 7 (one cluster) and 8 (with a cloud) by key: processors allocated and requested over
+    time, a panel per configuration and trace, the cloud's window shaded."""
+    figures: dict[str, Figure] = {}
+    requested, base_colour, cloud_colour = style.PALETTE[3], style.PALETTE[0], style.PALETTE[2]
     for key, title, with_cloud in (
         ("fig7_one_cluster", "Fig. 7: one cluster", False),
         ("fig8_with_cloud", "Fig. 8: 300-node cluster with a cloud", True),
@@ -306,6 +337,7 @@ def _series_figures(
         if not chosen:
             continue
         fig, axes = figure(len(traces), len(configs), width=6.4, height=2.6)
+        style.title(fig, f"{title}, processors over time — on {ENVIRONMENT}")
         for col, t in enumerate(traces):
             for i, c in enumerate(configs):
                 ax = axes[i][col]
@@ -313,20 +345,31 @@ def _series_figures(
                 if r is None:
                     continue
                 tt = np.asarray(r["series_time"])
-                ax.step(tt, r["series_requested"], where="post", label="requested", color="tab:red", lw=0.9)
+                ax.step(tt, r["series_requested"], where="post", label="requested", color=requested, lw=0.9)
                 base = np.asarray(r["series_allocated_base"])
                 cloud = np.asarray(r["series_allocated_cloud"])
-                ax.step(tt, base, where="post", label="allocated, base cluster", color="tab:blue", lw=0.9)
+                ax.step(
+                    tt, base, where="post", label="allocated, base cluster", color=base_colour, lw=0.9, linestyle="--"
+                )
                 if "+" in c:
-                    ax.step(tt, base + cloud, where="post", label="allocated, base + cloud", color="tab:green", lw=0.9)
-                    ax.axvspan(*window, color="tab:green", alpha=0.07)
-                ax.set_title(f"{title}: {c} nodes, {t}", fontsize=9)
+                    ax.step(
+                        tt,
+                        base + cloud,
+                        where="post",
+                        label="allocated, base + cloud",
+                        color=cloud_colour,
+                        lw=0.9,
+                        linestyle="-.",
+                    )
+                    ax.axvspan(*window, color=cloud_colour, alpha=0.07, label="cloud available")
+                ax.set_title(f"{c} nodes, {t}", fontsize=style.FONT_SIZE)
                 ax.set_ylabel("processors")
-                ax.grid(True, alpha=0.3)
+                ax.set_ylim(bottom=0)
                 if i == len(configs) - 1:
-                    ax.set_xlabel("time (s)")
-            axes[0][col].legend(fontsize=7)
-        result.files[key] = save(fig, result.out_dir / f"{key}.png")
+                    ax.set_xlabel("time [s]")
+            axes[0][col].legend()
+        figures[key] = fig
+    return figures
 
 
 def _summary(

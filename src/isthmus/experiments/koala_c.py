@@ -26,10 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matplotlib.figure import Figure
+
 from isthmus.experiments.output import figure, fmt, markdown_table, save
 from isthmus.experiments.paper import KOALA_C, TAGS_SETS_COST_FACTOR, TAGS_SETS_LIMIT_MIN, TraceFacts, facts_for
 from isthmus.experiments.result import ExperimentResult, finish, log_axis, run_experiment, select
 from isthmus.experiments.runner import Point, Sweep, policy
+from isthmus.metrics import style
 from isthmus.policies import registry
 from isthmus.workloads.conversion import RUN_CANCELLED
 
@@ -158,14 +161,26 @@ def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _plot_limits(result: ExperimentResult, trace: str, chains: Sequence[int], table_chains: int) -> None:
-    rows = select(result.rows, trace=trace)
+    fig = draw_limits(select(result.rows, trace=trace), trace, chains, table_chains)
+    result.files[f"fig3-{trace}"] = save(fig, result.out_dir / f"fig3-{trace}.png")
+
+
+def _chains(k: int) -> str:
+    return f"{k} chain" if k == 1 else f"{k} chains"
+
+
+def draw_limits(rows: list[dict[str, Any]], trace: str, chains: Sequence[int], table_chains: int) -> Figure:
+    """Fig. 3 of one trace from its rows of the limit sweep: slowdown and wait against the runtime
+    limit per number of chains (RR), per dispatch, and per job class, titled with the trace and
+    the environment."""
     fig, axes = figure(2, 2)
+    style.title(fig, f"TAGS-chain runtime limits (Fig. 3) — {trace} on koala-c-multicluster (k chains)")
     for k in chains:
         rr = sorted(select(rows, dispatch="rr", chains=k), key=lambda r: r["limit_min"])
         if rr:
             x = [r["limit_min"] for r in rr]
-            axes[0][0].plot(x, [r["slowdown_mean"] for r in rr], label=f"{k} chains")
-            axes[0][1].plot(x, [r["wait_mean"] for r in rr], label=f"{k} chains")
+            axes[0][0].plot(x, [r["slowdown_mean"] for r in rr], label=_chains(k))
+            axes[0][1].plot(x, [r["wait_mean"] for r in rr], label=_chains(k))
     log_axis(axes[0][0], "runtime limit of short jobs (min)", "average slowdown", f"{trace}: RR (a)")
     log_axis(axes[0][1], "runtime limit of short jobs (min)", "average wait (s)", f"{trace}: RR (b)")
     for d in ("rr", "rnd"):
@@ -184,7 +199,7 @@ def _plot_limits(result: ExperimentResult, trace: str, chains: Sequence[int], ta
     for row in axes:
         for ax in row:
             ax.legend(fontsize=7)
-    result.files[f"fig3-{trace}"] = save(fig, result.out_dir / f"fig3-{trace}.png")
+    return fig
 
 
 # ------------------------------------------------------------------------------------- sets
@@ -213,6 +228,7 @@ def koala_c_sets(
     ]
     result = ExperimentResult("koala-c-sets", out, run_experiment("koala-c-sets", points, workers, sweep))
     fig, axes = figure(2, 1)
+    style.title(fig, "TAGS-sets runtime limits (Fig. 4) — per trace on koala-c-multicloud")
     table = []
     for t in ts:
         sel = sorted(select(result.rows, trace=t.label), key=lambda r: r["limit_min"])
@@ -298,6 +314,7 @@ def koala_c_multicluster(
     )
     names = (*BASELINES, "tags-chain")
     fig, axes = figure(len(ts), 2, width=4.5, height=3.5)
+    style.title(fig, "Policies by number of clusters (Fig. 5) — per trace on koala-c-multicluster (k chains)")
     body = [
         "All policies on the KOALA-C multicluster environment (k chains of two 32-node clusters, 30 s rounds); "
         "TAGS-chain with the paper's Table III limit for the trace, RR dispatch."

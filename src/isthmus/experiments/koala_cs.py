@@ -34,11 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from isthmus.engine.bags import BagSettings
 from isthmus.experiments.output import figure, markdown_table, save, write_csv
 from isthmus.experiments.result import ExperimentResult, finish, run_experiment
 from isthmus.experiments.runner import Point, Sweep, policy
+from isthmus.metrics import style
 from isthmus.model.environment import Environment, PolicyChoice
 from isthmus.model.events import EventKind, EventLog
 from isthmus.model.job import Job, JobKind, PriorityClass
@@ -225,24 +227,7 @@ def koala_cs_launcher(
     ]
     rows = run_experiment(LAUNCHER, points, None, _sweep(sweep, evaluate_launcher, workers))
     result = ExperimentResult(LAUNCHER, out, rows)
-    fig, axes = figure(1, 1, width=6.4, height=3.6)
-    ax = axes[0][0]
-    labels = [
-        f"launcher\npull {r['pull_latency']:g} s"
-        if r["method"] == "launcher"
-        else f"direct\n{'event' if not r['period'] else str(r['period']) + ' s'}"
-        for r in rows
-    ]
-    colors = ["tab:green" if r["method"] == "launcher" else "tab:red" for r in rows]
-    ax.bar(range(len(rows)), [r["makespan"] for r in rows], color=colors)
-    ax.axhline(IDEAL_MAKESPAN, color="black", lw=0.8, ls="--", label="ideal 450 s")
-    for m, (mk, _) in SEED_TABLE_41.items():
-        ax.axhline(mk, color="tab:green" if m == "launcher" else "tab:red", lw=0.8, ls=":", label=f"thesis {m}")
-    ax.set_xticks(range(len(rows)), labels, fontsize=7)
-    ax.set_ylabel("makespan (s)")
-    ax.set_title("Table 4.1: 1,000 tasks of 30 s on 68 nodes", fontsize=9)
-    ax.legend(fontsize=7)
-    result.files["table41_makespan"] = save(fig, out / "table41_makespan.png")
+    result.files["table41_makespan"] = save(draw_launcher(rows), out / "table41_makespan.png")
     body = [
         "Setup (§4.2.1): one 68-node cluster (Delft), 1,000 tasks of 30 s; ideal makespan 450 s "
         "(15 waves of 30 s), ideal throughput 2.22 tasks/s. *Launcher*: one bag under SEP, each "
@@ -631,11 +616,40 @@ def _list(values: Sequence[float]) -> str:
     return ", ".join(f"{v:g}" for v in values) or "none"
 
 
+def draw_launcher(rows: Sequence[Mapping[str, Any]]) -> Figure:
+    """Table 4.1 as bars: each way of running the tasks' makespan, with the ideal and the
+    thesis's makespans as reference lines."""
+    fig, axes = figure(1, 1, width=6.4, height=3.6)
+    ax = axes[0][0]
+    labels = [
+        f"launcher\npull {r['pull_latency']:g} s"
+        if r["method"] == "launcher"
+        else f"direct\n{'event' if not r['period'] else str(r['period']) + ' s'}"
+        for r in rows
+    ]
+    colors = [style.PALETTE[2] if r["method"] == "launcher" else style.PALETTE[3] for r in rows]
+    ax.bar(range(len(rows)), [r["makespan"] for r in rows], color=colors)
+    ax.axhline(IDEAL_MAKESPAN, color="black", lw=0.8, ls="--", label="ideal 450 s")
+    for m, (mk, _) in SEED_TABLE_41.items():
+        ax.axhline(
+            mk, color=style.PALETTE[2] if m == "launcher" else style.PALETTE[3], lw=0.8, ls=":", label=f"thesis {m}"
+        )
+    ax.set_xticks(range(len(rows)), labels, fontsize=style.FONT_SIZE - 1.5)
+    ax.set_ylabel("makespan [s]")
+    ax.set_xlabel("how the tasks are run")
+    ax.set_ylim(bottom=0)
+    ax.grid(False, axis="x")
+    style.title(fig, "Table 4.1: makespan of 1,000 tasks of 30 s — on delft (one 68-node cluster)")
+    ax.legend()
+    return fig
+
+
 def _probe_figure(result: ExperimentResult, probes: Sequence[Mapping[str, Any]]) -> None:
-    """Fig. 4.1 as simulated: each chunk's wait (blue) and run (red) for the 4x10 and 1x40 jobs,
-    without and with the CS load."""
+    """Fig. 4.1 as simulated: each chunk's wait (blue without the CS load, green with it) and
+    run (vermilion) for the 4x10 and 1x40 jobs."""
     chosen = [(j, cs) for j in ("4x10", "1x40") for cs in ("without_cs", "with_cs")]
     fig, axes = figure(2, 2, width=4.2, height=2.0)
+    style.title(fig, "Fig. 4.1: each chunk's wait and run — on delft (one 68-node cluster)")
     for n, (job, cs) in enumerate(chosen):
         ax = axes[n % 2][n // 2]
         r = next((p for p in probes if p["scope"] == "local" and p["job"] == job), None)
@@ -643,36 +657,52 @@ def _probe_figure(result: ExperimentResult, probes: Sequence[Mapping[str, Any]])
             continue
         starts = r[f"chunk_starts_{cs}"]
         for i, s in enumerate(starts):
-            ax.barh(i, s, color="tab:blue" if cs == "without_cs" else "tab:green")
-            ax.barh(i, 60.0, left=s, color="tab:red")
+            wait = "wait, without CS" if cs == "without_cs" else "wait, with CS"
+            ax.barh(
+                i,
+                s,
+                color=style.PALETTE[0] if cs == "without_cs" else style.PALETTE[2],
+                label=wait if i == 0 else None,
+            )
+            ax.barh(i, 60.0, left=s, color=style.PALETTE[3], label="run" if i == 0 else None)
         ax.set_xlim(0, 110)
         ax.set_yticks(range(len(starts)))
-        ax.set_title(f"{job}, {cs.replace('_', ' ')}", fontsize=8)
-        ax.set_xlabel("time from submission (s)", fontsize=7)
+        ax.set_title(f"{job}, {cs.replace('_', ' ').replace('cs', 'CS')}", fontsize=style.FONT_SIZE)
+        ax.set_xlabel("time from submission [s]")
+        ax.set_ylabel("chunk")
+        ax.legend()
     result.files["fig41_chunks"] = save(fig, result.out_dir / "fig41_chunks.png")
 
 
 def _delay_figure(result: ExperimentResult, rows: Sequence[Mapping[str, Any]], ps: Sequence[float]) -> None:
+    fig = draw_delay_vs_preemption(rows, ps)
+    result.files["delay_vs_preemption"] = save(fig, result.out_dir / "delay_vs_preemption.png")
+
+
+def draw_delay_vs_preemption(rows: Sequence[Mapping[str, Any]], ps: Sequence[float]) -> Figure:
+    """Per allocation policy against the preemption time: the longest wait from a bag's first
+    shrink to a local job's start, and the mean delay the bags add per local job; linear axes
+    (no figure of the thesis to follow)."""
     fig, axes = figure(2, 1, width=4.6, height=3.4)
-    for label, _, _ in DELAY_POLICIES:
+    style.title(fig, "Local jobs delayed by bags of tasks, by preemption time — on das3 (five DAS-3 clusters)")
+    for i, (label, _, _) in enumerate(DELAY_POLICIES):
         rs = [[r for r in rows if r["allocation"] == label and r["preemption_time"] == p] for p in ps]
         xs = [p for p, g in zip(ps, rs, strict=True) if g]
         wait = [max(float(r["shrink_wait_max"] or 0) for r in g) for g in rs if g]
         mean = [float(np.mean([float(r["delay_mean"] or 0) for r in g])) for g in rs if g]
-        axes[0][0].plot(xs, wait, "o-", label=label)
-        axes[0][1].plot(xs, mean, "o-", label=label)
+        axes[0][0].plot(xs, wait, label=label, **style.series_style(i))
+        axes[0][1].plot(xs, mean, label=label, **style.series_style(i))
     axes[0][0].plot(list(ps), list(ps), "k:", lw=0.8, label="= preemption time")
     axes[0][0].axhline(30, color="grey", ls="--", lw=0.8, label="thesis: < 30 s")
-    axes[0][0].set_yscale("symlog", linthresh=1.0)
-    axes[0][0].set_ylim(bottom=0)
-    axes[0][0].set_title("max wait from the first shrink to the start", fontsize=9)
-    axes[0][1].set_title("mean delay added per local job (vs no bags)", fontsize=9)
+    axes[0][0].set_title("longest wait from the first shrink to the start", fontsize=style.FONT_SIZE)
+    axes[0][1].set_title("mean delay added per local job (vs no bags)", fontsize=style.FONT_SIZE)
+    axes[0][0].set_ylabel("wait [s]")
+    axes[0][1].set_ylabel("delay [s]")
     for ax in axes[0]:
-        ax.set_xlabel("preemption time (s)")
-        ax.set_ylabel("seconds")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-    result.files["delay_vs_preemption"] = save(fig, result.out_dir / "delay_vs_preemption.png")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("preemption time [s]")
+        ax.legend(title="allocation")
+    return fig
 
 
 # ======================================================================== §4.4, Tables 4.4-4.5
@@ -944,6 +974,7 @@ def _runner_table(rows: Sequence[Mapping[str, Any]], workloads: Sequence[str], s
 def _fig42(result: ExperimentResult, rows: Sequence[Mapping[str, Any]], workloads: Sequence[str]) -> None:
     """Fig. 4.2: the grid's load over time, stacked: local jobs, grid jobs, bags (SEP left, GEP right)."""
     fig, axes = figure(2, len(workloads), width=5.0, height=2.3)
+    style.title(fig, "Fig. 4.2: the grid's load over time, SEP and GEP — on das3 (five DAS-3 clusters)")
     for col, label in enumerate(("sep", "gep")):
         for i, w in enumerate(workloads):
             ax = axes[i][col]
@@ -957,36 +988,38 @@ def _fig42(result: ExperimentResult, rows: Sequence[Mapping[str, Any]], workload
                 r["series_grid"],
                 r["series_bags"],
                 labels=["local jobs", "grid jobs", "bags (CS)"],
-                colors=["tab:green", "tab:blue", "tab:orange"],
+                colors=[style.PALETTE[2], style.PALETTE[0], style.PALETTE[1]],
                 step="post",
             )
-            ax.axvline(WARMUP / 60.0, color="black", lw=0.6, ls=":")
+            ax.axvline(WARMUP / 60.0, color="black", lw=0.6, ls=":", label="end of the warm-up")
             ax.set_ylim(0, 1.05)
-            ax.set_title(f"{label.upper()}, {w}", fontsize=8)
-            ax.set_ylabel("load", fontsize=7)
+            ax.set_title(f"{label.upper()}, {w}", fontsize=style.FONT_SIZE)
+            ax.set_ylabel("load [busy / all processors]")
             if i == len(workloads) - 1:
-                ax.set_xlabel("time (min)", fontsize=7)
-    axes[0][0].legend(fontsize=6, loc="lower right")
+                ax.set_xlabel("time [min]")
+    axes[0][0].legend()
     result.files["fig42_load"] = save(fig, result.out_dir / "fig42_load.png")
 
 
 def _throughput_figure(result: ExperimentResult, rows: Sequence[Mapping[str, Any]], workloads: Sequence[str]) -> None:
     """Each run's three throughputs (dots) per policy and workload, the thesis's as crosses."""
     fig, axes = figure(len(workloads), 1, width=4.0, height=3.2)
+    style.title(fig, "Throughput of the three runners per run — on das3 (five DAS-3 clusters)")
     for col, w in enumerate(workloads):
         ax = axes[0][col]
         for x, (label, _, _) in enumerate(FAIR_POLICIES):
             for r in rows:
                 if r["policy"] == label and r["workload"] == w:
                     ys = [r[f"throughput_{k + 1}"] for k in range(RUNNERS)]
-                    ax.plot([x] * RUNNERS, ys, "o-", color="tab:blue", alpha=0.5, ms=3, lw=0.6)
+                    ax.plot([x] * RUNNERS, ys, "o-", color=style.PALETTE[0], alpha=0.5, ms=3, lw=0.6)
         for x, table in ((0, SEED_TABLE_44), (1, SEED_TABLE_45)):
-            ax.plot([x + 0.15] * RUNNERS, table[w], "x", color="tab:red", label="thesis" if x == 0 else None)
+            ax.plot([x + 0.15] * RUNNERS, table[w], "x", color=style.PALETTE[3], label="thesis" if x == 0 else None)
         ax.set_xticks(range(len(FAIR_POLICIES)), [p[0].replace(", ", "\n") for p in FAIR_POLICIES], fontsize=6)
-        ax.set_ylabel("tasks/s")
-        ax.set_title(f"{w}: the three runners' throughputs per run", fontsize=8)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
+        ax.set_ylabel("throughput [tasks/s]")
+        ax.set_xlabel("fair-share policy")
+        ax.set_ylim(bottom=0)
+        ax.set_title(w, fontsize=style.FONT_SIZE)
+        ax.legend()
     result.files["throughput"] = save(fig, result.out_dir / "throughput.png")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from isthmus.experiments.output import write_csv
 from isthmus.experiments.runner import Point, Sweep
+from isthmus.metrics import style
 from isthmus.workloads.conversion import CANCELLED_MEANINGS
 
 
@@ -61,10 +62,12 @@ def finish(result: ExperimentResult, title: str, body: list[str], *, traces: boo
 
 
 def log_axis(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
-    """Label an axis, with a logarithmic y scale when it has positive values."""
-    if ax.dataLim.y1 > 0:  # a log axis needs some positive value (a free run costs $0)
+    """Label an axis, with a logarithmic y scale (the paper's), said in the y label, when it has
+    positive values."""
+    log = ax.dataLim.y1 > 0  # a log axis needs some positive value (a free run costs $0)
+    if log:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_ylabel(f"{ylabel}, log scale" if log else ylabel)
+    ax.set_title(title, fontsize=style.FONT_SIZE)
     ax.grid(True, which="both", alpha=0.3)

@@ -459,3 +459,136 @@ def plot_all(
     fmts = style.parse_formats(formats)
     figures = draw_all(runs, workload=workload, environment=environment)
     return {kind: _save(fig, d / f"{prefix}{kind}.png", fmts) for kind, fig in figures.items()}
+
+
+#: The figures of a repeated run (`draw_repeated`): kind -> (comparison.json key, what it shows,
+#: y label without its unit, unit: "duration" for seconds shown in a readable unit).
+REPEATED_FIGURES: dict[str, tuple[str, str, str, str]] = {
+    "wait": ("wait_mean", "Mean wait", "mean wait", "duration"),
+    "slowdown": ("bounded_slowdown_mean", "Mean bounded slowdown (10 s)", "mean bounded slowdown", "ratio"),
+    "utilization": ("utilization", "Utilization", "utilization", "fraction"),
+    "cost": ("cost_charged", "Charged cost of cloud leases", "charged cost", "usd"),
+}
+
+
+def _interval_of(row: Mapping[str, Any], key: str) -> tuple[float | None, float | None]:
+    """(mean, 95% half-width) of figure `key` in a repeated run's policy `row` (None: unknown)."""
+    cell = row.get(key)
+    if not isinstance(cell, Mapping):
+        return None, None
+    mean, half = cell.get("mean"), cell.get("ci95")
+    return (None if mean is None else float(mean)), (None if half is None else float(half))
+
+
+def draw_interval_bars(
+    rows: Sequence[Mapping[str, Any]],
+    key: str,
+    *,
+    what: str,
+    ylabel: str,
+    unit: str,
+    runs: int,
+    context: Context = NO_CONTEXT,
+) -> Figure:
+    """One bar per policy of a repeated run (`rows`: comparison.json's "policies") at the mean of
+    figure `key`, its 95% confidence interval as an error bar, each bar labelled with mean ± the
+    half-width; a linear axis from 0. `unit` is "duration" (seconds, drawn in s, min or h),
+    "ratio" (a dotted line at 1: no slowdown), "fraction" (0 to 1) or "usd"."""
+    names = [str(r.get("policy", "")) for r in rows]
+    cells = [_interval_of(r, key) for r in rows]
+    highest = max((m + (h or 0.0) for m, h in cells if m is not None), default=0.0)
+    scale, unit_name = 1.0, ""
+    if unit == "duration":
+        unit_name, scale = _duration_unit(highest)
+    elif unit == "ratio":
+        unit_name = "response time / runtime"
+    elif unit == "fraction":
+        unit_name = "busy / available processor-time"
+    elif unit == "usd":
+        unit_name = "US$"
+    fig = _figure(height=4.4)
+    fig.subplots_adjust(top=1 - 0.75 / 4.4)  # the title's two lines
+    ax = fig.add_subplot()
+    style.style_axes(ax)
+    ax.grid(False, axis="x")
+    x = np.arange(len(names), dtype=float)
+    heights = [0.0 if m is None else m / scale for m, _ in cells]
+    errors = [np.nan if m is None or h is None else h / scale for m, h in cells]
+    ax.bar(
+        x,
+        heights,
+        0.6,
+        yerr=errors,
+        capsize=6,
+        color=[style.PALETTE[i % len(style.PALETTE)] for i in range(len(names))],
+        edgecolor="white",
+        linewidth=0.5,
+        error_kw={"ecolor": "black", "elinewidth": 1.2, "capthick": 1.2},
+    )
+    for i, (m, h) in enumerate(cells):
+        if m is None:
+            text, y = "n/a", 0.0
+        else:
+            fmt = "${:,.2f}" if unit == "usd" else "{:.3g}"
+            text = fmt.format(m / scale) + ("" if h is None else " ± " + fmt.format(h / scale).lstrip("$"))
+            y = (m + (h or 0.0)) / scale
+        ax.annotate(
+            text,
+            (float(x[i]), y),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=style.FONT_SIZE - 1,
+        )
+    top = highest / scale
+    if unit == "ratio":
+        ax.axhline(1.0, color=style.CAPACITY_COLOUR, linestyle=":", linewidth=1.0)
+        top = max(top, 1.0)
+    if unit == "fraction":
+        ax.set_ylim(0, max(1.0, top) * 1.12)
+    else:
+        ax.set_ylim(0, (top or 1.0) * 1.15)  # room for the value labels
+    ax.set_xticks(x, names)
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_xlabel("allocation policy")
+    ax.set_ylabel(f"{ylabel} [{unit_name}]" if unit_name else ylabel)
+    # two lines: a workload and environment name long enough would push one line off the figure
+    style.title(fig, context.title(f"{what} per policy") + f"\nmean ± 95% confidence interval over {runs} runs")
+    return fig
+
+
+def draw_repeated(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    runs: int,
+    workload: str | None = None,
+    environment: Environment | None = None,
+) -> dict[str, Figure]:
+    """The figures of a repeated run by kind (`REPEATED_FIGURES`): bars of each policy's mean
+    with its 95% confidence interval as error bars, titled with `workload` and `environment`'s
+    name. The cost figure is left out for an environment without cloud sites."""
+    context = Context(workload, environment.name if environment is not None else None)
+    cloud = environment is None or any(s.is_cloud for s in environment.sites)
+    return {
+        kind: draw_interval_bars(rows, key, what=what, ylabel=ylabel, unit=unit, runs=runs, context=context)
+        for kind, (key, what, ylabel, unit) in REPEATED_FIGURES.items()
+        if kind != "cost" or cloud
+    }
+
+
+def plot_repeated(
+    rows: Sequence[Mapping[str, Any]],
+    out_dir: str | os.PathLike[str],
+    *,
+    runs: int,
+    formats: str | Sequence[str] = ("png",),
+    workload: str | None = None,
+    environment: Environment | None = None,
+) -> dict[str, Path]:
+    """Write `draw_repeated`'s figures into `out_dir` as `repeated_<kind>.<format>` for each of
+    `formats`; returns the first format's path by kind."""
+    d = Path(out_dir)
+    fmts = style.parse_formats(formats)
+    figures = draw_repeated(rows, runs=runs, workload=workload, environment=environment)
+    return {kind: _save(fig, d / f"repeated_{kind}.png", fmts) for kind, fig in figures.items()}
