@@ -43,3 +43,10 @@ def test_an_unknown_account_is_refused_naming_the_field() -> None:
     env = environment_from_text(LOCAL + '[users.map]\nalice = "no-such-account-x"\n', "toml")
     with pytest.raises(ValueError, match=r"^environment file: users\.map\.alice: no Unix account"):
         main.check_run_as(env)
+
+
+def test_a_manager_without_users_is_told_its_jobs_can_read_its_state() -> None:
+    said = main.shared_account_warning(environment_from_text(LOCAL, "toml"))
+    assert said is not None and said.startswith("no [users] table: jobs of site here run as this manager's")
+    assert main.shared_account_warning(environment_from_text(LOCAL + USERS, "toml")) is None
+    assert main.shared_account_warning(environment_from_text(CLOUD, "toml")) is None  # VMs elsewhere

@@ -137,6 +137,9 @@ def serve(
     check_batch_commands(env)
     check_cloud_credentials(env)
     check_run_as(env)
+    shared = shared_account_warning(env)
+    if shared:
+        print(f"isthmus: warning: {shared}", file=sys.stderr, flush=True)
     url = db_url or sqlite_url(state_dir / "isthmus.db")
     check_store_files(url)
     os.umask(0o077)  # the database, logs and token files are the manager's alone (docs/security.md)
@@ -285,6 +288,22 @@ def check_cloud_credentials(env: Environment) -> None:
                 credentials(site.provider)
             except ValueError as exc:
                 raise ValueError(f"site {site.name}: {exc}") from None
+
+
+def shared_account_warning(env: Environment) -> str | None:
+    """What a manager without a ``[users]`` table must be told at start when some site runs jobs
+    as its own Unix user (local sites, batch-system sites): those jobs can read and change its
+    state. None with ``[users]``, or when every site is a cloud (its VMs' pilots are not here)."""
+    if env.users is not None:
+        return None
+    own = [s.name for s in env.sites if s.provider is None]
+    if not own:
+        return None
+    return (
+        f"no [users] table: jobs of site {own[0]}{' and others' if len(own) > 1 else ''} run as this manager's "
+        "Unix user and can read its database and tokens; map users to accounts for other users' jobs "
+        "(docs/security.md, 'Running jobs as their users')"
+    )
 
 
 def check_run_as(env: Environment) -> None:
