@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -102,3 +104,15 @@ def test_docs_show_the_units_command() -> None:
     doc = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     shown = re.search(r"^```\n(\S+/isthmus server .*?)^```", doc, flags=re.S | re.M)
     assert shown is not None and shlex.split(shown.group(1)) == exec_start()
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (systemd)")
+def test_systemd_reads_every_setting(tmp_path: Path) -> None:
+    """`systemd-analyze verify` accepts every setting (it names any it would ignore); the
+    program's path is replaced by one that exists here."""
+    unit = tmp_path / SYSTEMD_UNIT
+    argv0 = exec_start()[0]
+    unit.write_text(systemd_unit().replace(argv0, shutil.which("true") or "/bin/true"), encoding="utf-8")
+    verify = ["systemd-analyze", "verify", str(unit)]
+    proc = subprocess.run(verify, check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
