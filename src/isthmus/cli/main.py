@@ -63,6 +63,7 @@ COMMANDS: dict[str, str] = {
     "token": "live.tokens",
     "cloud": "live.cloud",
     "tls": "tls_cmd",
+    "deploy": "deploy_cmd",
 }
 
 #: Help of the sub-command groups that are Typer apps of their own (`module.app`).
@@ -70,6 +71,7 @@ _GROUP_HELP = {
     "env": "List, show and check environments (sites, sets, policies).",
     "workload": "Inspect, generate, convert, reduce and filter workloads.",
     "tls": "TLS material for the manager: a self-signed certificate and key for a trial.",
+    "deploy": "Files for running the manager as a service: its systemd unit.",
 }
 
 
