@@ -106,6 +106,22 @@ def workload_statistics(jobs: Sequence[Job]) -> dict[str, Any]:
     }
 
 
+def run_provenance(
+    *, command: str, command_with_defaults: str, seed: int, env: Environment, workload_statistics: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What a simulation's comparison.json records to be run and read again: the command as given
+    and with every default, the seed, `versions()`, the environment's sites and the workload's
+    statistics."""
+    return {
+        "command": command,
+        "command_with_defaults": command_with_defaults,
+        "seed": seed,
+        "versions": versions(),
+        "environment_detail": environment_sites(env),
+        "workload_statistics": dict(workload_statistics),
+    }
+
+
 def write_provenance(path: Path, *, command: str, command_with_defaults: str, options: Mapping[str, Any]) -> Path:
     """Write an experiment's provenance.json (the command as given and with every default, the
     experiment's options as run, seeds included, and `versions()`), atomically; its path."""

@@ -345,7 +345,7 @@ def simulate_command(
 ) -> None:
     """Simulate allocation policies side by side and compare wait, slowdown, utilization and cost."""
     from isthmus.cli.memory import end_startup_gc, fix_mmap_threshold, release_free_memory
-    from isthmus.cli.provenance import environment_sites, versions, workload_statistics
+    from isthmus.cli.provenance import run_provenance, workload_statistics
 
     fix_mmap_threshold()  # large NumPy columns go back to the system when freed
     from isthmus.config import ConfigError, single_cluster
@@ -605,12 +605,13 @@ def simulate_command(
         "environment": environment.name,
         "workload": workload_name,
         "workload_spec": workload,
-        "command": command_line(ctx),
-        "command_with_defaults": command_line(ctx, defaults=True, resolved=resolved),
-        "seed": seed,
-        "versions": versions(),
-        "environment_detail": environment_sites(environment),
-        "workload_statistics": workload_stats,
+        **run_provenance(
+            command=command_line(ctx),
+            command_with_defaults=command_line(ctx, defaults=True, resolved=resolved),
+            seed=seed,
+            env=environment,
+            workload_statistics=workload_stats,
+        ),
         "jobs": n_jobs,
         "workload_preparation": preparation,
         "provisioning": policy_label(prov),
@@ -718,7 +719,7 @@ def _repeated(
 ) -> None:
     """`simulate --repeat N` / `--seeds`: every policy on each drawn workload; the table, JSON and
     comparison.json give each figure's mean and 95% confidence interval (`simulate_repeat`)."""
-    from isthmus.cli.provenance import environment_sites, versions, workload_statistics
+    from isthmus.cli.provenance import run_provenance, workload_statistics
     from isthmus.cli.simulate_repeat import (
         RepeatPlan,
         parse_seeds,
@@ -778,12 +779,13 @@ def _repeated(
     report = {
         "environment": environment.name,
         "workload_spec": workload,
-        "command": command_line(ctx),
-        "command_with_defaults": command_line(ctx, defaults=True, resolved=resolved),
-        "seed": seed,
-        "versions": versions(),
-        "environment_detail": environment_sites(environment),
-        "workload_statistics": workload_statistics(drawn[0][1]),
+        **run_provenance(
+            command=command_line(ctx),
+            command_with_defaults=command_line(ctx, defaults=True, resolved=resolved),
+            seed=seed,
+            env=environment,
+            workload_statistics=workload_statistics(drawn[0][1]),
+        ),
         "provisioning": policy_label(prov),
         "fairshare": policy_label(fair) if fair is not None else None,
         "repeat": {"count": len(chosen), "seeds": list(chosen), "resampling": how, "interval": "95% Student's t"},
