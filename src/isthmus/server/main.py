@@ -290,13 +290,19 @@ def check_cloud_credentials(env: Environment) -> None:
                 raise ValueError(f"site {site.name}: {exc}") from None
 
 
+def own_user_sites(env: Environment) -> list[str]:
+    """The sites whose pilots or jobs start as the manager's own Unix user (local clusters and
+    clouds, batch-system sites): all but those of a cloud provider, whose VMs start the pilots."""
+    return [s.name for s in env.sites if s.provider is None]
+
+
 def shared_account_warning(env: Environment) -> str | None:
     """What a manager without a ``[users]`` table must be told at start when some site runs jobs
     as its own Unix user (local sites, batch-system sites): those jobs can read and change its
     state. None with ``[users]``, or when every site is a cloud (its VMs' pilots are not here)."""
     if env.users is not None:
         return None
-    own = [s.name for s in env.sites if s.provider is None]
+    own = own_user_sites(env)
     if not own:
         return None
     return (
@@ -329,7 +335,7 @@ def check_run_as(env: Environment) -> None:
                 "(docs/security.md)"
             )
     # local sites and batch-system pilots run as the manager's user; so does sbatch without root
-    own = [s.name for s in env.sites if s.provider is None]
+    own = own_user_sites(env)
     if own and os.geteuid() != 0:
         raise ValueError(
             f"environment file: users: the pilots or jobs of site {own[0]} run as the manager's user ({own_name()}), "
