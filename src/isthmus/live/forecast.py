@@ -355,14 +355,9 @@ def _spend_from(now: float, engine: Engine, adopted: dict[tuple[int, int], tuple
     total = 0.0
     for (site, vm), (leased_at, vm_type) in leases.items():
         s = engine.env.sites[site]
-        if not s.is_paid:
-            continue
-
-        def begun(t: float, leased_at: float = leased_at, inc: float = s.billing_increment) -> int:
-            return math.ceil((t - leased_at) / inc - 1e-9) if t > leased_at else 0
-
-        more = begun(released.get((site, vm), end)) - begun(max(now, leased_at))
-        total += max(0, more) * s.type_price_per_increment(vm_type)
+        until = released.get((site, vm), end)
+        more = s.charged_cost(until - leased_at, vm_type) - s.charged_cost(max(now, leased_at) - leased_at, vm_type)
+        total += max(0.0, more)
     return total
 
 
